@@ -1,0 +1,203 @@
+//! The one error type of rlx, re-exported as `rlx::Error`.
+//!
+//! Messages read like rustc's: what happened, what was expected, and what to
+//! do. Variants name the op and carry the offending shapes and dtypes.
+
+use crate::{DType, Shape};
+
+/// Result alias used throughout rlx.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong when building, transforming or running a graph.
+///
+/// ```
+/// use rlx_core::{DType, Graph, Shape};
+/// let mut g = Graph::new();
+/// let a = g.input("a", [2, 3], DType::F64);
+/// let b = g.input("b", [4], DType::F64);
+/// let err = g.add(a, b).unwrap_err();
+/// assert!(err.to_string().contains("add"));
+/// assert!(err.to_string().contains("[2, 3]"));
+/// ```
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Two operand shapes are incompatible for an op.
+    #[error("`{op}`: shapes {lhs} and {rhs} are incompatible\n  = note: {expected}")]
+    ShapeMismatch {
+        /// The op being built.
+        op: &'static str,
+        /// Shape of the first operand.
+        lhs: Shape,
+        /// Shape of the second operand.
+        rhs: Shape,
+        /// What the op expects of them.
+        expected: String,
+    },
+    /// Two operand dtypes differ where the op needs them equal.
+    #[error("`{op}`: operands have dtypes {lhs} and {rhs}\n  = help: cast one operand with `.cast({lhs})` or `.cast({rhs})`")]
+    DTypeMismatch {
+        /// The op being built.
+        op: &'static str,
+        /// Dtype of the first operand.
+        lhs: DType,
+        /// Dtype of the second operand.
+        rhs: DType,
+    },
+    /// An op does not accept values of this dtype.
+    #[error("`{op}` does not accept {dtype} operands\n  = note: expected {expected}")]
+    UnsupportedDType {
+        /// The op being built.
+        op: &'static str,
+        /// The dtype that came.
+        dtype: DType,
+        /// What the op accepts.
+        expected: &'static str,
+    },
+    /// An op argument (axis, permutation, slice bound, ...) is invalid.
+    #[error("`{op}`: {message}")]
+    InvalidArgument {
+        /// The op being built.
+        op: &'static str,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+    /// An op got the wrong number of operands.
+    #[error("`{op}` takes {expected} operand(s), got {got}")]
+    Arity {
+        /// The op being built.
+        op: &'static str,
+        /// Number of operands expected.
+        expected: usize,
+        /// Number of operands given.
+        got: usize,
+    },
+    /// A node id does not belong to the graph.
+    #[error("node %{node} does not exist (the graph has {len} nodes)")]
+    UnknownNode {
+        /// The id given.
+        node: u32,
+        /// Number of nodes in the graph.
+        len: usize,
+    },
+    /// A graph violates one of its invariants (see `Graph::verify`).
+    #[error("invalid graph at %{node}: {message}\n{context}")]
+    InvalidGraph {
+        /// The offending node.
+        node: u32,
+        /// The invariant that fails.
+        message: String,
+        /// The IR around the node.
+        context: String,
+    },
+    /// An input given at run time does not match the graph's declaration.
+    #[error("input `{name}`: expected {expected_dtype}{expected_shape}, got {got_dtype}{got_shape}\n  = help: pass a tensor of shape {expected_shape} and dtype {expected_dtype}")]
+    InputMismatch {
+        /// The input's name.
+        name: String,
+        /// Declared shape.
+        expected_shape: Shape,
+        /// Declared dtype.
+        expected_dtype: DType,
+        /// Shape that came.
+        got_shape: Shape,
+        /// Dtype that came.
+        got_dtype: DType,
+    },
+    /// The number of inputs or outputs given does not match the graph.
+    #[error("{what}: expected {expected}, got {got}")]
+    CountMismatch {
+        /// What was counted (`inputs`, `outputs`, `tangents`, ...).
+        what: String,
+        /// Number expected.
+        expected: usize,
+        /// Number given.
+        got: usize,
+    },
+    /// A value was read as the wrong dtype or size.
+    #[error("cannot read a {got} tensor of shape {shape} as {wanted}")]
+    ReadMismatch {
+        /// What the caller asked for (`f32`, `a scalar`, ...).
+        wanted: String,
+        /// The tensor's dtype.
+        got: DType,
+        /// The tensor's shape.
+        shape: Shape,
+    },
+    /// A transform needed a scalar (0-d or one-element) output.
+    #[error("`{op}` needs a scalar output, but the output has shape {shape}\n  = help: use `vjp` with a cotangent, or `jacobian`, for non-scalar outputs")]
+    NotScalar {
+        /// The transform (`grad`, `hessian`, ...).
+        op: &'static str,
+        /// The output's shape.
+        shape: Shape,
+    },
+    /// An op has no derivative rule of the requested kind.
+    #[error("`{op}` has no {kind} rule\n  = help: wrap the value in `stop_gradient`, or define a custom derivative")]
+    NotDifferentiable {
+        /// The op's name.
+        op: &'static str,
+        /// `vjp`, `jvp` or `batching`.
+        kind: &'static str,
+    },
+    /// A linear solve met a singular (or numerically singular) matrix.
+    #[error("`{op}`: matrix of shape {shape} is singular (zero pivot in column {column})")]
+    SingularMatrix {
+        /// The op (`solve`).
+        op: &'static str,
+        /// Shape of the matrix operand.
+        shape: Shape,
+        /// Column where elimination found no usable pivot.
+        column: usize,
+    },
+    /// An index is out of range for the axis it indexes.
+    #[error("`{op}`: index {index} is out of range for axis {axis} of size {size}")]
+    IndexOutOfRange {
+        /// The op (`gather`, `scatter_add`).
+        op: &'static str,
+        /// The offending index.
+        index: i64,
+        /// The axis indexed.
+        axis: usize,
+        /// Its size.
+        size: usize,
+    },
+    /// An error inside traced code, with the user's source location.
+    #[error("{source}\n  --> {file}:{line}:{column}")]
+    At {
+        /// The error.
+        source: Box<Error>,
+        /// The user's file.
+        file: String,
+        /// Line in that file.
+        line: u32,
+        /// Column in that file.
+        column: u32,
+    },
+    /// Tracing or a companion was used in a way rlx does not support.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl Error {
+    /// Attaches a source location (the user's file and line) to an error.
+    pub fn at(self, file: &str, line: u32, column: u32) -> Error {
+        match self {
+            e @ Error::At { .. } => e,
+            e => Error::At {
+                source: Box::new(e),
+                file: file.to_string(),
+                line,
+                column,
+            },
+        }
+    }
+
+    /// The error without any source location attached.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::At { source, .. } => source.root(),
+            e => e,
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The IR and transforms of rlx.
+//!
+//! A [`Graph`] is an append-only list of [`Node`]s in topological order; each
+//! node applies a primitive [`Op`] to earlier nodes and carries its inferred
+//! [`Shape`] and [`DType`]. Modules, in pipeline order:
+//!
+//! - [`dtype`], [`shape`], [`op`]: what a value is and what can be done to it;
+//! - [`infer`]: shape and dtype inference, one exhaustive `match` over ops;
+//! - [`graph`]: the arena and its builder (one method per op);
+//! - [`error`]: the one error type, re-exported as `rlx::Error`.
+//!
+//! This crate does no execution and contains no `unsafe`; `rlx-runtime` runs graphs.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod dtype;
+pub mod error;
+pub mod graph;
+pub mod infer;
+pub mod op;
+pub mod shape;
+
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use graph::{Graph, GraphInput, Node, NodeId};
+pub use infer::{infer, TensorType};
+pub use op::{BinaryOp, CmpOp, Literal, Op, ReduceOp, UnaryOp};
+pub use shape::Shape;

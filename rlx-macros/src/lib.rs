@@ -1,0 +1,1 @@
+//! The `#[differentiable]` attribute of rlx.

@@ -1,0 +1,4 @@
+//! rlx: differentiable Rust.
+#![deny(missing_docs)]
+
+pub use rlx_core::*;
