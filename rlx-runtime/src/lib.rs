@@ -1,1 +1,18 @@
-//! placeholder until the runtime lands
+//! The CPU runtime of rlx: tensors, tracing, the graph compiler and kernels.
+//!
+//! Modules, in pipeline order:
+//! - [`storage`]: typed contiguous element storage;
+//! - [`tensor`]: [`Tensor`], concrete or traced, and its eager ops;
+//! - [`trace`]: the thread-local trace context used by `#[differentiable]`.
+#![deny(missing_docs)]
+
+mod eager;
+pub mod storage;
+pub mod tensor;
+pub mod trace;
+
+pub use rlx_core::{
+    BinaryOp, CmpOp, DType, Error, Graph, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,
+};
+pub use storage::{Element, Storage};
+pub use tensor::Tensor;

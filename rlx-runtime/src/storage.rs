@@ -1,0 +1,157 @@
+//! Typed, contiguous, row-major element storage: one `Vec` per dtype.
+//!
+//! [`Element`] ties a Rust type to its [`DType`] and to the `Storage` variant
+//! that holds it; generic code (`Tensor::from_slice::<T>`, `to_vec::<T>`)
+//! dispatches through it.
+
+use half::{bf16, f16};
+use rlx_core::DType;
+
+/// Values of one dtype, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Storage {
+    /// `f32` values.
+    F32(Vec<f32>),
+    /// `f64` values.
+    F64(Vec<f64>),
+    /// `f16` values (computed in `f32`).
+    F16(Vec<f16>),
+    /// `bf16` values (computed in `f32`).
+    BF16(Vec<bf16>),
+    /// `i64` values.
+    I64(Vec<i64>),
+    /// `bool` values.
+    Bool(Vec<bool>),
+}
+
+impl Storage {
+    /// The dtype held.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Storage::F32(_) => DType::F32,
+            Storage::F64(_) => DType::F64,
+            Storage::F16(_) => DType::F16,
+            Storage::BF16(_) => DType::BF16,
+            Storage::I64(_) => DType::I64,
+            Storage::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Storage::F32(v) => v.len(),
+            Storage::F64(v) => v.len(),
+            Storage::F16(v) => v.len(),
+            Storage::BF16(v) => v.len(),
+            Storage::I64(v) => v.len(),
+            Storage::Bool(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `len` zeros (false for `Bool`) of `dtype`.
+    pub fn zeros(dtype: DType, len: usize) -> Storage {
+        Storage::full(dtype, len, 0.0)
+    }
+
+    /// `len` copies of `value` converted to `dtype` (non-zero is `true` for `Bool`).
+    pub fn full(dtype: DType, len: usize, value: f64) -> Storage {
+        match dtype {
+            DType::F32 => Storage::F32(vec![value as f32; len]),
+            DType::F64 => Storage::F64(vec![value; len]),
+            DType::F16 => Storage::F16(vec![f16::from_f64(value); len]),
+            DType::BF16 => Storage::BF16(vec![bf16::from_f64(value); len]),
+            DType::I64 => Storage::I64(vec![value as i64; len]),
+            DType::Bool => Storage::Bool(vec![value != 0.0; len]),
+        }
+    }
+
+    /// Element `i` converted to `f64` (`true` is 1).
+    pub fn get_f64(&self, i: usize) -> f64 {
+        match self {
+            Storage::F32(v) => v[i] as f64,
+            Storage::F64(v) => v[i],
+            Storage::F16(v) => v[i].to_f64(),
+            Storage::BF16(v) => v[i].to_f64(),
+            Storage::I64(v) => v[i] as f64,
+            Storage::Bool(v) => v[i] as u8 as f64,
+        }
+    }
+
+    /// All elements converted to `f64`.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        (0..self.len()).map(|i| self.get_f64(i)).collect()
+    }
+
+    /// Values from `f64`s converted to `dtype`.
+    pub fn from_f64(dtype: DType, values: impl IntoIterator<Item = f64>) -> Storage {
+        let it = values.into_iter();
+        match dtype {
+            DType::F32 => Storage::F32(it.map(|v| v as f32).collect()),
+            DType::F64 => Storage::F64(it.collect()),
+            DType::F16 => Storage::F16(it.map(f16::from_f64).collect()),
+            DType::BF16 => Storage::BF16(it.map(bf16::from_f64).collect()),
+            DType::I64 => Storage::I64(it.map(|v| v as i64).collect()),
+            DType::Bool => Storage::Bool(it.map(|v| v != 0.0).collect()),
+        }
+    }
+}
+
+/// A Rust element type that a [`Storage`] can hold.
+pub trait Element: Copy + Send + Sync + std::fmt::Debug + 'static {
+    /// The matching dtype.
+    const DTYPE: DType;
+    /// Wraps a vector in its storage variant.
+    fn into_storage(v: Vec<Self>) -> Storage;
+    /// The slice, if `s` holds this type.
+    fn slice(s: &Storage) -> Option<&[Self]>;
+    /// The mutable vector, if `s` holds this type.
+    fn vec_mut(s: &mut Storage) -> Option<&mut Vec<Self>>;
+    /// Conversion from `f64` (used by constructors such as `full`).
+    fn from_f64(v: f64) -> Self;
+    /// Conversion to `f64`.
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! element {
+    ($t:ty, $variant:ident, $from:expr, $to:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$variant;
+            fn into_storage(v: Vec<Self>) -> Storage {
+                Storage::$variant(v)
+            }
+            fn slice(s: &Storage) -> Option<&[Self]> {
+                match s {
+                    Storage::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn vec_mut(s: &mut Storage) -> Option<&mut Vec<Self>> {
+                match s {
+                    Storage::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn from_f64(v: f64) -> Self {
+                let f: fn(f64) -> $t = $from;
+                f(v)
+            }
+            fn to_f64(self) -> f64 {
+                let f: fn($t) -> f64 = $to;
+                f(self)
+            }
+        }
+    };
+}
+
+element!(f32, F32, |v| v as f32, |v| v as f64);
+element!(f64, F64, |v| v, |v| v);
+element!(f16, F16, f16::from_f64, f16::to_f64);
+element!(bf16, BF16, bf16::from_f64, bf16::to_f64);
+element!(i64, I64, |v| v as i64, |v| v as f64);
+element!(bool, Bool, |v| v != 0.0, |v| v as u8 as f64);
