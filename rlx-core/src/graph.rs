@@ -628,6 +628,45 @@ impl Graph {
     pub fn stop_gradient(&mut self, x: NodeId) -> Result<NodeId> {
         self.push(Op::StopGradient, &[x])
     }
+
+    /// Applies a sub-function with custom derivative rules.
+    pub fn custom(
+        &mut self,
+        op: std::sync::Arc<crate::CustomOp>,
+        args: &[NodeId],
+    ) -> Result<NodeId> {
+        self.push(Op::Custom(crate::CustomRef(op)), args)
+    }
+
+    /// Replaces every `Op::Custom` node by the nodes of its forward graph
+    /// (what execution and batching need; derivative rules are gone after this).
+    pub fn inline_custom(&self) -> Result<Graph> {
+        let mut out = Graph::new();
+        let mut map: Vec<NodeId> = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            let args: Vec<NodeId> = node.inputs.iter().map(|i| map[i.index()]).collect();
+            let id = match &node.op {
+                Op::Custom(c) => {
+                    let inner = c.forward.inline_custom()?;
+                    out.inline(&inner, &args)?[0]
+                }
+                Op::Input { index } => out.input(
+                    self.inputs[*index].name.clone(),
+                    node.shape.clone(),
+                    node.dtype,
+                ),
+                op => out.push_unchecked(Node {
+                    op: op.clone(),
+                    inputs: args,
+                    shape: node.shape.clone(),
+                    dtype: node.dtype,
+                }),
+            };
+            map.push(id);
+        }
+        out.outputs = self.outputs.iter().map(|o| map[o.index()]).collect();
+        Ok(out)
+    }
 }
 
 macro_rules! unary_builders {
@@ -808,6 +847,30 @@ mod tests {
         assert_eq!(g.node(out[0]).inputs, vec![a]);
         let b = g.input("b", [3], DType::F64);
         assert!(g.inline(&f, &[b]).is_err());
+    }
+
+    #[test]
+    fn inline_custom_expands_forward() {
+        let mut f = Graph::new();
+        let x = f.input("x", [2], DType::F64);
+        let y = f.exp(x).unwrap();
+        f.set_outputs(vec![y]);
+        let op = std::sync::Arc::new(crate::CustomOp {
+            name: "myexp".into(),
+            forward: f,
+            vjp: None,
+            jvp: None,
+        });
+        let mut g = Graph::new();
+        let a = g.input("a", [2], DType::F64);
+        let c = g.custom(op.clone(), &[a]).unwrap();
+        g.set_outputs(vec![c]);
+        assert!(g.to_string().contains("custom myexp"));
+        let flat = g.inline_custom().unwrap();
+        flat.verify().unwrap();
+        assert_eq!(flat.node(flat.outputs()[0]).op, Op::Unary(UnaryOp::Exp));
+        let b = g.input("b", [3], DType::F64);
+        assert!(g.custom(op, &[b]).is_err());
     }
 
     #[test]

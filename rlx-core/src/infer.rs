@@ -351,6 +351,32 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
             Ok(b.clone())
         }
         Op::StopGradient => Ok(inputs[0].clone()),
+        Op::Custom(c) => {
+            let f = &c.forward;
+            if f.outputs().len() != 1 {
+                return Err(Error::InvalidArgument {
+                    op: name,
+                    message: format!(
+                        "custom op `{}` must have exactly one output, it has {}",
+                        c.name,
+                        f.outputs().len()
+                    ),
+                });
+            }
+            for (inp, got) in f.inputs().iter().zip(inputs) {
+                let want = f.ty(inp.node);
+                if &want != *got {
+                    return Err(Error::InputMismatch {
+                        name: format!("{}::{}", c.name, inp.name),
+                        expected_shape: want.shape,
+                        expected_dtype: want.dtype,
+                        got_shape: got.shape.clone(),
+                        got_dtype: got.dtype,
+                    });
+                }
+            }
+            Ok(f.ty(f.outputs()[0]))
+        }
     }
 }
 

@@ -24,5 +24,5 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Graph, GraphInput, Node, NodeId};
 pub use infer::{infer, TensorType};
-pub use op::{BinaryOp, CmpOp, Literal, Op, ReduceOp, UnaryOp};
+pub use op::{BinaryOp, CmpOp, CustomOp, CustomRef, Literal, Op, ReduceOp, UnaryOp};
 pub use shape::Shape;

@@ -13,7 +13,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::{DType, Shape};
+use crate::{DType, Graph, Shape};
 
 /// One primitive operation. See the module docs for operand conventions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -106,6 +106,61 @@ pub enum Op {
     Solve,
     /// Identity whose derivative is zero. Operands: `[x]`.
     StopGradient,
+    /// A sub-function with user-supplied derivative rules (JAX's
+    /// `custom_vjp` / `custom_jvp`). Operands: the sub-function's inputs.
+    Custom(CustomRef),
+}
+
+/// A sub-function whose derivatives come from user-supplied graphs instead
+/// of differentiating its body (for implicit functions and numerically
+/// stable rules).
+///
+/// Conventions, for a `forward` graph with inputs `x_1..x_n` and one output `y`:
+/// - `vjp` (optional): inputs `[x_1, .., x_n, y, ybar]`, outputs
+///   `[xbar_1, .., xbar_n]` shaped like the inputs;
+/// - `jvp` (optional): inputs `[x_1, .., x_n, t_1, .., t_n]`, one output
+///   `ydot` shaped like `y`.
+///
+/// The rule graphs are themselves differentiated when a higher order is
+/// asked for. A missing rule is derived from the other when possible
+/// (a `vjp` from the `jvp` by transposition is not attempted; reverse mode
+/// without a `vjp` rule differentiates `forward`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CustomOp {
+    /// Name shown in IR dumps and error messages.
+    pub name: String,
+    /// The function itself: its inputs are the op's operands, its single output the op's value.
+    pub forward: Graph,
+    /// Reverse-mode rule, see the type's docs.
+    pub vjp: Option<Graph>,
+    /// Forward-mode rule, see the type's docs.
+    pub jvp: Option<Graph>,
+}
+
+/// A shared [`CustomOp`], compared and hashed by identity so that `Op` stays
+/// `Eq + Hash` (CSE merges two custom nodes only when they use the same rule set).
+#[derive(Clone, Debug)]
+pub struct CustomRef(pub Arc<CustomOp>);
+
+impl PartialEq for CustomRef {
+    fn eq(&self, other: &CustomRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CustomRef {}
+
+impl std::hash::Hash for CustomRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.0) as usize).hash(state);
+    }
+}
+
+impl std::ops::Deref for CustomRef {
+    type Target = CustomOp;
+    fn deref(&self) -> &CustomOp {
+        &self.0
+    }
 }
 
 /// Element-wise unary ops.
@@ -342,6 +397,7 @@ impl Op {
             Op::LogSoftmax { .. } => "log_softmax",
             Op::Solve => "solve",
             Op::StopGradient => "stop_gradient",
+            Op::Custom(_) => "custom",
         }
     }
 
@@ -362,6 +418,7 @@ impl Op {
             Op::Binary(_) | Op::Compare(_) | Op::MatMul | Op::Gather { .. } | Op::Solve => Some(2),
             Op::Select | Op::ScatterAdd { .. } => Some(3),
             Op::Concat { .. } => None,
+            Op::Custom(c) => Some(c.forward.inputs().len()),
         }
     }
 
@@ -554,6 +611,7 @@ impl fmt::Display for Op {
             Op::ScatterAdd { axis } => write!(f, "scatter_add axis={axis}"),
             Op::Softmax { axis } => write!(f, "softmax axis={axis}"),
             Op::LogSoftmax { axis } => write!(f, "log_softmax axis={axis}"),
+            Op::Custom(c) => write!(f, "custom {}", c.name),
             other => f.write_str(other.name()),
         }
     }
