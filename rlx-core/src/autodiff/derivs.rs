@@ -23,10 +23,10 @@ pub(crate) enum Factor {
     One,
     /// `-v`.
     NegOne,
-    /// `v * f`.
+    /// `mul_zero(v, f)`: a zero `v` gives 0 even where `f` is infinite or
+    /// NaN (an overflowing `exp`, `ln 0`, `1/0` in a branch a select did
+    /// not take).
     Mul(NodeId),
-    /// `mul_zero(v, f)`: `f` may be infinite, a zero `v` still gives 0.
-    Guarded(NodeId),
     /// `mul_zero(f, v)`: a zero `f` gives 0 even if `v` is infinite.
     Guarding(NodeId),
     /// `select(c, v, 0)`.
@@ -40,8 +40,7 @@ impl Factor {
             Factor::Zero => return Ok(None),
             Factor::One => v,
             Factor::NegOne => g.neg(v)?,
-            Factor::Mul(f) => g.mul(v, f)?,
-            Factor::Guarded(f) => g.mul_zero(v, f)?,
+            Factor::Mul(f) => g.mul_zero(v, f)?,
             Factor::Guarding(f) => g.mul_zero(f, v)?,
             Factor::Select(c) => {
                 let z = konst(g, 0.0, v);
@@ -64,11 +63,11 @@ pub(crate) fn unary(g: &mut Graph, op: UnaryOp, x: NodeId, y: NodeId) -> Result<
             let o = one(g);
             Factor::Mul(g.add(y, o)?)
         }
-        UnaryOp::Ln => Factor::Guarded(g.recip(x)?),
+        UnaryOp::Ln => Factor::Mul(g.recip(x)?),
         UnaryOp::Log1p => {
             let o = one(g);
             let s = g.add(x, o)?;
-            Factor::Guarded(g.recip(s)?)
+            Factor::Mul(g.recip(s)?)
         }
         UnaryOp::Sin => Factor::Mul(g.cos(x)?),
         UnaryOp::Cos => {
@@ -92,7 +91,7 @@ pub(crate) fn unary(g: &mut Graph, op: UnaryOp, x: NodeId, y: NodeId) -> Result<
             let x2 = g.square(x)?;
             let d = g.sub(o, x2)?;
             let r = g.rsqrt(d)?;
-            Factor::Guarded(if matches!(op, UnaryOp::Acos) {
+            Factor::Mul(if matches!(op, UnaryOp::Acos) {
                 g.neg(r)?
             } else {
                 r
@@ -111,16 +110,16 @@ pub(crate) fn unary(g: &mut Graph, op: UnaryOp, x: NodeId, y: NodeId) -> Result<
         }
         UnaryOp::Sqrt => {
             let h = konst(g, 0.5, x);
-            Factor::Guarded(g.div(h, y)?)
+            Factor::Mul(g.div(h, y)?)
         }
         UnaryOp::Rsqrt => {
             let h = konst(g, -0.5, x);
             let y3 = g.powi(y, 3)?;
-            Factor::Guarded(g.mul(h, y3)?)
+            Factor::Mul(g.mul(h, y3)?)
         }
         UnaryOp::Recip => {
             let y2 = g.square(y)?;
-            Factor::Guarded(g.neg(y2)?)
+            Factor::Mul(g.neg(y2)?)
         }
         UnaryOp::Square => {
             let two = konst(g, 2.0, x);
@@ -132,13 +131,7 @@ pub(crate) fn unary(g: &mut Graph, op: UnaryOp, x: NodeId, y: NodeId) -> Result<
             _ => {
                 let c = konst(g, f64::from(n), x);
                 let p = g.powi(x, n - 1)?;
-                let f = g.mul(c, p)?;
-                // x^(n-1) is infinite at 0 when n < 1.
-                if n < 1 {
-                    Factor::Guarded(f)
-                } else {
-                    Factor::Mul(f)
-                }
+                Factor::Mul(g.mul(c, p)?)
             }
         },
         UnaryOp::Abs => Factor::Mul(g.sign(x)?),
@@ -204,13 +197,13 @@ pub(crate) fn binary(
         BinaryOp::Mul => (when(need_a, Factor::Mul(b)), when(need_b, Factor::Mul(a))),
         BinaryOp::Div => {
             let fa = if need_a {
-                Factor::Guarded(g.recip(b)?)
+                Factor::Mul(g.recip(b)?)
             } else {
                 Factor::Zero
             };
             let fb = if need_b {
                 let q = g.div(y, b)?;
-                Factor::Guarded(g.neg(q)?)
+                Factor::Mul(g.neg(q)?)
             } else {
                 Factor::Zero
             };
@@ -222,7 +215,7 @@ pub(crate) fn binary(
                 let o = konst(g, 1.0, a);
                 let bm1 = g.sub(b, o)?;
                 let p = g.pow(a, bm1)?;
-                Factor::Guarded(g.mul_zero(b, p)?)
+                Factor::Mul(g.mul_zero(b, p)?)
             } else {
                 Factor::Zero
             };
@@ -233,7 +226,7 @@ pub(crate) fn binary(
                 let is0 = g.compare(CmpOp::Eq, a, z)?;
                 let safe = g.select(is0, o, a)?;
                 let l = g.ln(safe)?;
-                Factor::Guarded(g.mul(y, l)?)
+                Factor::Mul(g.mul(y, l)?)
             } else {
                 Factor::Zero
             };
@@ -257,20 +250,20 @@ pub(crate) fn binary(
             let b2 = g.square(b)?;
             let r2 = g.add(a2, b2)?;
             let fa = if need_a {
-                Factor::Guarded(g.div(b, r2)?)
+                Factor::Mul(g.div(b, r2)?)
             } else {
                 Factor::Zero
             };
             let fb = if need_b {
                 let na = g.neg(a)?;
-                Factor::Guarded(g.div(na, r2)?)
+                Factor::Mul(g.div(na, r2)?)
             } else {
                 Factor::Zero
             };
             (fa, fb)
         }
         BinaryOp::MulZero => (
-            when(need_a, Factor::Guarded(b)),
+            when(need_a, Factor::Mul(b)),
             when(need_b, Factor::Guarding(a)),
         ),
         BinaryOp::And | BinaryOp::Or => (Factor::Zero, Factor::Zero),

@@ -17,11 +17,15 @@
 //! - [`custom`]: building [`CustomOp`](crate::CustomOp)s with validated rule graphs.
 //!
 //! Conventions shared by the rules:
-//! - NaN-free selects: the rules of ops whose derivative can be infinite at a
-//!   finite input (sqrt, rsqrt, ln, log1p, div, pow, recip, asin, acos, atan2,
-//!   powi with `n < 1`) multiply the incoming (co)tangent with `mul_zero`
-//!   (`0 * inf = 0`), and `Select` routes cotangents with selects, so
-//!   `select(x > 0, sqrt(x), 0 * x)` has derivative 0 at `x = 0`, not NaN.
+//! - NaN-free selects: every element-wise rule multiplies the incoming
+//!   (co)tangent with its local derivative by `mul_zero` (`0 * inf = 0`), and
+//!   `Select` routes cotangents with selects (zeros in the branch not taken).
+//!   So `select(x > 0, sqrt(x), 0 * x)` has derivative 0 at `x = 0`, not NaN,
+//!   and so do branches whose untaken side holds `ln 0`, `1/0` or an
+//!   overflowing `exp` (the derivative of sqrt, rsqrt, ln, div, pow, recip,
+//!   asin, acos, atan2, powi with `n < 1` is infinite at finite inputs; a
+//!   plain product would turn the zero cotangent into NaN). Matrix products
+//!   are not guarded: a zero cotangent times an infinite matrix entry is NaN.
 //! - Non-differentiable points follow JAX: `relu'(0) = 0`, `abs'(0) = sign(0) = 0`,
 //!   `max`/`min` split a tie 0.5/0.5 (JAX's `lax.max` uses `_balanced_eq`),
 //!   and `reduce_max`/`reduce_min` split the cotangent evenly over tied
