@@ -101,7 +101,7 @@ fn third_derivative(build: impl Fn(&mut Graph, NodeId) -> NodeId, f3: impl Fn(f6
     g.set_outputs(vec![s]);
     let d = nth_order_grad(&g, 0, 3).unwrap();
     let xs = vec![0.3, -0.7, 1.1];
-    let out = run(&d, &[xs.clone()]);
+    let out = run(&d, std::slice::from_ref(&xs));
     assert_eq!(d.shape(d.outputs()[1]).dims(), &[3, 3, 3]);
     for i in 0..3 {
         for j in 0..3 {
@@ -405,6 +405,9 @@ fn non_differentiable_points_follow_jax() {
     assert_close(&out[1], &[-1.5, 3.0, -1.0, -6.0], 1e-15, "prod, no zero");
 }
 
+/// Builds `f(x)` into a graph.
+type Build = Box<dyn Fn(&mut Graph, NodeId) -> NodeId>;
+
 /// `select(x > 0, f(x), 0 * x)` summed.
 fn guarded(f: impl Fn(&mut Graph, NodeId) -> NodeId) -> Graph {
     let mut g = Graph::new();
@@ -433,7 +436,7 @@ fn select_gradients_are_nan_free() {
     assert_close(&out[1], &[0.75], 1e-15, "sqrt jvp");
 
     // x ln x, 1/x, x^-2, x^0.5, asin(1 - x/4): derivatives infinite at x = 0
-    let cases: Vec<(Box<dyn Fn(&mut Graph, NodeId) -> NodeId>, &str)> = vec![
+    let cases: Vec<(Build, &str)> = vec![
         (
             Box::new(|g: &mut Graph, x| {
                 let l = g.ln(x).unwrap();
