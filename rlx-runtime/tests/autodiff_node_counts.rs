@@ -20,6 +20,9 @@ fn report(name: &str, f: &Graph, wrt: &[usize]) -> (usize, usize) {
         "{name}: forward {nf} nodes, value+gradient {nd} nodes ({:.2}x)",
         nd as f64 / nf as f64
     );
+    if std::env::var_os("RLX_PRINT_GRAPHS").is_some() {
+        println!("{d}");
+    }
     assert!(
         nd <= 4 * nf,
         "{name}: gradient graph {nd} > 4 x forward {nf}"

@@ -723,3 +723,74 @@ fn custom_op_checks_rule_signatures() {
     );
     assert!(matches!(g.node(y).op, Op::Custom(_)));
 }
+
+#[test]
+fn batch_jacobian_through_matmul_reshape_and_custom_ops() {
+    // rows: y_i = tanh(x_i W) through a custom op, x [N, 2], W [2, 3] shared
+    let n = 4;
+    let mut f = Graph::new();
+    let a = input(&mut f, "a", &[n, 3]);
+    let t = f.tanh(a).unwrap();
+    f.set_outputs(vec![t]);
+    let op = custom_op("tanh_rows", f, None, None).unwrap();
+    let mut g = Graph::new();
+    let x = input(&mut g, "x", &[n, 2]);
+    let w = input(&mut g, "w", &[2, 3]);
+    let xr = g.reshape(x, [n, 1, 2]).unwrap();
+    let xr = g.reshape(xr, [n, 2]).unwrap();
+    let z = g.matmul(xr, w).unwrap();
+    let y = g.custom(op, &[z]).unwrap();
+    let y = g.softmax(y, 1).unwrap();
+    g.set_outputs(vec![y]);
+    let bj = batch_jacobian(&g, &[0]).unwrap();
+    assert_eq!(bj.shape(bj.outputs()[1]).dims(), &[n, 3, 2]);
+    let mut rng = Rng::new(21);
+    let xs = rng.vec(n * 2, -1.0, 1.0);
+    let ws = rng.vec(6, -1.0, 1.0);
+    let out = run(&bj, &[xs.clone(), ws.clone()]);
+    // against the full Jacobian [N, 3, N, 2]: its diagonal blocks
+    let full = run(&jacobian(&g, &[0]).unwrap(), &[xs, ws]);
+    for i in 0..n {
+        for r in 0..3 {
+            for c in 0..2 {
+                let want = full[1][((i * 3 + r) * n + i) * 2 + c];
+                let got = out[1][(i * 3 + r) * 2 + c];
+                assert!((got - want).abs() < 1e-12, "item {i} [{r},{c}]");
+            }
+        }
+    }
+    // a reshape that moves elements across rows is rejected
+    let mut g = Graph::new();
+    let x = input(&mut g, "x", &[4, 2]);
+    let y = g.reshape(x, [2, 4]).unwrap();
+    let y = g.reshape(y, [4, 2]).unwrap();
+    g.set_outputs(vec![y]);
+    let e = batch_jacobian(&g, &[0]).unwrap_err().to_string();
+    assert!(e.contains("reshape"), "{e}");
+}
+
+#[test]
+fn f32_gradients_match_f64_within_f32_precision() {
+    let build = |dt: DType| {
+        let mut g = Graph::new();
+        let x = g.input("x", [5], dt);
+        let s = g.sin(x).unwrap();
+        let e = g.exp(s).unwrap();
+        let t = g.tanh(e).unwrap();
+        let l = g.log_softmax(t, 0).unwrap();
+        let f = g.sum_all(l).unwrap();
+        let f = g.add(f, f).unwrap();
+        g.set_outputs(vec![f]);
+        g
+    };
+    let xs = vec![0.1, -0.4, 0.9, 1.3, -1.1];
+    let d64 = run(
+        &grad(&build(DType::F64), &[0]).unwrap(),
+        std::slice::from_ref(&xs),
+    );
+    let d32 = run(
+        &grad(&build(DType::F32), &[0]).unwrap(),
+        std::slice::from_ref(&xs),
+    );
+    assert_close(&d32[1], &d64[1], 1e-5, "f32 vs f64 gradient");
+}
