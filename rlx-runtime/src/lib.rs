@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 mod eager;
+mod format;
 mod interp;
 pub mod kernels;
 pub mod ops;
