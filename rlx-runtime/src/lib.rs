@@ -3,14 +3,18 @@
 //! Modules, in pipeline order:
 //! - [`storage`]: typed contiguous element storage;
 //! - [`tensor`]: [`Tensor`], concrete or traced, and its eager ops;
-//! - [`trace`]: the thread-local trace context used by `#[differentiable]`.
+//! - [`trace`]: the thread-local trace context used by `#[differentiable]`;
+//! - [`compile`](mod@compile): graph → executable plan (fused element-wise
+//!   loops, scalar regions, strided matrix products, planned buffers).
 #![deny(missing_docs)]
 
+pub mod compile;
 mod eager;
 pub mod storage;
 pub mod tensor;
 pub mod trace;
 
+pub use compile::{compile, Executable};
 pub use rlx_core::{
     BinaryOp, CmpOp, DType, Error, Graph, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,
 };
