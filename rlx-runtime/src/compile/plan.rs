@@ -689,6 +689,25 @@ impl Builder<'_> {
         let mut body = Vec::new();
         let mut targets = Vec::new();
         let mut reads = Vec::new();
+        // Splat leaves first: their registers are filled once per call and
+        // must never be handed to a per-block value.
+        for &m in members {
+            for p in &nodes[m as usize].inputs {
+                let pi = p.index();
+                if in_group(pi) || reg_of.contains_key(&p.0) || self.shape(pi).numel() != 1 {
+                    continue;
+                }
+                let reg = ra.alloc(Bank::of(nodes[pi].dtype));
+                leaves.push(Leaf {
+                    val: self.root[pi],
+                    access: Access::Splat,
+                    reg,
+                });
+                reads.push(self.root[pi]);
+                splat_regs.push(reg);
+                reg_of.insert(p.0, reg);
+            }
+        }
         for (k, &m) in members.iter().enumerate() {
             let n = &nodes[m as usize];
             let mut ops = Vec::with_capacity(3);
@@ -700,20 +719,15 @@ impl Builder<'_> {
                         debug_assert!(!in_group(pi), "group members precede their users");
                         let access = self.access(pi, &gr.shape);
                         let reg = ra.alloc(Bank::of(nodes[pi].dtype));
-                        let splat = matches!(access, Access::Splat);
                         leaves.push(Leaf {
                             val: self.root[pi],
                             access,
                             reg,
                         });
                         reads.push(self.root[pi]);
-                        if splat {
-                            splat_regs.push(reg);
-                        } else {
-                            body.push(Instr::Load {
-                                leaf: (leaves.len() - 1) as u32,
-                            });
-                        }
+                        body.push(Instr::Load {
+                            leaf: (leaves.len() - 1) as u32,
+                        });
                         reg_of.insert(p.0, reg);
                         reg
                     }
