@@ -123,5 +123,8 @@ fn warm_run_into_allocates_nothing() {
     });
     assert!(m > 0);
     let st = exe.stats();
-    assert!(st.fused_loops >= 2 && st.scalar_regions >= 1 && st.virtual_transposes == 1, "{st:?}");
+    assert!(
+        st.fused_loops >= 2 && st.scalar_regions >= 1 && st.virtual_transposes == 1,
+        "{st:?}"
+    );
 }

@@ -17,13 +17,14 @@ use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
 use super::exec::Env;
-use super::math;
+use super::math::{self, Arg};
 use super::plan::Val;
 use crate::storage::Storage;
 
-/// Elements per block: 256 `f64` registers are 2 KiB, so a chain with a
-/// dozen live values stays in L1.
-pub(crate) const BLOCK: usize = 256;
+/// Elements per block: a 1024-element `f32` register is 4 KiB, so a chain
+/// with a handful of live values stays in L1 (L2 for wide `f64` chains)
+/// while the per-block dispatch is spread over enough elements to vanish.
+pub(crate) const BLOCK: usize = 1024;
 
 /// A register bank (compute type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,26 +83,49 @@ pub(crate) enum Access {
 pub(crate) struct Leaf {
     pub(crate) val: Val,
     pub(crate) access: Access,
-    pub(crate) reg: Reg,
+    /// The register it is loaded into; `None` for a leaf read in place.
+    pub(crate) reg: Option<Reg>,
+}
+
+/// Where an element-wise op reads an operand.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Src {
+    /// A register.
+    Reg(Reg),
+    /// Element 0 of a splat register (a broadcast scalar).
+    Splat(Reg),
+    /// A contiguous leaf of the register's element type, read in place.
+    Direct(u32),
+}
+
+/// Where an element-wise op writes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Out {
+    /// A register.
+    Reg(Reg),
+    /// Straight into target `t` of the step (its dtype is the bank's own).
+    Target(u32),
 }
 
 /// One block-wide instruction.
 #[derive(Clone, Debug)]
 pub(crate) enum Instr {
-    /// Loads leaf `leaf` (not a splat) for the current block.
+    /// Loads leaf `leaf` (not a splat) into its register for the current block.
     Load {
         leaf: u32,
     },
     Unary {
         op: UnaryOp,
-        x: Reg,
-        dst: Reg,
+        bank: Bank,
+        x: Src,
+        dst: Out,
     },
     Binary {
         op: BinaryOp,
-        a: Reg,
-        b: Reg,
-        dst: Reg,
+        bank: Bank,
+        a: Src,
+        b: Src,
+        dst: Out,
     },
     Compare {
         op: CmpOp,
@@ -161,6 +185,40 @@ impl Registers {
     }
 }
 
+/// An element type with its own register bank and storage variant.
+trait Lanes: Copy + 'static {
+    fn bank(regs: &mut Registers) -> &mut [Self];
+    fn of(s: &Storage) -> &[Self];
+    fn of_mut(s: &mut Storage) -> &mut [Self];
+}
+
+macro_rules! lanes {
+    ($t:ty, $field:ident, $variant:ident) => {
+        impl Lanes for $t {
+            fn bank(regs: &mut Registers) -> &mut [Self] {
+                &mut regs.$field
+            }
+            fn of(s: &Storage) -> &[Self] {
+                match s {
+                    Storage::$variant(v) => v,
+                    _ => unreachable!("the planner reads leaves in place only in their own type"),
+                }
+            }
+            fn of_mut(s: &mut Storage) -> &mut [Self] {
+                match s {
+                    Storage::$variant(v) => v,
+                    _ => unreachable!("the planner writes targets in place only in their own type"),
+                }
+            }
+        }
+    };
+}
+
+lanes!(f32, f32, F32);
+lanes!(f64, f64, F64);
+lanes!(i64, i64, I64);
+lanes!(bool, bool, Bool);
+
 fn reg<T>(bank: &[T], r: Reg) -> &[T] {
     let s = r.idx as usize * BLOCK;
     &bank[s..s + BLOCK]
@@ -171,25 +229,83 @@ fn reg_mut<T>(bank: &mut [T], r: Reg) -> &mut [T] {
     &mut bank[s..s + BLOCK]
 }
 
-/// The destination register mutably and `N` distinct source registers of
-/// the same bank immutably (the planner never gives a destination the
-/// register of one of its operands).
-fn split<T, const N: usize>(bank: &mut [T], dst: Reg, srcs: [Reg; N]) -> (&mut [T], [&[T]; N]) {
-    let d = dst.idx as usize * BLOCK;
-    let (lo, rest) = bank.split_at_mut(d);
-    let (out, hi) = rest.split_at_mut(BLOCK);
-    let (lo, hi): (&[T], &[T]) = (lo, hi);
-    let srcs = srcs.map(|r| {
+/// Block context: where the current block starts and how long it is.
+#[derive(Clone, Copy)]
+struct At<'e> {
+    env: &'e Env<'e>,
+    leaves: &'e [Leaf],
+    start: usize,
+    len: usize,
+}
+
+/// Read access to the operands of one op in bank `T`: the registers other
+/// than the destination, and the leaves.
+struct Reader<'a, T> {
+    lo: &'a [T],
+    hi: &'a [T],
+    /// Start of the destination register (`usize::MAX` when the op writes a target).
+    d: usize,
+    at: At<'a>,
+}
+
+impl<'a, T: Lanes> Reader<'a, T> {
+    #[inline(always)]
+    fn reg(&self, r: Reg) -> &'a [T] {
         let s = r.idx as usize * BLOCK;
-        debug_assert_ne!(s, d, "destination register aliases an operand");
-        if s < d {
-            &lo[s..s + BLOCK]
+        debug_assert_ne!(s, self.d, "destination register aliases an operand");
+        if s < self.d {
+            &self.lo[s..s + BLOCK]
         } else {
-            let o = s - d - BLOCK;
-            &hi[o..o + BLOCK]
+            let o = s - self.d - BLOCK;
+            &self.hi[o..o + BLOCK]
         }
-    });
-    (out, srcs)
+    }
+
+    #[inline(always)]
+    fn arg(&self, s: Src) -> Arg<'a, T> {
+        let (start, len) = (self.at.start, self.at.len);
+        match s {
+            Src::Reg(r) => Arg::Slice(&self.reg(r)[..len]),
+            Src::Splat(r) => Arg::Scalar(self.reg(r)[0]),
+            Src::Direct(l) => {
+                let leaf = &self.at.leaves[l as usize];
+                Arg::Slice(&T::of(self.at.env.get(leaf.val))[start..start + len])
+            }
+        }
+    }
+}
+
+/// The destination slice (mutable) of one op in bank `T` and a reader for
+/// its operands. A destination register never holds one of its own
+/// operands (the planner allocates it while the operands are live), so the
+/// borrows are disjoint.
+#[inline(always)]
+fn operands<'a, T: Lanes>(
+    regs: &'a mut Registers,
+    targets: &'a mut [Storage],
+    at: At<'a>,
+    dst: Out,
+) -> (&'a mut [T], Reader<'a, T>) {
+    let (start, len) = (at.start, at.len);
+    let bank = T::bank(regs);
+    match dst {
+        Out::Reg(r) => {
+            let d = r.idx as usize * BLOCK;
+            let (lo, rest) = bank.split_at_mut(d);
+            let (o, hi) = rest.split_at_mut(BLOCK);
+            (&mut o[..len], Reader { lo, hi, d, at })
+        }
+        Out::Target(t) => {
+            let o = &mut T::of_mut(&mut targets[t as usize])[start..start + len];
+            let r = Reader {
+                lo: bank,
+                hi: &[],
+                d: usize::MAX,
+                at,
+            };
+            (o, r)
+        }
+    }
 }
 
 impl FusedStep {
@@ -203,156 +319,206 @@ impl FusedStep {
     ) {
         // Splat leaves: fill their registers once.
         for leaf in &self.leaves {
-            if let Access::Splat = leaf.access {
-                let v = env.get(leaf.val);
-                fill(regs, leaf.reg, v);
+            if let (Access::Splat, Some(r)) = (&leaf.access, leaf.reg) {
+                fill(regs, r, env.get(leaf.val));
             }
         }
         let mut start = 0;
         while start < self.numel {
             let len = BLOCK.min(self.numel - start);
+            let at = At {
+                env,
+                leaves: &self.leaves,
+                start,
+                len,
+            };
+            self.prefetch_next(env, start + len);
             for ins in &self.body {
-                self.exec(ins, env, regs, targets, idx, start, len);
+                exec(ins, at, regs, targets, idx);
             }
             start += len;
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Asks the cache to fetch the next block of every contiguous leaf
+    /// while this block computes, so memory traffic overlaps the
+    /// register-to-register passes (a plain loop gets this overlap for free).
     #[inline]
-    fn exec(
-        &self,
-        ins: &Instr,
-        env: &Env<'_>,
-        regs: &mut Registers,
-        targets: &mut [Storage],
-        idx: &mut [usize],
-        start: usize,
-        len: usize,
-    ) {
-        match *ins {
-            Instr::Load { leaf } => {
-                let leaf = &self.leaves[leaf as usize];
-                load(regs, leaf, env.get(leaf.val), start, len, idx);
+    fn prefetch_next(&self, env: &Env<'_>, next: usize) {
+        #[cfg(target_arch = "x86_64")]
+        for leaf in &self.leaves {
+            if !matches!(leaf.access, Access::Contig) || next >= self.numel {
+                continue;
             }
-            Instr::Unary { op, x, dst } => match dst.bank {
-                Bank::F32 => {
-                    let (o, [a]) = split(&mut regs.f32, dst, [x]);
-                    math::unary_block(op, &a[..len], &mut o[..len]);
-                }
-                Bank::F64 => {
-                    let (o, [a]) = split(&mut regs.f64, dst, [x]);
-                    math::unary_block(op, &a[..len], &mut o[..len]);
-                }
-                Bank::I64 => {
-                    let (o, [a]) = split(&mut regs.i64, dst, [x]);
-                    math::unary_block_i64(op, &a[..len], &mut o[..len]);
-                }
-                Bank::Bool => {
-                    let (o, [a]) = split(&mut regs.bool, dst, [x]);
-                    math::unary_block_bool(op, &a[..len], &mut o[..len]);
-                }
-            },
-            Instr::Binary { op, a, b, dst } => match dst.bank {
-                Bank::F32 => {
-                    let (o, [a, b]) = split(&mut regs.f32, dst, [a, b]);
-                    math::binary_block(op, &a[..len], &b[..len], &mut o[..len]);
-                }
-                Bank::F64 => {
-                    let (o, [a, b]) = split(&mut regs.f64, dst, [a, b]);
-                    math::binary_block(op, &a[..len], &b[..len], &mut o[..len]);
-                }
-                Bank::I64 => {
-                    let (o, [a, b]) = split(&mut regs.i64, dst, [a, b]);
-                    math::binary_block_i64(op, &a[..len], &b[..len], &mut o[..len]);
-                }
-                Bank::Bool => {
-                    let (o, [a, b]) = split(&mut regs.bool, dst, [a, b]);
-                    math::binary_block_bool(op, &a[..len], &b[..len], &mut o[..len]);
-                }
-            },
-            Instr::Compare { op, a, b, dst } => {
-                let o = &mut reg_mut(&mut regs.bool, dst)[..len];
-                match a.bank {
-                    Bank::F32 => math::compare_block(
-                        op,
-                        &reg(&regs.f32, a)[..len],
-                        &reg(&regs.f32, b)[..len],
-                        o,
-                    ),
-                    Bank::F64 => math::compare_block(
-                        op,
-                        &reg(&regs.f64, a)[..len],
-                        &reg(&regs.f64, b)[..len],
-                        o,
-                    ),
-                    Bank::I64 => math::compare_block(
-                        op,
-                        &reg(&regs.i64, a)[..len],
-                        &reg(&regs.i64, b)[..len],
-                        o,
-                    ),
-                    Bank::Bool => {
-                        let (o, [a, b]) = split(&mut regs.bool, dst, [a, b]);
-                        math::compare_block(op, &a[..len], &b[..len], &mut o[..len]);
-                    }
-                }
-            }
-            Instr::Select { c, a, b, dst } => {
-                let Registers {
-                    f32,
-                    f64,
-                    i64,
-                    bool,
-                } = regs;
-                match dst.bank {
-                    Bank::F32 => {
-                        let (o, [a, b]) = split(f32, dst, [a, b]);
-                        math::select_block(
-                            &reg(bool, c)[..len],
-                            &a[..len],
-                            &b[..len],
-                            &mut o[..len],
-                        );
-                    }
-                    Bank::F64 => {
-                        let (o, [a, b]) = split(f64, dst, [a, b]);
-                        math::select_block(
-                            &reg(bool, c)[..len],
-                            &a[..len],
-                            &b[..len],
-                            &mut o[..len],
-                        );
-                    }
-                    Bank::I64 => {
-                        let (o, [a, b]) = split(i64, dst, [a, b]);
-                        math::select_block(
-                            &reg(bool, c)[..len],
-                            &a[..len],
-                            &b[..len],
-                            &mut o[..len],
-                        );
-                    }
-                    Bank::Bool => {
-                        let (o, [c, a, b]) = split(bool, dst, [c, a, b]);
-                        math::select_block(&c[..len], &a[..len], &b[..len], &mut o[..len]);
-                    }
-                }
-            }
-            Instr::Cast { x, dst } => cast(regs, x, dst, len),
-            Instr::Round { reg: r, dtype } => {
-                let v = &mut reg_mut(&mut regs.f32, r)[..len];
-                match dtype {
-                    DType::F16 => v.iter_mut().for_each(|x| *x = f16::from_f32(*x).to_f32()),
-                    DType::BF16 => v.iter_mut().for_each(|x| *x = bf16::from_f32(*x).to_f32()),
-                    DType::F32 | DType::F64 | DType::I64 | DType::Bool => {}
-                }
-            }
-            Instr::Store { src, target } => {
-                store(regs, src, &mut targets[target as usize], start, len);
+            let (ptr, bytes, size) = match env.get(leaf.val) {
+                Storage::F32(v) => (v.as_ptr() as *const i8, v.len() * 4, 4),
+                Storage::F64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
+                Storage::I64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
+                Storage::F16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
+                Storage::BF16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
+                Storage::Bool(v) => (v.as_ptr() as *const i8, v.len(), 1),
+            };
+            let from = next * size;
+            let to = ((next + BLOCK) * size).min(bytes);
+            let mut off = from;
+            while off < to {
+                // SAFETY: SSE is part of the x86_64 baseline; a prefetch is a
+                // hint that never faults and never changes a value, and
+                // `wrapping_add` keeps the address computation defined.
+                unsafe {
+                    core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                        ptr.wrapping_add(off),
+                    )
+                };
+                off += 64;
             }
         }
     }
+}
+
+fn exec<'e>(
+    ins: &Instr,
+    at: At<'e>,
+    regs: &mut Registers,
+    targets: &mut [Storage],
+    idx: &mut [usize],
+) {
+    let (start, len) = (at.start, at.len);
+    match *ins {
+        Instr::Load { leaf } => {
+            let leaf = &at.leaves[leaf as usize];
+            if let Some(r) = leaf.reg {
+                load(regs, r, &leaf.access, at.env.get(leaf.val), start, len, idx);
+            }
+        }
+        Instr::Unary { op, bank, x, dst } => match bank {
+            Bank::F32 => {
+                let (o, r) = operands::<f32>(regs, targets, at, dst);
+                math::unary_block(op, r.arg(x), o);
+            }
+            Bank::F64 => {
+                let (o, r) = operands::<f64>(regs, targets, at, dst);
+                math::unary_block(op, r.arg(x), o);
+            }
+            Bank::I64 => {
+                let (o, r) = operands::<i64>(regs, targets, at, dst);
+                math::unary_block_i64(op, r.arg(x), o);
+            }
+            Bank::Bool => {
+                let (o, r) = operands::<bool>(regs, targets, at, dst);
+                math::unary_block_bool(op, r.arg(x), o);
+            }
+        },
+        Instr::Binary {
+            op,
+            bank,
+            a,
+            b,
+            dst,
+        } => match bank {
+            Bank::F32 => {
+                let (o, r) = operands::<f32>(regs, targets, at, dst);
+                math::binary_block(op, r.arg(a), r.arg(b), o);
+            }
+            Bank::F64 => {
+                let (o, r) = operands::<f64>(regs, targets, at, dst);
+                math::binary_block(op, r.arg(a), r.arg(b), o);
+            }
+            Bank::I64 => {
+                let (o, r) = operands::<i64>(regs, targets, at, dst);
+                math::binary_block_i64(op, r.arg(a), r.arg(b), o);
+            }
+            Bank::Bool => {
+                let (o, r) = operands::<bool>(regs, targets, at, dst);
+                math::binary_block_bool(op, r.arg(a), r.arg(b), o);
+            }
+        },
+        Instr::Compare { op, a, b, dst } => {
+            macro_rules! cmp {
+                ($bank:ident) => {{
+                    let Registers {
+                        $bank: src, bool, ..
+                    } = regs;
+                    math::compare_block(
+                        op,
+                        Arg::Slice(&reg(src, a)[..len]),
+                        Arg::Slice(&reg(src, b)[..len]),
+                        &mut reg_mut(bool, dst)[..len],
+                    )
+                }};
+            }
+            match a.bank {
+                Bank::F32 => cmp!(f32),
+                Bank::F64 => cmp!(f64),
+                Bank::I64 => cmp!(i64),
+                Bank::Bool => {
+                    let (o, r) = operands::<bool>(regs, targets, at, Out::Reg(dst));
+                    math::compare_block(op, r.arg(Src::Reg(a)), r.arg(Src::Reg(b)), o);
+                }
+            }
+        }
+        Instr::Select { c, a, b, dst } => {
+            let Registers {
+                f32,
+                f64,
+                i64,
+                bool,
+            } = regs;
+            match dst.bank {
+                Bank::F32 => select_in(f32, &reg(bool, c)[..len], a, b, dst, len),
+                Bank::F64 => select_in(f64, &reg(bool, c)[..len], a, b, dst, len),
+                Bank::I64 => select_in(i64, &reg(bool, c)[..len], a, b, dst, len),
+                Bank::Bool => {
+                    let d = dst.idx as usize * BLOCK;
+                    // The condition may share the bool bank with the destination.
+                    let (lo, rest) = bool.split_at_mut(d);
+                    let (o, hi) = rest.split_at_mut(BLOCK);
+                    let get = |r: Reg| -> &[bool] {
+                        let s = r.idx as usize * BLOCK;
+                        if s < d {
+                            &lo[s..s + BLOCK]
+                        } else {
+                            &hi[s - d - BLOCK..s - d]
+                        }
+                    };
+                    math::select_block(
+                        &get(c)[..len],
+                        &get(a)[..len],
+                        &get(b)[..len],
+                        &mut o[..len],
+                    );
+                }
+            }
+        }
+        Instr::Cast { x, dst } => cast(regs, x, dst, len),
+        Instr::Round { reg: r, dtype } => {
+            let v = &mut reg_mut(&mut regs.f32, r)[..len];
+            match dtype {
+                DType::F16 => v.iter_mut().for_each(|x| *x = f16::from_f32(*x).to_f32()),
+                DType::BF16 => v.iter_mut().for_each(|x| *x = bf16::from_f32(*x).to_f32()),
+                DType::F32 | DType::F64 | DType::I64 | DType::Bool => {}
+            }
+        }
+        Instr::Store { src, target } => {
+            store(regs, src, &mut targets[target as usize], start, len);
+        }
+    }
+}
+
+/// `dst = c ? a : b` within one bank.
+fn select_in<T: Copy>(bank: &mut [T], c: &[bool], a: Reg, b: Reg, dst: Reg, len: usize) {
+    let d = dst.idx as usize * BLOCK;
+    let (lo, rest) = bank.split_at_mut(d);
+    let (o, hi) = rest.split_at_mut(BLOCK);
+    let get = |r: Reg| -> &[T] {
+        let s = r.idx as usize * BLOCK;
+        if s < d {
+            &lo[s..s + BLOCK]
+        } else {
+            &hi[s - d - BLOCK..s - d]
+        }
+    };
+    math::select_block(c, &get(a)[..len], &get(b)[..len], &mut o[..len]);
 }
 
 /// Converts between banks (or copies within one).
@@ -369,8 +535,8 @@ fn cast(regs: &mut Registers, x: Reg, dst: Reg, len: usize) {
     }
     macro_rules! same {
         ($b:ident) => {{
-            let (o, [a]) = split(&mut regs.$b, dst, [x]);
-            o[..len].copy_from_slice(&a[..len]);
+            let (s, d) = (x.idx as usize * BLOCK, dst.idx as usize * BLOCK);
+            regs.$b.copy_within(s..s + len, d);
         }};
     }
     match (x.bank, dst.bank) {
@@ -454,14 +620,13 @@ fn gather<S: Copy, T: Copy>(
 
 fn load(
     regs: &mut Registers,
-    leaf: &Leaf,
+    r: Reg,
+    a: &Access,
     src: &Storage,
     start: usize,
     len: usize,
     idx: &mut [usize],
 ) {
-    let r = leaf.reg;
-    let a = &leaf.access;
     match src {
         Storage::F32(v) => gather(
             v,

@@ -466,75 +466,161 @@ macro_rules! each_cmp {
     };
 }
 
-/// `out[i] = op(a[i])` for floats.
-pub(crate) fn unary_block<T: Real>(op: UnaryOp, a: &[T], out: &mut [T]) {
+/// A block operand: a slice of `len` values, or one value broadcast.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg<'a, T> {
+    Slice(&'a [T]),
+    Scalar(T),
+}
+
+/// `out[i] = f(a[i])`, one tight loop.
+#[inline(always)]
+fn map1<T: Copy, U: Copy>(a: Arg<'_, T>, out: &mut [U], f: impl Fn(T) -> U) {
+    match a {
+        Arg::Slice(a) => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = f(x);
+            }
+        }
+        Arg::Scalar(x) => out.fill(f(x)),
+    }
+}
+
+/// `out[i] = f(a[i], b[i])`, one tight loop per operand kind.
+#[inline(always)]
+fn map2<T: Copy, U: Copy>(a: Arg<'_, T>, b: Arg<'_, T>, out: &mut [U], f: impl Fn(T, T) -> U) {
+    match (a, b) {
+        (Arg::Slice(a), Arg::Slice(b)) => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        }
+        (Arg::Slice(a), Arg::Scalar(y)) => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = f(x, y);
+            }
+        }
+        (Arg::Scalar(x), Arg::Slice(b)) => {
+            for (o, &y) in out.iter_mut().zip(b) {
+                *o = f(x, y);
+            }
+        }
+        (Arg::Scalar(x), Arg::Scalar(y)) => out.fill(f(x, y)),
+    }
+}
+
+/// `out[i] = op(a[i])` for floats (AVX2 code where the CPU has it).
+pub(crate) fn unary_block<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked just above).
+        return unsafe { wide::unary_block(op, a, out) };
+    }
+    unary_block_portable(op, a, out)
+}
+
+/// `out[i] = op(a[i], b[i])` for floats (AVX2 code where the CPU has it).
+pub(crate) fn binary_block<T: Real>(op: BinaryOp, a: Arg<'_, T>, b: Arg<'_, T>, out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked just above).
+        return unsafe { wide::binary_block(op, a, b, out) };
+    }
+    binary_block_portable(op, a, b, out)
+}
+
+/// The block loops compiled for AVX2: the same code as the portable
+/// versions, inlined into functions with the target feature enabled, so
+/// LLVM vectorises them 8 `f32` (4 `f64`) wide instead of 4 (2).
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use super::*;
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn unary_block<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
+        unary_block_portable(op, a, out)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn binary_block<T: Real>(
+        op: BinaryOp,
+        a: Arg<'_, T>,
+        b: Arg<'_, T>,
+        out: &mut [T],
+    ) {
+        binary_block_portable(op, a, b, out)
+    }
+}
+
+#[inline(always)]
+fn unary_block_portable<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
     macro_rules! body {
         ($k:expr) => {
-            for (o, &x) in out.iter_mut().zip(a) {
-                *o = unary($k, x);
-            }
+            map1(a, out, |x| unary($k, x))
         };
     }
     each_unary!(op, body)
 }
 
-/// `out[i] = op(a[i], b[i])` for floats.
-pub(crate) fn binary_block<T: Real>(op: BinaryOp, a: &[T], b: &[T], out: &mut [T]) {
+#[inline(always)]
+fn binary_block_portable<T: Real>(op: BinaryOp, a: Arg<'_, T>, b: Arg<'_, T>, out: &mut [T]) {
     macro_rules! body {
         ($k:expr) => {
-            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                *o = binary($k, x, y);
-            }
+            map2(a, b, out, |x, y| binary($k, x, y))
         };
     }
     each_binary!(op, body)
 }
 
 /// `out[i] = op(a[i])` for integers.
-pub(crate) fn unary_block_i64(op: UnaryOp, a: &[i64], out: &mut [i64]) {
+pub(crate) fn unary_block_i64(op: UnaryOp, a: Arg<'_, i64>, out: &mut [i64]) {
     macro_rules! body {
         ($k:expr) => {
-            for (o, &x) in out.iter_mut().zip(a) {
-                *o = unary_i64($k, x);
-            }
+            map1(a, out, |x| unary_i64($k, x))
         };
     }
     each_unary!(op, body)
 }
 
 /// `out[i] = op(a[i], b[i])` for integers.
-pub(crate) fn binary_block_i64(op: BinaryOp, a: &[i64], b: &[i64], out: &mut [i64]) {
+pub(crate) fn binary_block_i64(op: BinaryOp, a: Arg<'_, i64>, b: Arg<'_, i64>, out: &mut [i64]) {
     macro_rules! body {
         ($k:expr) => {
-            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                *o = binary_i64($k, x, y);
-            }
+            map2(a, b, out, |x, y| binary_i64($k, x, y))
         };
     }
     each_binary!(op, body)
 }
 
 /// `out[i] = op(a[i])` for booleans.
-pub(crate) fn unary_block_bool(op: UnaryOp, a: &[bool], out: &mut [bool]) {
-    for (o, &x) in out.iter_mut().zip(a) {
-        *o = unary_bool(op, x);
-    }
+pub(crate) fn unary_block_bool(op: UnaryOp, a: Arg<'_, bool>, out: &mut [bool]) {
+    map1(a, out, |x| unary_bool(op, x))
 }
 
 /// `out[i] = op(a[i], b[i])` for booleans.
-pub(crate) fn binary_block_bool(op: BinaryOp, a: &[bool], b: &[bool], out: &mut [bool]) {
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        *o = binary_bool(op, x, y);
-    }
+pub(crate) fn binary_block_bool(
+    op: BinaryOp,
+    a: Arg<'_, bool>,
+    b: Arg<'_, bool>,
+    out: &mut [bool],
+) {
+    map2(a, b, out, |x, y| binary_bool(op, x, y))
 }
 
 /// `out[i] = a[i] op b[i]`.
-pub(crate) fn compare_block<T: PartialOrd + Copy>(op: CmpOp, a: &[T], b: &[T], out: &mut [bool]) {
+pub(crate) fn compare_block<T: PartialOrd + Copy>(
+    op: CmpOp,
+    a: Arg<'_, T>,
+    b: Arg<'_, T>,
+    out: &mut [bool],
+) {
     macro_rules! body {
         ($k:expr) => {
-            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                *o = compare($k, x, y);
-            }
+            map2(a, b, out, |x, y| compare($k, x, y))
         };
     }
     each_cmp!(op, body)

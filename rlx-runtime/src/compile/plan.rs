@@ -27,7 +27,7 @@ use std::collections::HashMap;
 
 use rlx_core::{DType, Error, Graph, Literal, Op, Result, Shape, TensorType};
 
-use super::fused::{Access, Bank, FusedStep, Instr, Leaf, Reg};
+use super::fused::{Access, Bank, FusedStep, Instr, Leaf, Out, Reg, Src};
 use super::matmul::{MatMulStep, MatView};
 use super::movement::{CopyStep, Strided};
 use super::reduce::ReduceStep;
@@ -675,6 +675,9 @@ impl Builder<'_> {
         let members = &gr.members;
         let gid = self.group[members[0] as usize];
         let in_group = |v: usize| self.group[v] == gid;
+        // Whether a dtype is computed in its own storage type (no conversion),
+        // so leaves can be read and results written in place.
+        let native = |d: DType| !matches!(d, DType::F16 | DType::BF16);
         // Last member position using each value.
         let mut last_use: HashMap<u32, usize> = HashMap::new();
         for (k, &m) in members.iter().enumerate() {
@@ -683,9 +686,11 @@ impl Builder<'_> {
             }
         }
         let mut ra = RegAlloc::default();
+        // Registers of group members and of leaves loaded into registers.
         let mut reg_of: HashMap<u32, Reg> = HashMap::new();
+        let mut direct_of: HashMap<u32, u32> = HashMap::new();
+        let mut splat_of: HashMap<u32, Reg> = HashMap::new();
         let mut leaves: Vec<Leaf> = Vec::new();
-        let mut splat_regs: Vec<Reg> = Vec::new();
         let mut body = Vec::new();
         let mut targets = Vec::new();
         let mut reads = Vec::new();
@@ -694,104 +699,146 @@ impl Builder<'_> {
         for &m in members {
             for p in &nodes[m as usize].inputs {
                 let pi = p.index();
-                if in_group(pi) || reg_of.contains_key(&p.0) || self.shape(pi).numel() != 1 {
+                if in_group(pi) || splat_of.contains_key(&p.0) || self.shape(pi).numel() != 1 {
                     continue;
                 }
                 let reg = ra.alloc(Bank::of(nodes[pi].dtype));
                 leaves.push(Leaf {
                     val: self.root[pi],
                     access: Access::Splat,
-                    reg,
+                    reg: Some(reg),
                 });
                 reads.push(self.root[pi]);
-                splat_regs.push(reg);
-                reg_of.insert(p.0, reg);
+                splat_of.insert(p.0, reg);
             }
         }
         for (k, &m) in members.iter().enumerate() {
             let n = &nodes[m as usize];
-            let mut ops = Vec::with_capacity(3);
+            let elementwise_math = matches!(n.op, Op::Unary(_) | Op::Binary(_));
+            let mut srcs: Vec<Src> = Vec::with_capacity(3);
             for p in &n.inputs {
                 let pi = p.index();
-                let r = match reg_of.get(&p.0) {
-                    Some(&r) => r,
-                    None => {
-                        debug_assert!(!in_group(pi), "group members precede their users");
-                        let access = self.access(pi, &gr.shape);
+                let src = if let Some(&r) = splat_of.get(&p.0) {
+                    if elementwise_math {
+                        Src::Splat(r)
+                    } else {
+                        Src::Reg(r)
+                    }
+                } else if let Some(&r) = reg_of.get(&p.0) {
+                    Src::Reg(r)
+                } else {
+                    debug_assert!(!in_group(pi), "group members precede their users");
+                    let access = self.access(pi, &gr.shape);
+                    let in_place = matches!(access, Access::Contig) && native(nodes[pi].dtype);
+                    if elementwise_math && in_place {
+                        let l = *direct_of.entry(p.0).or_insert_with(|| {
+                            leaves.push(Leaf {
+                                val: self.root[pi],
+                                access: Access::Contig,
+                                reg: None,
+                            });
+                            (leaves.len() - 1) as u32
+                        });
+                        Src::Direct(l)
+                    } else {
                         let reg = ra.alloc(Bank::of(nodes[pi].dtype));
                         leaves.push(Leaf {
                             val: self.root[pi],
                             access,
-                            reg,
+                            reg: Some(reg),
                         });
-                        reads.push(self.root[pi]);
                         body.push(Instr::Load {
                             leaf: (leaves.len() - 1) as u32,
                         });
                         reg_of.insert(p.0, reg);
-                        reg
+                        Src::Reg(reg)
                     }
                 };
-                ops.push(r);
+                reads.push(self.root[pi]);
+                srcs.push(src);
             }
-            let dst = ra.alloc(Bank::of(n.dtype));
+            let reg_src = |s: Src| match s {
+                Src::Reg(r) | Src::Splat(r) => r,
+                Src::Direct(_) => unreachable!("only unary and binary ops read leaves in place"),
+            };
+            let bank = Bank::of(n.dtype);
+            let stored = self.stored[m as usize];
+            let used_later = last_use.contains_key(&m);
+            // Results needed only outside are written straight to their target.
+            let direct_out = elementwise_math && stored && !used_later && native(n.dtype);
+            let dst = if direct_out {
+                targets.push(self.target(m as usize));
+                Out::Target((targets.len() - 1) as u32)
+            } else {
+                Out::Reg(ra.alloc(bank))
+            };
+            let dst_reg = || match dst {
+                Out::Reg(r) => r,
+                Out::Target(_) => unreachable!("register destinations only"),
+            };
             body.push(match &n.op {
                 Op::Unary(op) => Instr::Unary {
                     op: *op,
-                    x: ops[0],
+                    bank,
+                    x: srcs[0],
                     dst,
                 },
                 Op::Binary(op) => Instr::Binary {
                     op: *op,
-                    a: ops[0],
-                    b: ops[1],
+                    bank,
+                    a: srcs[0],
+                    b: srcs[1],
                     dst,
                 },
                 Op::Compare(op) => Instr::Compare {
                     op: *op,
-                    a: ops[0],
-                    b: ops[1],
-                    dst,
+                    a: reg_src(srcs[0]),
+                    b: reg_src(srcs[1]),
+                    dst: dst_reg(),
                 },
                 Op::Select => Instr::Select {
-                    c: ops[0],
-                    a: ops[1],
-                    b: ops[2],
-                    dst,
+                    c: reg_src(srcs[0]),
+                    a: reg_src(srcs[1]),
+                    b: reg_src(srcs[2]),
+                    dst: dst_reg(),
                 },
-                Op::Cast(_) | Op::Broadcast { .. } => Instr::Cast { x: ops[0], dst },
+                Op::Cast(_) | Op::Broadcast { .. } => Instr::Cast {
+                    x: reg_src(srcs[0]),
+                    dst: dst_reg(),
+                },
                 other => unreachable!("`{}` is not element-wise", other.name()),
             });
-            if matches!(n.dtype, DType::F16 | DType::BF16) {
-                body.push(Instr::Round {
-                    reg: dst,
-                    dtype: n.dtype,
-                });
+            if let Out::Reg(r) = dst {
+                if !native(n.dtype) {
+                    body.push(Instr::Round {
+                        reg: r,
+                        dtype: n.dtype,
+                    });
+                }
+                if stored {
+                    body.push(Instr::Store {
+                        src: r,
+                        target: targets.len() as u32,
+                    });
+                    targets.push(self.target(m as usize));
+                }
+                reg_of.insert(m, r);
+                if !used_later {
+                    ra.release(r);
+                }
             }
-            if self.stored[m as usize] {
-                body.push(Instr::Store {
-                    src: dst,
-                    target: targets.len() as u32,
-                });
-                targets.push(self.target(m as usize));
-            }
-            reg_of.insert(m, dst);
-            // Free operands used for the last time (splat leaves stay).
+            // Free registers of operands used for the last time (splats stay).
             let mut seen: Vec<u32> = Vec::with_capacity(3);
             for p in &n.inputs {
-                if seen.contains(&p.0) {
+                if seen.contains(&p.0) || splat_of.contains_key(&p.0) {
                     continue;
                 }
                 seen.push(p.0);
                 if last_use.get(&p.0) == Some(&k) {
-                    let r = reg_of[&p.0];
-                    if !splat_regs.contains(&r) {
+                    if let Some(&r) = reg_of.get(&p.0) {
                         ra.release(r);
                     }
                 }
-            }
-            if !last_use.contains_key(&m) {
-                ra.release(dst);
             }
         }
         for (b, c) in ra.count.iter().enumerate() {
