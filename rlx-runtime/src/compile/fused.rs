@@ -332,7 +332,7 @@ impl FusedStep {
                 start,
                 len,
             };
-            self.prefetch_next(env, start + len);
+            self.prefetch_next(env, targets, start + len);
             for ins in &self.body {
                 exec(ins, at, regs, targets, idx);
             }
@@ -344,36 +344,50 @@ impl FusedStep {
     /// while this block computes, so memory traffic overlaps the
     /// register-to-register passes (a plain loop gets this overlap for free).
     #[inline]
-    fn prefetch_next(&self, env: &Env<'_>, next: usize) {
-        #[cfg(target_arch = "x86_64")]
-        for leaf in &self.leaves {
-            if !matches!(leaf.access, Access::Contig) || next >= self.numel {
-                continue;
-            }
-            let (ptr, bytes, size) = match env.get(leaf.val) {
-                Storage::F32(v) => (v.as_ptr() as *const i8, v.len() * 4, 4),
-                Storage::F64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
-                Storage::I64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
-                Storage::F16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
-                Storage::BF16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
-                Storage::Bool(v) => (v.as_ptr() as *const i8, v.len(), 1),
-            };
-            let from = next * size;
-            let to = ((next + BLOCK) * size).min(bytes);
-            let mut off = from;
-            while off < to {
-                // SAFETY: SSE is part of the x86_64 baseline; a prefetch is a
-                // hint that never faults and never changes a value, and
-                // `wrapping_add` keeps the address computation defined.
-                unsafe {
-                    core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                        ptr.wrapping_add(off),
-                    )
-                };
-                off += 64;
-            }
+    fn prefetch_next(&self, env: &Env<'_>, targets: &[Storage], next: usize) {
+        if next >= self.numel {
+            return;
+        }
+        let contiguous = self
+            .leaves
+            .iter()
+            .filter(|l| matches!(l.access, Access::Contig))
+            .map(|l| env.get(l.val));
+        for st in contiguous.chain(targets.iter()) {
+            prefetch_block(st, next);
         }
     }
+}
+
+/// Asks the cache for elements `next..next + BLOCK` of `st`.
+#[inline]
+fn prefetch_block(st: &Storage, next: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (ptr, bytes, size) = match st {
+            Storage::F32(v) => (v.as_ptr() as *const i8, v.len() * 4, 4),
+            Storage::F64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
+            Storage::I64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
+            Storage::F16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
+            Storage::BF16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
+            Storage::Bool(v) => (v.as_ptr() as *const i8, v.len(), 1),
+        };
+        let to = ((next + BLOCK) * size).min(bytes);
+        let mut off = next * size;
+        while off < to {
+            // SAFETY: SSE is part of the x86_64 baseline; a prefetch is a
+            // hint that never faults and never changes a value, and
+            // `wrapping_add` keeps the address computation defined.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    ptr.wrapping_add(off),
+                )
+            };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (st, next);
 }
 
 fn exec<'e>(

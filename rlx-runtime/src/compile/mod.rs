@@ -23,6 +23,7 @@
 mod exec;
 mod fused;
 mod kernels;
+#[macro_use]
 mod math;
 mod matmul;
 mod movement;
@@ -59,7 +60,7 @@ const POOL: usize = 4;
 #[derive(Debug)]
 pub struct Executable {
     plan: plan::Plan,
-    pool: Mutex<Vec<exec::State>>,
+    pool: Mutex<Vec<Box<exec::State>>>,
 }
 
 /// Compiles `g`: inlines custom ops, optimises, plans the schedule and buffers.
@@ -68,7 +69,7 @@ pub struct Executable {
 pub fn compile(g: &Graph) -> Result<Executable> {
     let g = prepare(g)?;
     let plan = plan::build(&g)?;
-    let first = exec::State::new(&plan);
+    let first = Box::new(exec::State::new(&plan));
     let mut pool = Vec::with_capacity(POOL);
     pool.push(first);
     Ok(Executable {
@@ -135,7 +136,7 @@ impl Executable {
             let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             pool.pop()
         }
-        .unwrap_or_else(|| exec::State::new(&self.plan));
+        .unwrap_or_else(|| Box::new(exec::State::new(&self.plan)));
         let res = exec::run(&self.plan, &mut state, inputs, outputs);
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         if pool.len() < POOL {

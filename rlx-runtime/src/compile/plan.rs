@@ -25,13 +25,13 @@
 
 use std::collections::HashMap;
 
-use rlx_core::{DType, Error, Graph, Literal, Op, Result, Shape, TensorType};
+use rlx_core::{DType, Error, Graph, Literal, Op, Result, Shape, TensorType, UnaryOp};
 
 use super::fused::{Access, Bank, FusedStep, Instr, Leaf, Out, Reg, Src};
 use super::matmul::{MatMulStep, MatView};
 use super::movement::{CopyStep, Strided};
 use super::reduce::ReduceStep;
-use super::scalar::{SInstr, SType, ScalarStep};
+use super::scalar::{binary_fn, unary_fn, SInstr, SType, ScalarStep};
 use super::solve::SolveStep;
 use crate::storage::Storage;
 
@@ -891,15 +891,18 @@ impl Builder<'_> {
             next += 1;
             let o = |k: usize| reg_of[&n.inputs[k].0];
             code.push(match &n.op {
-                Op::Unary(op) => SInstr::Unary {
-                    op: *op,
-                    ty: stype(n.dtype),
-                    x: o(0),
-                    dst,
+                Op::Unary(op) => match (op, unary_fn(*op, stype(n.dtype))) {
+                    (_, Some(f)) => SInstr::Unary { f, x: o(0), dst },
+                    (UnaryOp::Powi(k), None) => SInstr::Powi {
+                        n: *k,
+                        ty: stype(n.dtype),
+                        x: o(0),
+                        dst,
+                    },
+                    (other, None) => unreachable!("`{}` has a scalar function", other.name()),
                 },
                 Op::Binary(op) => SInstr::Binary {
-                    op: *op,
-                    ty: stype(n.dtype),
+                    f: binary_fn(*op, stype(n.dtype)),
                     a: o(0),
                     b: o(1),
                     dst,
@@ -940,13 +943,15 @@ impl Builder<'_> {
         self.scalar_regs += next as usize;
         self.stats.scalar_regions += 1;
         self.stats.scalar_nodes += gr.members.len();
+        let mut step = ScalarStep {
+            base,
+            len: next as usize,
+            consts,
+            code,
+        };
+        step.use_accumulator();
         self.steps.push(Step {
-            kind: StepKind::Scalar(ScalarStep {
-                base,
-                len: next as usize,
-                consts,
-                code,
-            }),
+            kind: StepKind::Scalar(step),
             targets,
             reads,
         });

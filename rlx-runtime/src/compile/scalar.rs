@@ -58,22 +58,33 @@ impl SType {
     }
 }
 
-/// One scalar instruction; register numbers are relative to the step's base.
+/// Operand number meaning "the value computed by the previous instruction".
+pub(crate) const ACC: u32 = u32::MAX;
+
+/// One scalar instruction; register numbers are relative to the step's base
+/// (or [`ACC`]).
 #[derive(Clone, Debug)]
 pub(crate) enum SInstr {
     Load {
         val: Val,
         dst: u32,
     },
+    /// `dst = f(x)`, `f` the op specialised to the value type.
     Unary {
-        op: UnaryOp,
+        f: fn(f64) -> f64,
+        x: u32,
+        dst: u32,
+    },
+    /// `dst = x^n` in the value type.
+    Powi {
+        n: i32,
         ty: SType,
         x: u32,
         dst: u32,
     },
+    /// `dst = f(a, b)`, `f` the op specialised to the value type.
     Binary {
-        op: BinaryOp,
-        ty: SType,
+        f: fn(f64, f64) -> f64,
         a: u32,
         b: u32,
         dst: u32,
@@ -133,7 +144,84 @@ fn s_binary(op: BinaryOp, ty: SType, a: f64, b: f64) -> f64 {
     }
 }
 
+/// The unary op `op` on values of type `ty`, as a plain function (`None`
+/// for `Powi`, whose exponent is data).
+pub(crate) fn unary_fn(op: UnaryOp, ty: SType) -> Option<fn(f64) -> f64> {
+    macro_rules! pick {
+        (UnaryOp::Powi($n:ident)) => {{
+            let _ = $n;
+            None
+        }};
+        ($k:expr) => {
+            Some(match ty {
+                SType::F64 => |x| s_unary($k, SType::F64, x),
+                SType::F32 => |x| s_unary($k, SType::F32, x),
+                SType::F16 => |x| s_unary($k, SType::F16, x),
+                SType::BF16 => |x| s_unary($k, SType::BF16, x),
+                SType::Bool => |x| s_unary($k, SType::Bool, x),
+            })
+        };
+    }
+    each_unary!(op, pick)
+}
+
+/// The binary op `op` on values of type `ty`, as a plain function.
+pub(crate) fn binary_fn(op: BinaryOp, ty: SType) -> fn(f64, f64) -> f64 {
+    macro_rules! pick {
+        ($k:expr) => {
+            match ty {
+                SType::F64 => |a, b| s_binary($k, SType::F64, a, b),
+                SType::F32 => |a, b| s_binary($k, SType::F32, a, b),
+                SType::F16 => |a, b| s_binary($k, SType::F16, a, b),
+                SType::BF16 => |a, b| s_binary($k, SType::BF16, a, b),
+                SType::Bool => |a, b| s_binary($k, SType::Bool, a, b),
+            }
+        };
+    }
+    each_binary!(op, pick)
+}
+
 impl ScalarStep {
+    /// Rewrites operands that read the previous instruction's result to
+    /// read the accumulator ([`ACC`]) instead.
+    pub(crate) fn use_accumulator(&mut self) {
+        let mut last: Option<u32> = None;
+        for ins in &mut self.code {
+            let sub = |x: &mut u32| {
+                if Some(*x) == last {
+                    *x = ACC;
+                }
+            };
+            let dst = match ins {
+                SInstr::Load { dst, .. } => Some(*dst),
+                SInstr::Unary { x, dst, .. }
+                | SInstr::Powi { x, dst, .. }
+                | SInstr::Cast { x, dst, .. } => {
+                    sub(x);
+                    Some(*dst)
+                }
+                SInstr::Binary { a, b, dst, .. } | SInstr::Compare { a, b, dst, .. } => {
+                    sub(a);
+                    sub(b);
+                    Some(*dst)
+                }
+                SInstr::Select { c, a, b, dst } => {
+                    sub(c);
+                    sub(a);
+                    sub(b);
+                    Some(*dst)
+                }
+                SInstr::Store { src, .. } => {
+                    sub(src);
+                    None
+                }
+            };
+            if dst.is_some() {
+                last = dst;
+            }
+        }
+    }
+
     /// Writes the constant registers (once per state).
     pub(crate) fn init(&self, file: &mut [f64]) {
         let r = &mut file[self.base..self.base + self.len];
@@ -143,30 +231,54 @@ impl ScalarStep {
     }
 
     /// Runs the region.
+    ///
+    /// The value computed last is also kept in a local accumulator: an
+    /// operand equal to [`ACC`] reads it from there instead of the register
+    /// file, so a dependent chain does not wait on a store and a reload per op.
     pub(crate) fn run(&self, env: &Env<'_>, file: &mut [f64], targets: &mut [Storage]) {
         let r = &mut file[self.base..self.base + self.len];
+        let mut acc = 0.0;
+        macro_rules! get {
+            ($i:expr) => {
+                if $i == ACC {
+                    acc
+                } else {
+                    r[$i as usize]
+                }
+            };
+        }
         for ins in &self.code {
             match *ins {
-                SInstr::Load { val, dst } => r[dst as usize] = env.get(val).get_f64(0),
-                SInstr::Unary { op, ty, x, dst } => {
-                    r[dst as usize] = s_unary(op, ty, r[x as usize])
+                SInstr::Load { val, dst } => {
+                    acc = env.get(val).get_f64(0);
+                    r[dst as usize] = acc;
                 }
-                SInstr::Binary { op, ty, a, b, dst } => {
-                    r[dst as usize] = s_binary(op, ty, r[a as usize], r[b as usize])
+                SInstr::Unary { f, x, dst } => {
+                    acc = f(get!(x));
+                    r[dst as usize] = acc;
+                }
+                SInstr::Powi { n, ty, x, dst } => {
+                    acc = s_unary(UnaryOp::Powi(n), ty, get!(x));
+                    r[dst as usize] = acc;
+                }
+                SInstr::Binary { f, a, b, dst } => {
+                    acc = f(get!(a), get!(b));
+                    r[dst as usize] = acc;
                 }
                 SInstr::Compare { op, a, b, dst } => {
-                    r[dst as usize] = math::compare(op, r[a as usize], r[b as usize]) as u8 as f64
+                    acc = math::compare(op, get!(a), get!(b)) as u8 as f64;
+                    r[dst as usize] = acc;
                 }
                 SInstr::Select { c, a, b, dst } => {
-                    r[dst as usize] = if r[c as usize] != 0.0 {
-                        r[a as usize]
-                    } else {
-                        r[b as usize]
-                    }
+                    acc = if get!(c) != 0.0 { get!(a) } else { get!(b) };
+                    r[dst as usize] = acc;
                 }
-                SInstr::Cast { to, x, dst } => r[dst as usize] = to.round(r[x as usize]),
+                SInstr::Cast { to, x, dst } => {
+                    acc = to.round(get!(x));
+                    r[dst as usize] = acc;
+                }
                 SInstr::Store { src, target } => {
-                    let v = r[src as usize];
+                    let v = get!(src);
                     match &mut targets[target as usize] {
                         Storage::F64(s) => s[0] = v,
                         Storage::F32(s) => s[0] = v as f32,
