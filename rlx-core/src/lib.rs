@@ -7,12 +7,15 @@
 //! - [`dtype`], [`shape`], [`op`]: what a value is and what can be done to it;
 //! - [`infer`]: shape and dtype inference, one exhaustive `match` over ops;
 //! - [`graph`]: the arena and its builder (one method per op);
+//! - [`autodiff`]: VJP/JVP rule tables, the two drivers and the transforms
+//!   (`grad`, `jvp`, `hessian`, `jacobian`, ...), all graph to graph;
 //! - [`error`]: the one error type, re-exported as `rlx::Error`.
 //!
 //! This crate does no execution and contains no `unsafe`; `rlx-runtime` runs graphs.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod autodiff;
 pub mod dtype;
 pub mod error;
 pub mod graph;

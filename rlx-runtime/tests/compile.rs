@@ -1,10 +1,10 @@
 //! Compiled results against a naive reference evaluator (tests/common), for
-//! every op, f32/f64, broadcasting, 0-d and size-0 values; matmul edge
+//! every op, f32/f64, broadcasting, 0-d and size-0 values (tests/naive); matmul edge
 //! cases; buffer reuse; input and output errors; concurrency.
 
-mod common;
+mod naive;
 
-use common::{assert_close, eval, tensor, values};
+use naive::{assert_close, eval, tensor, values};
 use rlx_runtime::{
     compile, BinaryOp, CmpOp, DType, Error, Executable, Graph, NodeId, ReduceOp, Shape, Tensor,
     UnaryOp,
@@ -271,7 +271,7 @@ fn matmul_identity_odd_and_zero_sizes() {
             let out = exe
                 .run(&[&Tensor::eye(n, dtype), &tensor(&av, &[n, 5], dtype)])
                 .unwrap();
-            let want: Vec<f64> = av.iter().map(|&v| common::round(v, dtype)).collect();
+            let want: Vec<f64> = av.iter().map(|&v| naive::round(v, dtype)).collect();
             assert_eq!(out[0].to_f64_vec().unwrap(), want, "identity {n} {dtype}");
         }
         // Odd, zero and large sizes against the triple loop.
@@ -294,8 +294,8 @@ fn matmul_identity_odd_and_zero_sizes() {
             let out = exe
                 .run(&[&tensor(&av, &[m, k], dtype), &tensor(&bv, &[k, n], dtype)])
                 .unwrap();
-            let ar: Vec<f64> = av.iter().map(|&v| common::round(v, dtype)).collect();
-            let br: Vec<f64> = bv.iter().map(|&v| common::round(v, dtype)).collect();
+            let ar: Vec<f64> = av.iter().map(|&v| naive::round(v, dtype)).collect();
+            let br: Vec<f64> = bv.iter().map(|&v| naive::round(v, dtype)).collect();
             let want = naive_mm(&ar, &br, m, k, n);
             assert_close(
                 &out[0].to_f64_vec().unwrap(),

@@ -1,74 +1,187 @@
-//! A deliberately naive reference evaluator for compiler tests: every value
-//! is a `Vec<f64>` plus dims, every op an index loop over the output with
-//! `unravel`/`ravel`, results rounded to the node's dtype after each op.
-//! It shares no code with the compiler.
-
+//! Shared support of the autodiff tests: running graphs in f64, random
+//! points and directions, finite differences.
+//!
+//! `run` evaluates a graph with a small f64 reference evaluator written
+//! here, independently of the runtime's kernels, so derivative rules are
+//! checked against plain math (bool and i64 values are held as 0/1 and
+//! integral f64).
 #![allow(dead_code)]
 
-use rlx_runtime::{BinaryOp, CmpOp, DType, Graph, Op, ReduceOp, Tensor, UnaryOp};
+use rlx_core::{BinaryOp, CmpOp, DType, Graph, Literal, NodeId, Op, ReduceOp, Shape, UnaryOp};
 
-#[derive(Clone, Debug)]
-pub struct Val {
-    pub data: Vec<f64>,
-    pub dims: Vec<usize>,
-}
-
-fn unravel(mut i: usize, dims: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; dims.len()];
-    for d in (0..dims.len()).rev() {
-        idx[d] = i % dims[d];
-        i /= dims[d];
-    }
-    idx
-}
-
-fn ravel(idx: &[usize], dims: &[usize]) -> usize {
-    idx.iter().zip(dims).fold(0, |acc, (i, d)| acc * d + i)
-}
-
-/// Index into `dims` (broadcast to `out`) of output multi-index `idx`.
-fn bcast(idx: &[usize], dims: &[usize]) -> usize {
-    let lead = idx.len() - dims.len();
-    let sub: Vec<usize> = dims
-        .iter()
-        .enumerate()
-        .map(|(d, &n)| if n == 1 { 0 } else { idx[lead + d] })
-        .collect();
-    ravel(&sub, dims)
-}
-
-pub fn round(v: f64, dt: DType) -> f64 {
-    match dt {
-        DType::F64 => v,
-        DType::F32 => v as f32 as f64,
-        DType::F16 => half::f16::from_f64(v).to_f64(),
-        DType::BF16 => half::bf16::from_f64(v).to_f64(),
-        DType::I64 => {
-            if v.is_nan() {
-                0.0
-            } else {
-                v.trunc()
-            }
+/// Evaluates `g` on `inputs` (one flat row-major vector per input).
+pub fn run(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    g.verify().unwrap();
+    assert_eq!(inputs.len(), g.inputs().len(), "number of inputs");
+    let mut vals: Vec<Vec<f64>> = Vec::with_capacity(g.len());
+    let live = g.live_nodes();
+    for (i, node) in g.nodes().iter().enumerate() {
+        if !live[i] {
+            vals.push(Vec::new());
+            continue;
         }
-        DType::Bool => (v != 0.0) as u8 as f64,
+        let args: Vec<(&[f64], &Shape)> = node
+            .inputs
+            .iter()
+            .map(|j| (vals[j.index()].as_slice(), g.shape(*j)))
+            .collect();
+        let v = match &node.op {
+            Op::Input { index } => {
+                let x = inputs[*index].clone();
+                assert_eq!(x.len(), node.shape.numel(), "input #{index} length");
+                x
+            }
+            op => eval_op(op, &args, &node.shape, node.dtype),
+        };
+        vals.push(v);
     }
+    g.outputs()
+        .iter()
+        .map(|o| vals[o.index()].clone())
+        .collect()
 }
 
-/// erf by composite Simpson integration of 2/√π e^{-t²} (independent of the runtime's series).
-pub fn erf_ref(x: f64) -> f64 {
-    let n = 20_000;
-    let h = x / n as f64;
-    let f = |t: f64| (-t * t).exp();
-    let mut s = f(0.0) + f(x);
-    for i in 1..n {
-        let w = if i % 2 == 1 { 4.0 } else { 2.0 };
-        s += w * f(i as f64 * h);
-    }
-    s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
-}
-
-fn unary(op: UnaryOp, x: f64) -> f64 {
+fn eval_op(op: &Op, args: &[(&[f64], &Shape)], out: &Shape, dt: DType) -> Vec<f64> {
+    let n = out.numel();
     match op {
+        Op::Input { .. } => unreachable!("inputs are read by `run`"),
+        Op::Constant(l) => (0..n).map(|i| l.get_f64(i)).collect(),
+        Op::Unary(u) => args[0].0.iter().map(|&x| unary(*u, x)).collect(),
+        Op::Binary(b) => elementwise(args, out, |v| binary(*b, v[0], v[1])),
+        Op::Compare(c) => elementwise(args, out, |v| {
+            let (a, b) = (v[0], v[1]);
+            let r = match c {
+                CmpOp::Lt => a < b,
+                CmpOp::Le => a <= b,
+                CmpOp::Gt => a > b,
+                CmpOp::Ge => a >= b,
+                CmpOp::Eq => a == b,
+                CmpOp::Ne => a != b,
+            };
+            f64::from(u8::from(r))
+        }),
+        Op::Select => elementwise(args, out, |v| if v[0] != 0.0 { v[1] } else { v[2] }),
+        Op::Cast(d) => args[0]
+            .0
+            .iter()
+            .map(|&x| match d {
+                DType::I64 => x.trunc(),
+                DType::Bool => f64::from(u8::from(x != 0.0)),
+                _ => x,
+            })
+            .collect(),
+        Op::Reduce { op, axes } => reduce(*op, axes, args[0].0, args[0].1),
+        Op::MatMul => matmul(args[0], args[1], out),
+        Op::Transpose { perm } => {
+            let (x, xs) = args[0];
+            let xst = xs.strides();
+            let os = out.strides();
+            (0..n)
+                .map(|f| {
+                    let mut src = 0;
+                    for (k, &p) in perm.iter().enumerate() {
+                        src += (f / os[k]) % out.dim(k) * xst[p];
+                    }
+                    x[src]
+                })
+                .collect()
+        }
+        Op::Reshape { .. } | Op::StopGradient => args[0].0.to_vec(),
+        Op::Broadcast { .. } => elementwise(args, out, |v| v[0]),
+        Op::Concat { axis } => {
+            let outer: usize = out.dims()[..*axis].iter().product();
+            let inner: usize = out.dims()[axis + 1..].iter().product();
+            let mut v = Vec::with_capacity(n);
+            for o in 0..outer {
+                for (x, xs) in args {
+                    let chunk = xs.dim(*axis) * inner;
+                    v.extend_from_slice(&x[o * chunk..(o + 1) * chunk]);
+                }
+            }
+            v
+        }
+        Op::Slice { axis, start, len } => {
+            let (x, xs) = args[0];
+            let outer: usize = xs.dims()[..*axis].iter().product();
+            let inner: usize = xs.dims()[axis + 1..].iter().product();
+            let size = xs.dim(*axis);
+            let mut v = Vec::with_capacity(n);
+            for o in 0..outer {
+                let base = (o * size + start) * inner;
+                v.extend_from_slice(&x[base..base + len * inner]);
+            }
+            v
+        }
+        Op::Gather { axis } => {
+            let ((x, xs), (idx, _)) = (args[0], args[1]);
+            let outer: usize = xs.dims()[..*axis].iter().product();
+            let inner: usize = xs.dims()[axis + 1..].iter().product();
+            let size = xs.dim(*axis);
+            let mut v = Vec::with_capacity(n);
+            for o in 0..outer {
+                for &k in idx {
+                    let base = (o * size + k as usize) * inner;
+                    v.extend_from_slice(&x[base..base + inner]);
+                }
+            }
+            v
+        }
+        Op::ScatterAdd { axis } => {
+            let ((x, xs), (idx, _), (upd, _)) = (args[0], args[1], args[2]);
+            let outer: usize = xs.dims()[..*axis].iter().product();
+            let inner: usize = xs.dims()[axis + 1..].iter().product();
+            let size = xs.dim(*axis);
+            let mut v = x.to_vec();
+            let mut u = 0;
+            for o in 0..outer {
+                for &k in idx {
+                    let base = (o * size + k as usize) * inner;
+                    for e in 0..inner {
+                        v[base + e] += upd[u];
+                        u += 1;
+                    }
+                }
+            }
+            v
+        }
+        Op::Softmax { axis } | Op::LogSoftmax { axis } => {
+            let log = matches!(op, Op::LogSoftmax { .. });
+            let (x, xs) = args[0];
+            let outer: usize = xs.dims()[..*axis].iter().product();
+            let inner: usize = xs.dims()[axis + 1..].iter().product();
+            let size = xs.dim(*axis);
+            let mut v = vec![0.0; n];
+            for o in 0..outer {
+                for e in 0..inner {
+                    let at = |k: usize| (o * size + k) * inner + e;
+                    let m = (0..size)
+                        .map(|k| x[at(k)])
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let s: f64 = (0..size).map(|k| (x[at(k)] - m).exp()).sum();
+                    for k in 0..size {
+                        v[at(k)] = if log {
+                            x[at(k)] - m - s.ln()
+                        } else {
+                            (x[at(k)] - m).exp() / s
+                        };
+                    }
+                }
+            }
+            v
+        }
+        Op::Solve => solve(args[0], args[1]),
+        Op::Custom(c) => {
+            let ins: Vec<Vec<f64>> = args.iter().map(|(x, _)| x.to_vec()).collect();
+            run(&c.forward, &ins).remove(0)
+        }
+    }
+    .into_iter()
+    .map(|x| if dt == DType::F32 { x as f32 as f64 } else { x })
+    .collect()
+}
+
+fn unary(u: UnaryOp, x: f64) -> f64 {
+    match u {
         UnaryOp::Neg => -x,
         UnaryOp::Exp => x.exp(),
         UnaryOp::Expm1 => x.exp_m1(),
@@ -88,7 +201,7 @@ fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Rsqrt => 1.0 / x.sqrt(),
         UnaryOp::Recip => 1.0 / x,
         UnaryOp::Square => x * x,
-        UnaryOp::Powi(n) => x.powi(n),
+        UnaryOp::Powi(k) => x.powi(k),
         UnaryOp::Abs => x.abs(),
         UnaryOp::Sign => {
             if x > 0.0 {
@@ -99,322 +212,270 @@ fn unary(op: UnaryOp, x: f64) -> f64 {
                 x
             }
         }
-        UnaryOp::Relu => {
-            if x < 0.0 {
-                0.0
-            } else {
-                x
-            }
-        }
-        UnaryOp::Gelu => 0.5 * x * (1.0 + erf_ref(x / 2f64.sqrt())),
+        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::Gelu => x * 0.5 * (1.0 + erf(x / std::f64::consts::SQRT_2)),
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
-        UnaryOp::Erf => erf_ref(x),
+        UnaryOp::Erf => erf(x),
         UnaryOp::Floor => x.floor(),
         UnaryOp::Ceil => x.ceil(),
         UnaryOp::Round => x.round(),
-        UnaryOp::Not => (x == 0.0) as u8 as f64,
+        UnaryOp::Not => f64::from(u8::from(x == 0.0)),
     }
 }
 
-fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
-    match op {
-        BinaryOp::Add => a + b,
-        BinaryOp::Sub => a - b,
-        BinaryOp::Mul => a * b,
-        BinaryOp::Div => a / b,
-        BinaryOp::Pow => a.powf(b),
-        BinaryOp::Min => a.min(b),
-        BinaryOp::Max => a.max(b),
-        BinaryOp::Atan2 => a.atan2(b),
+/// erf by its Maclaurin series (|x| < 3, about 1e-14 absolute) and the
+/// asymptotic tail beyond.
+pub fn erf(x: f64) -> f64 {
+    if x.abs() >= 3.0 {
+        let t = 1.0 / (x * x);
+        let tail = (-x * x).exp() / (x.abs() * std::f64::consts::PI.sqrt())
+            * (1.0 - 0.5 * t + 0.75 * t * t - 1.875 * t * t * t);
+        return x.signum() * (1.0 - tail);
+    }
+    let mut term = x;
+    let mut sum = x;
+    for k in 1..200 {
+        term *= -x * x / k as f64;
+        let add = term / (2 * k + 1) as f64;
+        sum += add;
+        if add.abs() < 1e-17 {
+            break;
+        }
+    }
+    sum * std::f64::consts::FRAC_2_SQRT_PI
+}
+
+fn binary(b: BinaryOp, a: f64, c: f64) -> f64 {
+    match b {
+        BinaryOp::Add => a + c,
+        BinaryOp::Sub => a - c,
+        BinaryOp::Mul => a * c,
+        BinaryOp::Div => a / c,
+        BinaryOp::Pow => a.powf(c),
+        BinaryOp::Min => a.min(c),
+        BinaryOp::Max => a.max(c),
+        BinaryOp::Atan2 => a.atan2(c),
         BinaryOp::MulZero => {
             if a == 0.0 {
                 0.0
             } else {
-                a * b
+                a * c
             }
         }
-        BinaryOp::And => (a != 0.0 && b != 0.0) as u8 as f64,
-        BinaryOp::Or => (a != 0.0 || b != 0.0) as u8 as f64,
+        BinaryOp::And => f64::from(u8::from(a != 0.0 && c != 0.0)),
+        BinaryOp::Or => f64::from(u8::from(a != 0.0 || c != 0.0)),
     }
 }
 
-fn compare(op: CmpOp, a: f64, b: f64) -> f64 {
-    (match op {
-        CmpOp::Lt => a < b,
-        CmpOp::Le => a <= b,
-        CmpOp::Gt => a > b,
-        CmpOp::Ge => a >= b,
-        CmpOp::Eq => a == b,
-        CmpOp::Ne => a != b,
-    }) as u8 as f64
-}
-
-/// Evaluates `g` naively on f64 copies of the inputs.
-pub fn eval(g: &Graph, inputs: &[&Tensor]) -> Vec<Val> {
-    let mut vals: Vec<Val> = Vec::new();
-    for n in g.nodes() {
-        let out_dims = n.shape.dims().to_vec();
-        let numel: usize = out_dims.iter().product();
-        let a = |k: usize| &vals[n.inputs[k].index()];
-        let data: Vec<f64> = match &n.op {
-            Op::Input { index } => inputs[*index].to_f64_vec().unwrap(),
-            Op::Constant(lit) => (0..numel).map(|i| lit.get_f64(i)).collect(),
-            Op::Unary(u) => a(0).data.iter().map(|&x| unary(*u, x)).collect(),
-            Op::Binary(b) => (0..numel)
-                .map(|i| {
-                    let idx = unravel(i, &out_dims);
-                    binary(
-                        *b,
-                        a(0).data[bcast(&idx, &a(0).dims)],
-                        a(1).data[bcast(&idx, &a(1).dims)],
-                    )
-                })
-                .collect(),
-            Op::Compare(c) => (0..numel)
-                .map(|i| {
-                    let idx = unravel(i, &out_dims);
-                    compare(
-                        *c,
-                        a(0).data[bcast(&idx, &a(0).dims)],
-                        a(1).data[bcast(&idx, &a(1).dims)],
-                    )
-                })
-                .collect(),
-            Op::Select => (0..numel)
-                .map(|i| {
-                    let idx = unravel(i, &out_dims);
-                    if a(0).data[bcast(&idx, &a(0).dims)] != 0.0 {
-                        a(1).data[bcast(&idx, &a(1).dims)]
-                    } else {
-                        a(2).data[bcast(&idx, &a(2).dims)]
-                    }
-                })
-                .collect(),
-            Op::Cast(_) | Op::StopGradient | Op::Reshape { .. } => a(0).data.clone(),
-            Op::Broadcast { .. } => (0..numel)
-                .map(|i| a(0).data[bcast(&unravel(i, &out_dims), &a(0).dims)])
-                .collect(),
-            Op::Reduce { op, axes } => {
-                let x = a(0);
-                let init = match op {
-                    ReduceOp::Sum | ReduceOp::Mean => 0.0,
-                    ReduceOp::Prod => 1.0,
-                    ReduceOp::Max => f64::NEG_INFINITY,
-                    ReduceOp::Min => f64::INFINITY,
-                };
-                let mut acc = vec![init; numel];
-                for (i, &v) in x.data.iter().enumerate() {
-                    let idx = unravel(i, &x.dims);
-                    let kept: Vec<usize> = idx
-                        .iter()
-                        .enumerate()
-                        .filter(|(d, _)| !axes.contains(d))
-                        .map(|(_, &v)| v)
-                        .collect();
-                    let o = ravel(&kept, &out_dims);
-                    acc[o] = match op {
-                        ReduceOp::Sum | ReduceOp::Mean => acc[o] + v,
-                        ReduceOp::Prod => acc[o] * v,
-                        ReduceOp::Max => acc[o].max(v),
-                        ReduceOp::Min => acc[o].min(v),
-                    };
-                }
-                if let ReduceOp::Mean = op {
-                    let c: usize = axes.iter().map(|&d| x.dims[d]).product();
-                    acc.iter_mut().for_each(|v| *v /= c as f64);
-                }
-                acc
-            }
-            Op::MatMul => {
-                let (x, y) = (a(0), a(1));
-                let r = out_dims.len();
-                let (m, nn) = (out_dims[r - 2], out_dims[r - 1]);
-                let k = x.dims[x.dims.len() - 1];
-                (0..numel)
-                    .map(|i| {
-                        let idx = unravel(i, &out_dims);
-                        let (bi, ii, jj) = (&idx[..r - 2], idx[r - 2], idx[r - 1]);
-                        let _ = m;
-                        let _ = nn;
-                        (0..k)
-                            .map(|p| {
-                                let mut ia = bi.to_vec();
-                                ia.extend([ii, p]);
-                                let mut ib = bi.to_vec();
-                                ib.extend([p, jj]);
-                                x.data[bcast(&ia, &x.dims)] * y.data[bcast(&ib, &y.dims)]
-                            })
-                            .sum()
-                    })
-                    .collect()
-            }
-            Op::Transpose { perm } => (0..numel)
-                .map(|i| {
-                    let idx = unravel(i, &out_dims);
-                    let mut src = vec![0; idx.len()];
-                    for (o, &p) in perm.iter().enumerate() {
-                        src[p] = idx[o];
-                    }
-                    a(0).data[ravel(&src, &a(0).dims)]
-                })
-                .collect(),
-            Op::Concat { axis } => (0..numel)
-                .map(|i| {
-                    let mut idx = unravel(i, &out_dims);
-                    for p in &n.inputs {
-                        let v = &vals[p.index()];
-                        if idx[*axis] < v.dims[*axis] {
-                            return v.data[ravel(&idx, &v.dims)];
-                        }
-                        idx[*axis] -= v.dims[*axis];
-                    }
-                    unreachable!()
-                })
-                .collect(),
-            Op::Slice { axis, start, .. } => (0..numel)
-                .map(|i| {
-                    let mut idx = unravel(i, &out_dims);
-                    idx[*axis] += start;
-                    a(0).data[ravel(&idx, &a(0).dims)]
-                })
-                .collect(),
-            Op::Gather { axis } => {
-                let (x, ix) = (a(0), a(1));
-                let r = ix.dims.len();
-                (0..numel)
-                    .map(|i| {
-                        let idx = unravel(i, &out_dims);
-                        let j = ravel(&idx[*axis..*axis + r], &ix.dims);
-                        let mut src = idx[..*axis].to_vec();
-                        src.push(ix.data[j] as usize);
-                        src.extend_from_slice(&idx[*axis + r..]);
-                        x.data[ravel(&src, &x.dims)]
-                    })
-                    .collect()
-            }
-            Op::ScatterAdd { axis } => {
-                let (x, ix, u) = (a(0), a(1), a(2));
-                let r = ix.dims.len();
-                let mut out = x.data.clone();
-                for (i, &v) in u.data.iter().enumerate() {
-                    let idx = unravel(i, &u.dims);
-                    let j = ravel(&idx[*axis..*axis + r], &ix.dims);
-                    let mut dst = idx[..*axis].to_vec();
-                    dst.push(ix.data[j] as usize);
-                    dst.extend_from_slice(&idx[*axis + r..]);
-                    out[ravel(&dst, &x.dims)] += v;
-                }
-                out
-            }
-            Op::Softmax { axis } | Op::LogSoftmax { axis } => {
-                let x = a(0);
-                let log = matches!(n.op, Op::LogSoftmax { .. });
-                (0..numel)
-                    .map(|i| {
-                        let idx = unravel(i, &out_dims);
-                        let row: Vec<f64> = (0..out_dims[*axis])
-                            .map(|j| {
-                                let mut t = idx.clone();
-                                t[*axis] = j;
-                                x.data[ravel(&t, &x.dims)]
-                            })
-                            .collect();
-                        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                        let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
-                        let v = x.data[i] - m;
-                        if log {
-                            v - s.ln()
-                        } else {
-                            v.exp() / s
-                        }
-                    })
-                    .collect()
-            }
-            Op::Solve => {
-                let (am, bm) = (a(0), a(1));
-                let r = am.dims.len();
-                let nn = am.dims[r - 1];
-                let k = bm.dims[r - 1];
-                let batches: usize = am.dims[..r - 2].iter().product();
-                let mut out = Vec::new();
-                for bi in 0..batches {
-                    // Gauss-Jordan on the augmented matrix [A | B].
-                    let mut aug: Vec<Vec<f64>> = (0..nn)
-                        .map(|i| {
-                            let mut row: Vec<f64> = am.data
-                                [bi * nn * nn + i * nn..bi * nn * nn + (i + 1) * nn]
-                                .to_vec();
-                            row.extend_from_slice(
-                                &bm.data[bi * nn * k + i * k..bi * nn * k + (i + 1) * k],
-                            );
-                            row
-                        })
-                        .collect();
-                    for c in 0..nn {
-                        let p = (c..nn)
-                            .max_by(|&x, &y| aug[x][c].abs().partial_cmp(&aug[y][c].abs()).unwrap())
-                            .unwrap();
-                        aug.swap(c, p);
-                        let d = aug[c][c];
-                        for v in aug[c].iter_mut() {
-                            *v /= d;
-                        }
-                        for rr in 0..nn {
-                            if rr != c {
-                                let f = aug[rr][c];
-                                let pivot = aug[c].clone();
-                                for (v, pv) in aug[rr].iter_mut().zip(pivot) {
-                                    *v -= f * pv;
-                                }
-                            }
-                        }
-                    }
-                    for row in &aug {
-                        out.extend_from_slice(&row[nn..]);
-                    }
-                }
-                out
-            }
-            Op::Custom(_) => panic!("inline custom ops before evaluating"),
-        };
-        let data = data.into_iter().map(|v| round(v, n.dtype)).collect();
-        vals.push(Val {
-            data,
-            dims: out_dims,
-        });
+/// Flat index into an operand of shape `s` broadcast to `out`.
+fn bindex(out: &Shape, s: &Shape, flat: usize) -> usize {
+    let lead = out.rank() - s.rank();
+    let os = out.strides();
+    let ss = s.strides();
+    let mut idx = 0;
+    for k in 0..s.rank() {
+        let i = (flat / os[lead + k]) % out.dim(lead + k);
+        if s.dim(k) != 1 {
+            idx += i * ss[k];
+        }
     }
-    g.outputs()
-        .iter()
-        .map(|o| vals[o.index()].clone())
-        .collect()
+    idx
 }
 
-/// Asserts that `got` equals `want` within a relative tolerance (NaN == NaN).
-pub fn assert_close(got: &[f64], want: &[f64], rtol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= rtol * (1.0 + w.abs());
-        assert!(ok, "{what}: element {i}: got {g}, want {w}");
-    }
-}
-
-/// Deterministic pseudo-random values in `[lo, hi)`.
-pub fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+fn elementwise(args: &[(&[f64], &Shape)], out: &Shape, f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+    let mut buf = vec![0.0; args.len()];
+    (0..out.numel())
+        .map(|i| {
+            for (b, (x, s)) in buf.iter_mut().zip(args) {
+                *b = x[bindex(out, s, i)];
+            }
+            f(&buf)
         })
         .collect()
 }
 
-/// A tensor of `dtype` holding `values` (converted).
-pub fn tensor(values: &[f64], dims: &[usize], dtype: DType) -> Tensor {
-    let storage = rlx_runtime::Storage::from_f64(dtype, values.iter().copied());
-    Tensor::from_storage(storage, dims.to_vec()).unwrap()
+fn reduce(op: ReduceOp, axes: &[usize], x: &[f64], xs: &Shape) -> Vec<f64> {
+    let kept: Vec<usize> = (0..xs.rank()).filter(|a| !axes.contains(a)).collect();
+    let out = Shape::new(kept.iter().map(|&a| xs.dim(a)).collect::<Vec<_>>());
+    let os = out.strides();
+    let xst = xs.strides();
+    let init = match op {
+        ReduceOp::Sum | ReduceOp::Mean => 0.0,
+        ReduceOp::Prod => 1.0,
+        ReduceOp::Max => f64::NEG_INFINITY,
+        ReduceOp::Min => f64::INFINITY,
+    };
+    let mut acc = vec![init; out.numel()];
+    for (f, &v) in x.iter().enumerate() {
+        let mut o = 0;
+        for (k, &a) in kept.iter().enumerate() {
+            o += (f / xst[a]) % xs.dim(a) * os[k];
+        }
+        acc[o] = match op {
+            ReduceOp::Sum | ReduceOp::Mean => acc[o] + v,
+            ReduceOp::Prod => acc[o] * v,
+            ReduceOp::Max => acc[o].max(v),
+            ReduceOp::Min => acc[o].min(v),
+        };
+    }
+    if op == ReduceOp::Mean {
+        let c: usize = axes.iter().map(|&a| xs.dim(a)).product();
+        acc.iter_mut().for_each(|v| *v /= c as f64);
+    }
+    acc
+}
+
+fn matmul((a, as_): (&[f64], &Shape), (b, bs): (&[f64], &Shape), out: &Shape) -> Vec<f64> {
+    let (ra, rb, ro) = (as_.rank(), bs.rank(), out.rank());
+    let (m, k, nn) = (as_.dim(ra - 2), as_.dim(ra - 1), bs.dim(rb - 1));
+    let batch = Shape::from(&out.dims()[..ro - 2]);
+    let ab = Shape::from(&as_.dims()[..ra - 2]);
+    let bb = Shape::from(&bs.dims()[..rb - 2]);
+    let mut v = vec![0.0; out.numel()];
+    for p in 0..batch.numel().max(1) {
+        let pa = if batch.rank() == 0 {
+            0
+        } else {
+            bindex(&batch, &ab, p)
+        };
+        let pb = if batch.rank() == 0 {
+            0
+        } else {
+            bindex(&batch, &bb, p)
+        };
+        for i in 0..m {
+            for j in 0..nn {
+                let mut s = 0.0;
+                for l in 0..k {
+                    s += a[pa * m * k + i * k + l] * b[pb * k * nn + l * nn + j];
+                }
+                v[p * m * nn + i * nn + j] = s;
+            }
+        }
+    }
+    v
+}
+
+fn solve((a, as_): (&[f64], &Shape), (b, bs): (&[f64], &Shape)) -> Vec<f64> {
+    let r = as_.rank();
+    let n = as_.dim(r - 1);
+    let k = bs.dim(r - 1);
+    let batch: usize = as_.dims()[..r - 2].iter().product();
+    let mut out = vec![0.0; b.len()];
+    for p in 0..batch {
+        let mut m: Vec<f64> = a[p * n * n..(p + 1) * n * n].to_vec();
+        let mut x: Vec<f64> = b[p * n * k..(p + 1) * n * k].to_vec();
+        for c in 0..n {
+            let piv = (c..n)
+                .max_by(|&i, &j| m[i * n + c].abs().total_cmp(&m[j * n + c].abs()))
+                .unwrap();
+            for e in 0..n {
+                m.swap(c * n + e, piv * n + e);
+            }
+            for e in 0..k {
+                x.swap(c * k + e, piv * k + e);
+            }
+            for i in c + 1..n {
+                let f = m[i * n + c] / m[c * n + c];
+                for e in c..n {
+                    m[i * n + e] -= f * m[c * n + e];
+                }
+                for e in 0..k {
+                    x[i * k + e] -= f * x[c * k + e];
+                }
+            }
+        }
+        for c in (0..n).rev() {
+            for e in 0..k {
+                let mut s = x[c * k + e];
+                for j in c + 1..n {
+                    s -= m[c * n + j] * x[j * k + e];
+                }
+                x[c * k + e] = s / m[c * n + c];
+            }
+        }
+        out[p * n * k..(p + 1) * n * k].copy_from_slice(&x);
+    }
+    out
+}
+
+// ---- random points, directions and finite differences ----
+
+/// A small deterministic generator (xorshift64*), so failures reproduce.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// Uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let u = (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+        lo + (hi - lo) * u
+    }
+
+    /// `n` values uniform in `[lo, hi)`.
+    pub fn vec(&mut self, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+}
+
+/// `⟨a, b⟩`.
+pub fn dot(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Central difference `(f(x + h v) - f(x - h v)) / 2h` of output `k` of `g`
+/// along direction `v` (one vector per input; empty for inputs held fixed).
+pub fn fd(g: &Graph, x: &[Vec<f64>], v: &[Vec<f64>], k: usize, h: f64) -> Vec<f64> {
+    let shift = |s: f64| -> Vec<Vec<f64>> {
+        x.iter()
+            .zip(v)
+            .map(|(xi, vi)| {
+                if vi.is_empty() {
+                    xi.clone()
+                } else {
+                    xi.iter().zip(vi).map(|(a, b)| a + s * b).collect()
+                }
+            })
+            .collect()
+    };
+    let p = run(g, &shift(h)).remove(k);
+    let m = run(g, &shift(-h)).remove(k);
+    p.iter().zip(&m).map(|(a, b)| (a - b) / (2.0 * h)).collect()
+}
+
+/// Asserts `|a - b| <= tol * (1 + |b|)` element-wise.
+#[track_caller]
+pub fn assert_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= tol * (1.0 + y.abs()),
+            "{what}: element {i}: got {x}, expected {y}\n got {a:?}\nwant {b:?}"
+        );
+    }
+}
+
+/// An f64 input of the given shape.
+pub fn input(g: &mut Graph, name: &str, shape: &[usize]) -> NodeId {
+    g.input(name, Shape::from(shape), DType::F64)
+}
+
+/// A constant f64 tensor.
+pub fn constant(g: &mut Graph, v: Vec<f64>, shape: &[usize]) -> NodeId {
+    g.constant(Literal::F64(v.into()), Shape::from(shape), DType::F64)
+        .unwrap()
+}
+
+/// A constant i64 tensor.
+pub fn indices(g: &mut Graph, v: Vec<i64>, shape: &[usize]) -> NodeId {
+    g.constant(Literal::I64(v.into()), Shape::from(shape), DType::I64)
+        .unwrap()
 }

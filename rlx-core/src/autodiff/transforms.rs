@@ -1,0 +1,532 @@
+//! Graph-level transforms: each takes a graph and the positions of the
+//! inputs to differentiate (`wrt`) and returns a new graph.
+//!
+//! Conventions (shared with the macros and the runtime):
+//! - the outputs of the result are ALWAYS the original outputs followed by
+//!   the derivative outputs; derivatives are taken of output 0 only (other
+//!   outputs are auxiliary, like JAX's `has_aux`);
+//! - inputs keep their order and names; transforms that need more inputs
+//!   (`vjp`'s cotangent, `jvp`'s tangents, `hvp`'s vectors) append them;
+//! - a Jacobian block is shaped `[out..., in...]` per `wrt` input, and is
+//!   computed in one execution: all basis vectors are batched with
+//!   [`vmap`](crate::vmap::vmap) of the JVP (forward mode) or VJP (reverse
+//!   mode) graph and fed as constants;
+//! - every result goes through one cleanup call site ([`finish`]).
+
+use crate::autodiff::{jvp_nodes, vjp_nodes};
+use crate::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
+
+/// Gradient of the scalar output 0 with respect to the inputs at positions
+/// `wrt`. Outputs: the original outputs, then one gradient per `wrt`.
+///
+/// ```
+/// use rlx_core::{autodiff::grad, DType, Graph};
+/// let mut g = Graph::new();
+/// let x = g.input("x", [3], DType::F64);
+/// let y = g.square(x).unwrap();
+/// let s = g.sum_all(y).unwrap();
+/// g.set_outputs(vec![s]);
+/// let d = grad(&g, &[0]).unwrap();
+/// assert_eq!(d.outputs().len(), 2);
+/// assert_eq!(d.shape(d.outputs()[1]).dims(), &[3]);
+/// ```
+pub fn grad(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    finish(grad_graph(g, wrt, "grad")?)
+}
+
+/// Value and gradient in one graph; the same graph as [`grad`] (whose
+/// outputs already start with the value).
+pub fn value_and_grad(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    grad(g, wrt)
+}
+
+/// Vector-Jacobian product of output 0: one extra trailing input
+/// `cotangent` shaped like output 0; outputs: the original outputs, then
+/// `cotangentᵀ · ∂out0/∂x` per `wrt`.
+pub fn vjp(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    let nodes = wrt_nodes(g, wrt, "vjp")?;
+    let o = out0(g, "vjp")?;
+    let mut h = g.clone();
+    let ty = g.ty(o);
+    let ct = h.input("cotangent", ty.shape, ty.dtype);
+    let d = vjp_nodes(&mut h, &[o], &[ct], &nodes)?;
+    set_outputs(&mut h, g, d);
+    finish(h)
+}
+
+/// Jacobian-vector product of output 0: one extra trailing input per `wrt`
+/// (`tangent_<name>`, shaped like that input); outputs: the original
+/// outputs, then `∂out0/∂x · t`.
+pub fn jvp(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    let nodes = wrt_nodes(g, wrt, "jvp")?;
+    let o = out0(g, "jvp")?;
+    let mut h = g.clone();
+    let tans = add_like_inputs(&mut h, g, &nodes, "tangent");
+    let d = jvp_nodes(&mut h, &nodes, &tans, &[o])?;
+    set_outputs(&mut h, g, d);
+    finish(h)
+}
+
+/// Hessian-vector product of the scalar output 0, forward-over-reverse
+/// (the JVP of the gradient): one extra trailing input `v_<name>` per `wrt`;
+/// outputs: the original outputs, then `Σ_j ∂²f/∂x_i∂x_j · v_j` per `wrt` `i`.
+pub fn hvp(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    let nodes = wrt_nodes(g, wrt, "hvp")?;
+    let o = scalar_out0(g, "hvp")?;
+    let mut h = g.clone();
+    let ct = h.ones_like(o);
+    let grads = vjp_nodes(&mut h, &[o], &[ct], &nodes)?;
+    let vs = add_like_inputs(&mut h, g, &nodes, "v");
+    let hv = jvp_nodes(&mut h, &nodes, &vs, &grads)?;
+    set_outputs(&mut h, g, hv);
+    finish(h)
+}
+
+/// Full Hessian of the scalar output 0 (forward mode over the gradient).
+/// Outputs: the original outputs, then one block `∂²f/∂x_i∂x_j` shaped
+/// `[in_i..., in_j...]` per pair `(i, j)` of `wrt`, row-major.
+pub fn hessian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    let gg = grad_graph(g, wrt, "hessian")?;
+    let m = g.outputs().len();
+    let of: Vec<usize> = (m..m + wrt.len()).collect();
+    let mut h = jac_fwd_core(&gg, wrt, &of, "hessian")?;
+    let blocks = h.outputs()[m + wrt.len()..].to_vec();
+    set_outputs(&mut h, g, blocks);
+    finish(h)
+}
+
+/// The `n`-th derivative of the scalar output 0 with respect to input
+/// `wrt_input`, shaped `[in...]` repeated `n` times (`n = 1`: the gradient,
+/// `n = 2`: the Hessian). Built by reverse mode once, then forward mode
+/// `n - 1` times. Outputs: the original outputs, then the derivative
+/// (`n = 0` gives the original outputs only).
+pub fn nth_order_grad(g: &Graph, wrt_input: usize, n: usize) -> Result<Graph> {
+    if n == 0 {
+        wrt_nodes(g, &[wrt_input], "nth_order_grad")?;
+        return finish(g.clone());
+    }
+    let m = g.outputs().len();
+    let mut cur = grad_graph(g, &[wrt_input], "nth_order_grad")?;
+    for _ in 1..n {
+        let mut next = jac_fwd_core(&cur, &[wrt_input], &[m], "nth_order_grad")?;
+        let last = *next.outputs().last().expect("a jacobian block");
+        set_outputs(&mut next, g, vec![last]);
+        cur = next;
+    }
+    finish(cur)
+}
+
+/// Jacobian of output 0 by forward mode (one batched JVP over all input
+/// basis vectors). Outputs: the original outputs, then one block
+/// `[out..., in...]` per `wrt`.
+pub fn jacfwd(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    finish(jac_fwd_core(g, wrt, &[0], "jacfwd")?)
+}
+
+/// Jacobian of output 0 by reverse mode (one batched VJP over all output
+/// basis vectors). Outputs as for [`jacfwd`].
+pub fn jacrev(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    finish(jac_rev_core(g, wrt, "jacrev")?)
+}
+
+/// Jacobian of output 0, picking the cheaper mode: forward when the total
+/// size of the `wrt` inputs is at most the size of the output, else reverse.
+pub fn jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    let nodes = wrt_nodes(g, wrt, "jacobian")?;
+    let o = out0(g, "jacobian")?;
+    let total_in: usize = nodes.iter().map(|&n| g.shape(n).numel()).sum();
+    if total_in <= g.shape(o).numel() {
+        finish(jac_fwd_core(g, wrt, &[0], "jacobian")?)
+    } else {
+        finish(jac_rev_core(g, wrt, "jacobian")?)
+    }
+}
+
+/// Per-item Jacobians of a function written over a batch: output 0 has
+/// shape `[N, out...]`, every `wrt` input `[N, in...]`, and output row `i`
+/// must depend only on row `i` of the `wrt` inputs (checked on the graph; a
+/// function that mixes rows is an error naming the node that mixes them).
+/// Costs one execution with as many tangents as one item has inputs.
+/// Outputs: the original outputs, then one block `[N, out..., in...]` per `wrt`.
+pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    const OP: &str = "batch_jacobian";
+    let nodes = wrt_nodes(g, wrt, OP)?;
+    let o = out0(g, OP)?;
+    let os = g.shape(o).clone();
+    if os.rank() == 0 {
+        return Err(Error::InvalidArgument {
+            op: OP,
+            message: format!("output 0 must have a leading batch axis, but it has shape {os}"),
+        });
+    }
+    let n = os.dim(0);
+    for &w in &nodes {
+        let s = g.shape(w);
+        if s.rank() == 0 || s.dim(0) != n {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                message: format!(
+                    "input `{}` has shape {s}, but output 0 has shape {os}: every differentiated input needs the same leading batch axis (of size {n})",
+                    input_name(g, w)
+                ),
+            });
+        }
+        float_wrt(g, w, OP)?;
+    }
+    locality::check(g, &nodes, o, n)?;
+    // The JVP graph, batched over one basis vector per item input element.
+    let mut t = g.clone();
+    let tans = add_like_inputs(&mut t, g, &nodes, "tangent");
+    let dots = jvp_nodes(&mut t, &nodes, &tans, &[o])?;
+    t.set_outputs(dots);
+    let items: Vec<Shape> = nodes
+        .iter()
+        .map(|&w| Shape::from(&g.shape(w).dims()[1..]))
+        .collect();
+    let m: usize = items.iter().map(Shape::numel).sum();
+    let out_item = Shape::from(&os.dims()[1..]);
+    let dt = g.dtype(o);
+    let mut r = g.clone();
+    let mut blocks = Vec::with_capacity(nodes.len());
+    if m == 0 {
+        for item in &items {
+            let mut d = os.dims().to_vec();
+            d.extend_from_slice(item.dims());
+            blocks.push(r.full(0.0, d, dt));
+        }
+    } else {
+        let mut flags = vec![false; g.inputs().len()];
+        flags.extend(vec![true; nodes.len()]);
+        let b = batched(&t, &flags, m)?;
+        let mut args = r.input_ids();
+        let mut off = 0;
+        for (&w, item) in nodes.iter().zip(&items) {
+            let mut one = vec![1];
+            one.extend_from_slice(item.dims());
+            let e = basis(&mut r, m, off, &Shape::new(one), g.dtype(w))?;
+            let mut full = vec![m, n];
+            full.extend_from_slice(item.dims());
+            args.push(r.broadcast(e, full)?);
+            off += item.numel();
+        }
+        let out = r.inline(&b, &args)?[0]; // [m, N, out_item...]
+        let mut off = 0;
+        for item in &items {
+            let k = item.numel();
+            let s = r.slice(out, 0, off, k)?;
+            let rank = out_item.rank() + 2;
+            let mut perm: Vec<usize> = (1..rank).collect();
+            perm.push(0);
+            let tr = r.transpose(s, &perm)?;
+            let mut d = os.dims().to_vec();
+            d.extend_from_slice(item.dims());
+            blocks.push(r.reshape(tr, d)?);
+            off += k;
+        }
+    }
+    set_outputs(&mut r, g, blocks);
+    finish(r)
+}
+
+// ---- cores shared by the public transforms ----
+
+/// `g` plus the gradient of its scalar output 0: outputs are the original
+/// outputs followed by one gradient per `wrt` (not yet cleaned up).
+fn grad_graph(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
+    let nodes = wrt_nodes(g, wrt, op)?;
+    let o = scalar_out0(g, op)?;
+    let mut h = g.clone();
+    let ct = h.ones_like(o);
+    let d = vjp_nodes(&mut h, &[o], &[ct], &nodes)?;
+    set_outputs(&mut h, g, d);
+    Ok(h)
+}
+
+/// `g` plus forward-mode Jacobian blocks of the outputs at positions `of`
+/// with respect to the inputs at `wrt`: outputs are `g`'s outputs followed
+/// by one block `[out_o..., in_j...]` per `(o, j)`, row-major.
+fn jac_fwd_core(g: &Graph, wrt: &[usize], of: &[usize], op: &'static str) -> Result<Graph> {
+    let nodes = wrt_nodes(g, wrt, op)?;
+    for &w in &nodes {
+        float_wrt(g, w, op)?;
+    }
+    let outs: Vec<NodeId> = of
+        .iter()
+        .map(|&k| {
+            g.outputs()
+                .get(k)
+                .copied()
+                .ok_or_else(|| Error::CountMismatch {
+                    what: format!("outputs of the graph given to `{op}`"),
+                    expected: k + 1,
+                    got: g.outputs().len(),
+                })
+        })
+        .collect::<Result<_>>()?;
+    let sizes: Vec<usize> = nodes.iter().map(|&w| g.shape(w).numel()).collect();
+    let m: usize = sizes.iter().sum();
+    let mut r = g.clone();
+    let mut blocks = Vec::new();
+    if m == 0 {
+        for &o in &outs {
+            for &w in &nodes {
+                let mut d = g.shape(o).dims().to_vec();
+                d.extend_from_slice(g.shape(w).dims());
+                blocks.push(r.full(0.0, d, g.dtype(o)));
+            }
+        }
+    } else {
+        let mut t = g.clone();
+        let tans = add_like_inputs(&mut t, g, &nodes, "tangent");
+        let dots = jvp_nodes(&mut t, &nodes, &tans, &outs)?;
+        t.set_outputs(dots);
+        let mut flags = vec![false; g.inputs().len()];
+        flags.extend(vec![true; nodes.len()]);
+        let b = batched(&t, &flags, m)?;
+        let mut args = r.input_ids();
+        let mut off = 0;
+        for &w in &nodes {
+            let s = g.shape(w).clone();
+            args.push(basis(&mut r, m, off, &s, g.dtype(w))?);
+            off += s.numel();
+        }
+        let bo = r.inline(&b, &args)?; // each [m, out...]
+        for (&o, &y) in outs.iter().zip(&bo) {
+            let os = g.shape(o).clone();
+            let mut off = 0;
+            for (&w, &k) in nodes.iter().zip(&sizes) {
+                let s = r.slice(y, 0, off, k)?;
+                let mut perm: Vec<usize> = (1..=os.rank()).collect();
+                perm.push(0);
+                let tr = r.transpose(s, &perm)?;
+                let mut d = os.dims().to_vec();
+                d.extend_from_slice(g.shape(w).dims());
+                blocks.push(r.reshape(tr, d)?);
+                off += k;
+            }
+        }
+    }
+    let mut all = g.outputs().to_vec();
+    all.extend(blocks);
+    r.set_outputs(all);
+    Ok(r)
+}
+
+/// `g` plus reverse-mode Jacobian blocks of output 0 (one per `wrt`).
+fn jac_rev_core(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
+    let nodes = wrt_nodes(g, wrt, op)?;
+    for &w in &nodes {
+        float_wrt(g, w, op)?;
+    }
+    let o = out0(g, op)?;
+    let os = g.shape(o).clone();
+    let dt = g.dtype(o);
+    if !dt.is_float() {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: dt,
+            expected: "a float output to differentiate",
+        });
+    }
+    let p = os.numel();
+    let mut r = g.clone();
+    let mut blocks = Vec::new();
+    if p == 0 {
+        for &w in &nodes {
+            let mut d = os.dims().to_vec();
+            d.extend_from_slice(g.shape(w).dims());
+            blocks.push(r.full(0.0, d, dt));
+        }
+    } else {
+        let mut t = g.clone();
+        let ct = t.input("cotangent", os.clone(), dt);
+        let bars = vjp_nodes(&mut t, &[o], &[ct], &nodes)?;
+        t.set_outputs(bars);
+        let mut flags = vec![false; g.inputs().len()];
+        flags.push(true);
+        let b = batched(&t, &flags, p)?;
+        let mut args = r.input_ids();
+        args.push(basis(&mut r, p, 0, &os, dt)?);
+        let bo = r.inline(&b, &args)?; // each [p, in...]
+        for (&w, &y) in nodes.iter().zip(&bo) {
+            let mut d = os.dims().to_vec();
+            d.extend_from_slice(g.shape(w).dims());
+            blocks.push(r.reshape(y, d)?);
+        }
+    }
+    set_outputs(&mut r, g, blocks);
+    Ok(r)
+}
+
+/// Batches `g` over a new leading axis of length `size` for the inputs with
+/// `flags[i]`; every output gets the leading axis (the `vmap` contract).
+///
+/// This is the one place that batches: until `crate::vmap::vmap` is on
+/// `main`, it unrolls the batch into `size` inlined copies of `g`, stacked
+/// along axis 0 — still one execution, but a graph `size` times larger.
+fn batched(g: &Graph, flags: &[bool], size: usize) -> Result<Graph> {
+    let mut r = Graph::new();
+    let mut ins = Vec::with_capacity(g.inputs().len());
+    for (inp, &f) in g.inputs().iter().zip(flags) {
+        let ty = g.ty(inp.node);
+        let shape = if f {
+            let mut d = vec![size];
+            d.extend_from_slice(ty.shape.dims());
+            Shape::new(d)
+        } else {
+            ty.shape
+        };
+        ins.push(r.input(inp.name.clone(), shape, ty.dtype));
+    }
+    let mut stacks: Vec<Vec<NodeId>> = vec![Vec::with_capacity(size); g.outputs().len()];
+    for k in 0..size {
+        let mut args = Vec::with_capacity(ins.len());
+        for ((&x, &f), inp) in ins.iter().zip(flags).zip(g.inputs()) {
+            args.push(if f {
+                let s = r.slice(x, 0, k, 1)?;
+                r.reshape(s, g.shape(inp.node).clone())?
+            } else {
+                x
+            });
+        }
+        let outs = r.inline(g, &args)?;
+        for (stack, (o, &go)) in stacks.iter_mut().zip(outs.into_iter().zip(g.outputs())) {
+            let mut d = vec![1];
+            d.extend_from_slice(g.shape(go).dims());
+            stack.push(r.reshape(o, d)?);
+        }
+    }
+    let mut outs = Vec::with_capacity(stacks.len());
+    for (stack, &go) in stacks.iter().zip(g.outputs()) {
+        outs.push(if stack.is_empty() {
+            let mut d = vec![0];
+            d.extend_from_slice(g.shape(go).dims());
+            r.full(0.0, d, g.dtype(go))
+        } else {
+            r.concat(stack, 0)?
+        });
+    }
+    r.set_outputs(outs);
+    Ok(r)
+}
+
+/// The one cleanup call site of every transform: checks the result and
+/// drops the nodes no output needs (`crate::passes::optimize` replaces this
+/// once it is on `main`).
+pub(crate) fn finish(g: Graph) -> Result<Graph> {
+    let mut r = Graph::new();
+    let ins: Vec<NodeId> = g
+        .inputs()
+        .iter()
+        .map(|i| {
+            let ty = g.ty(i.node);
+            r.input(i.name.clone(), ty.shape, ty.dtype)
+        })
+        .collect();
+    let outs = r.inline(&g, &ins)?;
+    r.set_outputs(outs);
+    r.verify()?;
+    Ok(r)
+}
+
+// ---- small helpers ----
+
+/// Constant `[m, shape...]` whose row `r` is the unit vector `e_{r - off}`
+/// (flattened over `shape`) for `off <= r < off + shape.numel()`, else 0.
+fn basis(r: &mut Graph, m: usize, off: usize, shape: &Shape, dt: DType) -> Result<NodeId> {
+    let k = shape.numel();
+    let mut v = vec![0.0; m * k];
+    for i in 0..k {
+        v[(off + i) * k + i] = 1.0;
+    }
+    let mut d = vec![m];
+    d.extend_from_slice(shape.dims());
+    r.constant(Literal::F64(v.into()), d, dt)
+}
+
+fn wrt_nodes(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Vec<NodeId>> {
+    wrt.iter()
+        .map(|&i| {
+            g.inputs()
+                .get(i)
+                .map(|inp| inp.node)
+                .ok_or_else(|| Error::InvalidArgument {
+                    op,
+                    message: format!(
+                    "cannot differentiate with respect to input #{i}: the graph has {} input(s)",
+                    g.inputs().len()
+                ),
+                })
+        })
+        .collect()
+}
+
+fn out0(g: &Graph, op: &'static str) -> Result<NodeId> {
+    let o = g
+        .outputs()
+        .first()
+        .copied()
+        .ok_or_else(|| Error::CountMismatch {
+            what: format!("outputs of the graph given to `{op}`"),
+            expected: 1,
+            got: 0,
+        })?;
+    g.try_node(o)?;
+    Ok(o)
+}
+
+fn scalar_out0(g: &Graph, op: &'static str) -> Result<NodeId> {
+    let o = out0(g, op)?;
+    if g.shape(o).numel() != 1 {
+        return Err(Error::NotScalar {
+            op,
+            shape: g.shape(o).clone(),
+        });
+    }
+    if !g.dtype(o).is_float() {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: g.dtype(o),
+            expected: "a float output to differentiate",
+        });
+    }
+    Ok(o)
+}
+
+fn float_wrt(g: &Graph, w: NodeId, op: &'static str) -> Result<()> {
+    let dt = g.dtype(w);
+    if !dt.is_float() {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: dt,
+            expected: "a float input to differentiate with respect to",
+        });
+    }
+    Ok(())
+}
+
+fn input_name(g: &Graph, id: NodeId) -> String {
+    match g.node(id).op {
+        Op::Input { index } => g.inputs()[index].name.clone(),
+        _ => id.to_string(),
+    }
+}
+
+/// Appends one input per node of `like`, typed like it, named `<prefix>_<name>`.
+fn add_like_inputs(h: &mut Graph, g: &Graph, like: &[NodeId], prefix: &str) -> Vec<NodeId> {
+    like.iter()
+        .map(|&w| {
+            let ty = g.ty(w);
+            h.input(format!("{prefix}_{}", input_name(g, w)), ty.shape, ty.dtype)
+        })
+        .collect()
+}
+
+/// Outputs of `h`: the original outputs of `g`, then `extra`.
+fn set_outputs(h: &mut Graph, g: &Graph, extra: Vec<NodeId>) {
+    let mut outs = g.outputs().to_vec();
+    outs.extend(extra);
+    h.set_outputs(outs);
+}
+
+mod locality;
