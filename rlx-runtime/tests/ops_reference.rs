@@ -1174,3 +1174,54 @@ fn traced_tensors_record_ops_and_errors() {
     let err = t.finish(&[&y]).unwrap_err();
     assert!(err.to_string().contains("created outside"), "{err}");
 }
+
+#[test]
+fn eval_into_reports_bad_calls() {
+    use rlx_runtime::kernels::{eval_into, Operand};
+    let s = Shape::from([2]);
+    let x = Storage::F64(vec![1.0, 2.0]);
+    let mut out = Storage::F64(vec![0.0; 2]);
+    let e = eval_into(&Op::Input { index: 0 }, &[], &s, &mut out).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument { op: "input", .. }),
+        "{e}"
+    );
+    let mut short = Storage::F64(vec![0.0; 1]);
+    let e = eval_into(
+        &Op::Unary(UnaryOp::Exp),
+        &[Operand::new(&x, &s)],
+        &s,
+        &mut short,
+    );
+    assert!(e.unwrap_err().to_string().contains("output buffer"));
+    let mut wrong = Storage::F32(vec![0.0; 2]);
+    let e = eval_into(
+        &Op::Unary(UnaryOp::Exp),
+        &[Operand::new(&x, &s)],
+        &s,
+        &mut wrong,
+    );
+    assert!(matches!(
+        e.unwrap_err(),
+        Error::DTypeMismatch { op: "exp", .. }
+    ));
+    let e = eval_into(
+        &Op::Binary(BinaryOp::Add),
+        &[Operand::new(&x, &s)],
+        &s,
+        &mut out,
+    );
+    assert!(matches!(
+        e.unwrap_err(),
+        Error::Arity {
+            op: "add",
+            expected: 2,
+            got: 1
+        }
+    ));
+    // A constant fills its literal, converted to the output dtype.
+    let mut c = Storage::I64(vec![0; 3]);
+    let lit = rlx_core::Literal::F64(vec![1.9, -2.0, 3.0].into());
+    eval_into(&Op::Constant(lit), &[], &Shape::from([3]), &mut c).unwrap();
+    assert_eq!(c, Storage::I64(vec![1, -2, 3]));
+}

@@ -6,9 +6,10 @@
 //! concrete tensors and records a node on traced ones; all are
 //! `#[track_caller]`, so an error names the caller's file and line.
 //!
-//! Files by kind: [`unary`](self) element-wise functions, binary
-//! arithmetic and comparisons, shape and indexing ops, reductions and
-//! linear algebra, composites, and the `std::ops` operators.
+//! Files by kind: `unary` (element-wise functions), `binary` (arithmetic
+//! and comparisons), `shape` (layout and indexing), `reduce` (reductions,
+//! softmax, linear algebra), `composite` (built from primitives) and
+//! `operators` (`std::ops`).
 
 mod binary;
 mod composite;
