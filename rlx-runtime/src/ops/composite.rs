@@ -76,7 +76,9 @@ impl Tensor {
 
     /// Mean cross-entropy of `labels` (one-hot or any probabilities) under
     /// the softmax of `logits`, classes along the last axis:
-    /// `-mean_batch Σ_c labels[.., c] · log_softmax(logits)[.., c]`. A 0-d tensor.
+    /// `-mean_batch Σ_c labels[.., c] · log_softmax(logits)[.., c]`. A 0-d
+    /// tensor. Callable as `Tensor::cross_entropy_with_logits(&logits, &labels)`
+    /// or `logits.cross_entropy_with_logits(&labels)`.
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
@@ -86,9 +88,9 @@ impl Tensor {
     /// assert!((l.item::<f64>().unwrap() - std::f64::consts::LN_2).abs() < 1e-15);
     /// ```
     #[track_caller]
-    pub fn cross_entropy_with_logits(logits: &Tensor, labels: &Tensor) -> Tensor {
-        let classes = logits.rank().saturating_sub(1);
-        let per_item = labels.mul(&logits.log_softmax(classes)).sum(&[classes]);
+    pub fn cross_entropy_with_logits(&self, labels: &Tensor) -> Tensor {
+        let classes = self.rank().saturating_sub(1);
+        let per_item = labels.mul(&self.log_softmax(classes)).sum(&[classes]);
         per_item.mean_all().neg()
     }
 

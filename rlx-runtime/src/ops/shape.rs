@@ -171,23 +171,27 @@ impl Tensor {
         Tensor::apply(Op::ScatterAdd { axis }, &[self, idx, updates])
     }
 
-    /// `mask ? a : b` element-wise, with broadcasting of all three.
+    /// `mask ? a : b` element-wise (`self` is the `bool` mask), with
+    /// broadcasting of all three. Callable as `Tensor::select(&mask, &a, &b)`
+    /// or `mask.select(&a, &b)`.
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
     /// let x = Tensor::from_slice(&[-1.0f64, 2.0], [2]);
     /// let y = Tensor::select(&x.gt_scalar(0.0), &x, &x.neg());
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![1.0, 2.0]);
+    /// let z = x.lt_scalar(0.0).select(&x.scalar_like(0.0), &x);
+    /// assert_eq!(z.to_vec::<f64>().unwrap(), vec![0.0, 2.0]);
     /// ```
     #[track_caller]
-    pub fn select(mask: &Tensor, a: &Tensor, b: &Tensor) -> Tensor {
-        Tensor::apply_or_panic(Op::Select, &[mask, a, b])
+    pub fn select(&self, a: &Tensor, b: &Tensor) -> Tensor {
+        Tensor::apply_or_panic(Op::Select, &[self, a, b])
     }
 
     /// [`Tensor::select`] returning an error instead of panicking.
     #[track_caller]
-    pub fn try_select(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        Tensor::apply(Op::Select, &[mask, a, b])
+    pub fn try_select(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        Tensor::apply(Op::Select, &[self, a, b])
     }
 
     /// Converts to `dtype` (a same-dtype cast returns a clone). Floats to
