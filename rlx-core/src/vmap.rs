@@ -21,8 +21,9 @@
 //! Custom ops with a batched operand are replaced by their inlined, batched
 //! forward graph: the result computes the same values, but its derivatives
 //! come from differentiating the forward graph, not from the op's custom
-//! rules (batch before `inline`-free differentiation, or differentiate first
-//! and batch the derivative graph, to keep the rules).
+//! rules. To keep the rules, differentiate first and batch the derivative
+//! graph (what the Jacobian transforms do). A custom op whose operands are
+//! all unbatched is copied as it is.
 //!
 //! `gather`/`scatter_add` with batched indices index a flattened
 //! `[size * n, ..]` operand at `idx + item * n`; an index that is out of
