@@ -160,3 +160,142 @@ fn optimize_shrinks_a_gradient_graph() {
         .collect();
     assert_close(&b[1], &want, 1e-14, "gradient value");
 }
+
+/// Constant folding must give exactly what the kernels give: every foldable
+/// op on awkward values (ties, subnormals, -0, huge values) in every float
+/// dtype, run by `rlx_runtime::interpret` unfolded and folded, compared bit
+/// for bit.
+#[test]
+fn folding_matches_the_kernels_bit_for_bit() {
+    use rlx_core::{BinaryOp, UnaryOp};
+    use rlx_runtime::interpret;
+    let vals = vec![
+        1.0 / 3.0,
+        0.1,
+        -2.5,
+        2.5,
+        3.5,
+        -0.0,
+        1e-5,
+        65504.0,
+        1.0 + 2f64.powi(-11),
+        -7.25,
+        1e30,
+        f64::NAN,
+    ];
+    let other = vec![
+        3.0, 0.7, -0.0, 1.5, -2.0, 0.0, 1e-3, 2.0, 1.0, 0.3, 1e10, 1.0,
+    ];
+    // Without NaN, zeros and values beyond i64, min/max/relu and every cast fold as well.
+    let tame: Vec<f64> = vals
+        .iter()
+        .map(|v| {
+            if v.is_nan() || *v == 0.0 || v.abs() > 1e18 {
+                0.75
+            } else {
+                *v
+            }
+        })
+        .collect();
+    let tame_other: Vec<f64> = other
+        .iter()
+        .map(|v| if *v == 0.0 { -0.5 } else { *v })
+        .collect();
+    let unary = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Sqrt,
+        UnaryOp::Recip,
+        UnaryOp::Square,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Relu,
+    ];
+    let binary = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::MulZero,
+        BinaryOp::Min,
+        BinaryOp::Max,
+    ];
+    for ((vals, other), all_but) in [((&vals, &other), None), ((&tame, &tame_other), Some(2))] {
+        let n = vals.len();
+        for dt in [DType::F64, DType::F32, DType::F16, DType::BF16] {
+            let mut g = Graph::new();
+            // Constants are stored rounded to their dtype, as the runtime reads them.
+            let a = g
+                .constant(Literal::F64(vals.clone().into()), [n], DType::F64)
+                .unwrap();
+            let b = g
+                .constant(Literal::F64(other.clone().into()), [n], DType::F64)
+                .unwrap();
+            let a = g.cast(a, dt).unwrap();
+            let b = g.cast(b, dt).unwrap();
+            let a = interpret_const(&mut g, a);
+            let b = interpret_const(&mut g, b);
+            let mut outs = Vec::new();
+            for u in unary {
+                outs.push(g.unary(u, a).unwrap());
+            }
+            for op in binary {
+                outs.push(g.binary(op, a, b).unwrap());
+            }
+            for c in [CmpOp::Lt, CmpOp::Eq, CmpOp::Ge] {
+                outs.push(g.compare(c, a, b).unwrap());
+            }
+            for to in [
+                DType::F64,
+                DType::F32,
+                DType::F16,
+                DType::BF16,
+                DType::I64,
+                DType::Bool,
+            ] {
+                outs.push(g.cast(a, to).unwrap());
+            }
+            g.set_outputs(outs);
+            let folded = fold_constants(&g).unwrap();
+            let want = interpret(&g, &[]).unwrap();
+            let got = interpret(&folded, &[]).unwrap();
+            for (k, (w, o)) in want.iter().zip(&got).enumerate() {
+                let (w, o) = (w.to_f64_vec().unwrap(), o.to_f64_vec().unwrap());
+                for (i, (x, y)) in w.iter().zip(&o).enumerate() {
+                    assert!(
+                        x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                        "{dt}: output {k} ({}), element {i}: kernel {x:?}, folded {y:?}",
+                        g.format_node(g.outputs()[k])
+                    );
+                }
+            }
+            let folded_count = folded
+                .outputs()
+                .iter()
+                .filter(|o| matches!(folded.node(**o).op, Op::Constant(_)))
+                .count();
+            assert!(folded_count > 0, "{dt}: nothing folded\n{folded}");
+            if let Some(k) = all_but {
+                // Only f64 -> f16/bf16 (two possible roundings) may stay.
+                let left = folded.outputs().len() - folded_count;
+                assert!(left <= k, "{dt}: {left} ops not folded\n{folded}");
+            }
+        }
+    }
+}
+
+/// Replaces constant-producing node `x` by a literal holding the runtime's
+/// value of it (so that the operands of the ops under test are constants in
+/// the node's own dtype, exactly as the kernels store them).
+fn interpret_const(g: &mut Graph, x: rlx_core::NodeId) -> rlx_core::NodeId {
+    let mut sub = g.clone();
+    sub.set_outputs(vec![x]);
+    let v = rlx_runtime::interpret(&sub, &[]).unwrap().remove(0);
+    g.constant(
+        Literal::F64(v.to_f64_vec().unwrap().into()),
+        g.shape(x).clone(),
+        g.dtype(x),
+    )
+    .unwrap()
+}

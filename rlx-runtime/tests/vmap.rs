@@ -4,14 +4,17 @@
 //! batch axis) is tried. The optimised batched graph
 //! (`rlx_core::passes::optimize`) must give the same values too.
 //!
-//! Graphs are evaluated with the f64 reference evaluator of `tests/common`
-//! (independent of the runtime's kernels).
+//! Expected values come from the f64 reference evaluator of `tests/common`
+//! (independent of the runtime's kernels) run per item; the batched graph is
+//! run with that evaluator, with `rlx_runtime::interpret` and, optimised,
+//! with a compiled plan.
 
 mod common;
 
 use common::*;
 use rlx_core::passes::optimize;
 use rlx_core::{vmap, CmpOp, CustomOp, DType, Graph, NodeId, ReduceOp, Shape};
+use rlx_runtime::{compile, interpret, Storage, Tensor};
 
 /// One input of a test graph: shape, dtype and, for i64 indices, the
 /// exclusive upper bound of the values.
@@ -119,6 +122,36 @@ fn check(
         let opt = optimize(&b).unwrap();
         for (o, (x, y)) in run(&opt, &batched_in).iter().zip(&want).enumerate() {
             assert_close(x, y, 1e-12, &format!("optimised output {o} of {what}"));
+        }
+        // The runtime's interpreter and compiled plans on the batched graph.
+        let tensors: Vec<Tensor> = b
+            .inputs()
+            .iter()
+            .zip(&batched_in)
+            .map(|(i, v)| {
+                let n = b.node(i.node);
+                Tensor::from_storage(
+                    Storage::from_f64(n.dtype, v.iter().copied()),
+                    n.shape.clone(),
+                )
+                .unwrap()
+            })
+            .collect();
+        let refs: Vec<&Tensor> = tensors.iter().collect();
+        let runs = [
+            ("interpret", interpret(&b, &refs).unwrap()),
+            ("compiled", compile(&opt).unwrap().run(&refs).unwrap()),
+        ];
+        for (how, outs) in runs {
+            for (o, (t, y)) in outs.iter().zip(&want).enumerate() {
+                let tol = if t.dtype() == DType::F64 { 1e-12 } else { 1e-6 };
+                assert_close(
+                    &t.to_f64_vec().unwrap(),
+                    y,
+                    tol,
+                    &format!("{how} output {o} of {what}"),
+                );
+            }
         }
     }
 }
