@@ -5,11 +5,11 @@
 //! [`Shape`] and [`DType`]. Modules, in pipeline order:
 //!
 //! - [`dtype`], [`shape`], [`op`]: what a value is and what can be done to it;
-//! - [`infer`]: shape and dtype inference, one exhaustive `match` over ops;
+//! - [`infer`](mod@infer): shape and dtype inference, one exhaustive `match` over ops;
 //! - [`graph`]: the arena and its builder (one method per op);
 //! - [`passes`]: dead-code elimination, CSE, constant folding, algebraic
-//!   simplification, and [`optimize`](passes::optimize) running them to a fixed point;
-//! - [`vmap`]: batching, one rule per op;
+//!   simplification, and [`optimize`] running them to a fixed point;
+//! - [`vmap`](mod@vmap): batching, one rule per op;
 //! - [`autodiff`]: VJP/JVP rule tables, the two drivers and the transforms
 //!   (`grad`, `jvp`, `hessian`, `jacobian`, ...), all graph to graph;
 //! - [`error`]: the one error type, re-exported as `rlx::Error`.

@@ -20,7 +20,7 @@
 //! different signs, integer overflow) are left to the runtime.
 //!
 //! Constants whose elements are all bitwise equal are rewritten as splats,
-//! which lets [`cse`](super::cse) and [`simplify`](super::simplify) see them.
+//! which lets [`cse`](super::cse) and [`simplify`](super::simplify()) see them.
 
 use half::{bf16, f16};
 

@@ -17,7 +17,7 @@
 //! - [`fold_constants`] (module [`fold`]): evaluates element-wise and
 //!   data-movement ops whose operands are all constants, only where the
 //!   result is exactly what the runtime's kernels give;
-//! - [`simplify`] (module [`simplify`]): algebraic identities (`x*1`, `x+0`,
+//! - [`simplify()`] (module [`simplify`](mod@simplify)): algebraic identities (`x*1`, `x+0`,
 //!   `x*0`, chains of reshapes/transposes/broadcasts, ...);
 //! - [`dce`]: dead-code elimination.
 //!
@@ -37,7 +37,7 @@ pub use simplify::simplify;
 /// Upper bound on the rounds of [`optimize`]; each round runs every pass once.
 pub const MAX_ROUNDS: usize = 16;
 
-/// Runs [`cse`], [`fold_constants`], [`simplify`] and [`dce`] in rounds until
+/// Runs [`cse`], [`fold_constants`], [`simplify()`] and [`dce`] in rounds until
 /// a round changes nothing (at most [`MAX_ROUNDS`] rounds).
 ///
 /// ```
