@@ -7,7 +7,9 @@
 //!
 //! Rules (`0` and `1` are constants whose elements all equal that value):
 //! - `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`, `x / 1`, `x ^ 1`,
-//!   `powi(x, 1)`, `mul_zero(x, 1)`, `mul_zero(1, x)` → `x`; `0 - x` → `-x`;
+//!   `powi(x, 1)`, `mul_zero(x, 1)`, `mul_zero(1, x)` → `x`; `0 - x`,
+//!   `x * -1`, `-1 * x` → `-x`;
+//! - `x + (-y)`, `(-y) + x` → `x - y`; `x - (-y)` → `x + y` (exact in IEEE);
 //! - `x * 0`, `0 * x`, `mul_zero(0, x)`, `mul_zero(x, 0)` → zeros;
 //! - `x and true`, `x or false` → `x`; `x and false` → false, `x or true` → true;
 //! - `neg(neg(x))` → `x`; `cast` to the operand's dtype → `x`;
@@ -28,7 +30,7 @@
 //! is exact: that op is defined as 0 wherever its first operand is 0.
 
 use super::{copy, rewrite};
-use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
+use crate::{BinaryOp, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
 
 /// Applies the algebraic identities listed in the module docs.
 ///
@@ -242,6 +244,14 @@ fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>>
     }
 }
 
+/// `y` if `id` is `neg(y)`.
+fn negated(g: &Graph, id: NodeId) -> Option<NodeId> {
+    match g.node(id).op {
+        Op::Unary(UnaryOp::Neg) => Some(g.node(id).inputs[0]),
+        _ => None,
+    }
+}
+
 fn binary_rule(
     out: &mut Graph,
     node: &Node,
@@ -256,6 +266,10 @@ fn binary_rule(
                 fit(out, node, x)
             } else if is(out, x, 0.0) {
                 fit(out, node, y)
+            } else if let Some(ny) = negated(out, y) {
+                out.sub(x, ny).map(Some)
+            } else if let Some(nx) = negated(out, x) {
+                out.sub(y, nx).map(Some)
             } else {
                 Ok(None)
             }
@@ -263,9 +277,11 @@ fn binary_rule(
         BinaryOp::Sub => {
             if is(out, y, 0.0) {
                 fit(out, node, x)
-            } else if is(out, x, 0.0) && out.dtype(y) != DType::Bool {
+            } else if is(out, x, 0.0) {
                 let n = out.neg(y)?;
                 fit(out, node, n)
+            } else if let Some(ny) = negated(out, y) {
+                out.add(x, ny).map(Some)
             } else {
                 Ok(None)
             }
@@ -277,6 +293,12 @@ fn binary_rule(
                 fit(out, node, x)
             } else if is(out, x, 1.0) {
                 fit(out, node, y)
+            } else if b == BinaryOp::Mul && is(out, y, -1.0) {
+                let n = out.neg(x)?;
+                fit(out, node, n)
+            } else if b == BinaryOp::Mul && is(out, x, -1.0) {
+                let n = out.neg(y)?;
+                fit(out, node, n)
             } else {
                 Ok(None)
             }
@@ -307,7 +329,7 @@ fn binary_rule(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Shape, UnaryOp};
+    use crate::{DType, Shape, UnaryOp};
 
     fn ops(g: &Graph) -> Vec<String> {
         g.nodes().iter().map(|n| n.op.to_string()).collect()
@@ -384,6 +406,27 @@ mod tests {
         let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
         assert_eq!(ops(&s), vec!["input #0", "neg"]);
         assert_eq!(s.outputs()[1], s.input_ids()[0]);
+    }
+
+    #[test]
+    fn negations_fold_into_add_and_sub() {
+        let mut g = Graph::new();
+        let x = g.input("x", [2], DType::F64);
+        let y = g.input("y", [2, 2], DType::F64);
+        let ny = g.neg(y).unwrap();
+        let a = g.add(x, ny).unwrap(); // x - y
+        let b = g.add(ny, x).unwrap(); // x - y
+        let c = g.sub(x, ny).unwrap(); // x + y
+        let m1 = g.scalar(-1.0, DType::F64);
+        let d = g.mul(m1, x).unwrap(); // -x
+        g.set_outputs(vec![a, b, c, d]);
+        let s = crate::passes::optimize(&g).unwrap();
+        assert_eq!(
+            s.to_string(),
+            "%0 = input#0 \"x\"() : f64[2]\n%1 = input#1 \"y\"() : f64[2, 2]\n\
+             %2 = sub(%0, %1) : f64[2, 2]\n%3 = add(%0, %1) : f64[2, 2]\n\
+             %4 = neg(%0) : f64[2]\nreturn (%2, %2, %3, %4)"
+        );
     }
 
     #[test]
