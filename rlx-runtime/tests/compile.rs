@@ -656,3 +656,54 @@ fn fused_chain_is_one_loop_and_matches_per_element_math() {
     assert_eq!(exe.stats().buffers, 0);
     let _ = Shape::scalar();
 }
+
+#[test]
+fn fused_loops_across_blocks_with_broadcast_leaves() {
+    // 3 x 1500 = 4500 elements: several blocks, rows wrapping mid-block.
+    for dtype in [DType::F64, DType::F32, DType::F16, DType::I64] {
+        let mut g = Graph::new();
+        let x = g.input("x", [3, 1500], dtype);
+        let row = g.input("row", [1500], dtype);
+        let col = g.input("col", [3, 1], dtype);
+        let s = g.input("s", (), dtype);
+        let a = g.add(x, row).unwrap();
+        let b = g.mul(a, col).unwrap();
+        // `x` is read in place by `add` and through a register by `compare`.
+        let c = g.compare(CmpOp::Gt, b, x).unwrap();
+        let d = g.select(c, b, s).unwrap();
+        let e = g.sub(d, s).unwrap();
+        let bc = g.broadcast(col, [2, 3, 1500]).unwrap();
+        let f = g.max(bc, e).unwrap();
+        g.set_outputs(vec![e, f, c]);
+        let int = |v: Vec<f64>| {
+            v.iter()
+                .map(|x| (x * 4.0).round() / 4.0)
+                .collect::<Vec<_>>()
+        };
+        let xv = tensor(&int(values(4500, 91, -3.0, 3.0)), &[3, 1500], dtype);
+        let rv = tensor(&int(values(1500, 92, -3.0, 3.0)), &[1500], dtype);
+        let cv = tensor(&[1.0, -2.0, 0.5], &[3, 1], dtype);
+        let sv = tensor(&[0.25], &[], dtype);
+        let exe = check(
+            &g,
+            &[&xv, &rv, &cv, &sv],
+            tol(dtype),
+            &format!("blocks {dtype}"),
+        );
+        assert_eq!(exe.stats().fused_loops, 2, "{:?}", exe.stats());
+    }
+}
+
+#[test]
+fn stored_members_feed_later_steps_and_outputs() {
+    // `t` is needed by the fused chain, by a reduction and as an output.
+    let mut g = Graph::new();
+    let x = g.input("x", [2000], DType::F32);
+    let t = g.tanh(x).unwrap();
+    let u = g.mul(t, t).unwrap();
+    let s = g.sum_all(t).unwrap();
+    let v = g.mul(u, s).unwrap();
+    g.set_outputs(vec![v, t, u]);
+    let xv = tensor(&values(2000, 93, -2.0, 2.0), &[2000], DType::F32);
+    check(&g, &[&xv], 1e-5, "stored members");
+}

@@ -31,7 +31,7 @@ use super::fused::{Access, Bank, FusedStep, Instr, Leaf, Out, Reg, Src};
 use super::matmul::{MatMulStep, MatView};
 use super::movement::{CopyStep, Strided};
 use super::reduce::ReduceStep;
-use super::scalar::{binary_fn, unary_fn, SInstr, SType, ScalarStep};
+use super::scalar::{binary_instr, unary_fn, SInstr, SType, ScalarStep};
 use super::solve::SolveStep;
 use crate::storage::Storage;
 
@@ -901,12 +901,7 @@ impl Builder<'_> {
                     },
                     (other, None) => unreachable!("`{}` has a scalar function", other.name()),
                 },
-                Op::Binary(op) => SInstr::Binary {
-                    f: binary_fn(*op, stype(n.dtype)),
-                    a: o(0),
-                    b: o(1),
-                    dst,
-                },
+                Op::Binary(op) => binary_instr(*op, stype(n.dtype), o(0), o(1), dst),
                 Op::Compare(op) => SInstr::Compare {
                     op: *op,
                     a: o(0),
