@@ -186,18 +186,6 @@ fn scalar_region(c: &mut Criterion) {
         b.iter(|| exe.run_into(&[black_box(&xt)], &mut outs).unwrap())
     });
     grp.bench_function("hand", |b| b.iter(|| scalar_by_hand(black_box(0.3))));
-    let mut g1 = Graph::new();
-    let x1 = g1.input("x", (), DType::F64);
-    let mut y1 = x1;
-    for i in 0..50 {
-        let k1 = g1.scalar(1.0 + i as f64 * 0.01, DType::F64);
-        y1 = g1.add(y1, k1).unwrap();
-    }
-    g1.set_outputs(vec![y1]);
-    let exe1 = compile(&g1).unwrap();
-    grp.bench_function("one_op", |b| {
-        b.iter(|| exe1.run_into(&[black_box(&xt)], &mut outs).unwrap())
-    });
     grp.finish();
 }
 
