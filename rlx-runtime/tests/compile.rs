@@ -707,3 +707,36 @@ fn stored_members_feed_later_steps_and_outputs() {
     let xv = tensor(&values(2000, 93, -2.0, 2.0), &[2000], DType::F32);
     check(&g, &[&xv], 1e-5, "stored members");
 }
+
+#[test]
+fn long_reductions_use_partial_results() {
+    for dtype in [DType::F64, DType::F32, DType::I64] {
+        for op in ReduceOp::ALL {
+            if op == ReduceOp::Mean && dtype == DType::I64 {
+                continue;
+            }
+            for axes in [&[1usize][..], &[0, 1], &[0]] {
+                let mut g = Graph::new();
+                let x = g.input("x", [3, 1003], dtype);
+                let r = g.reduce(op, x, axes).unwrap();
+                g.set_outputs(vec![r]);
+                // Products of many values overflow; keep them near 1.
+                let vals: Vec<f64> = match op {
+                    ReduceOp::Prod => values(3009, 95, 0.999, 1.001),
+                    _ => values(3009, 96, -50.0, 50.0)
+                        .iter()
+                        .map(|v| v.round())
+                        .collect(),
+                };
+                let vals = if dtype == DType::I64 && op == ReduceOp::Prod {
+                    vec![1.0; 3009]
+                } else {
+                    vals
+                };
+                let xv = tensor(&vals, &[3, 1003], dtype);
+                let rtol = if dtype == DType::F32 { 1e-5 } else { 1e-12 };
+                check(&g, &[&xv], rtol, &format!("long {op:?} {axes:?} {dtype}"));
+            }
+        }
+    }
+}
