@@ -740,3 +740,23 @@ fn long_reductions_use_partial_results() {
         }
     }
 }
+
+#[test]
+fn parallel_branches_merge_into_one_loop() {
+    // exp(x) and sin(y) start separate chains; their sum joins them.
+    let mut g = Graph::new();
+    let x = g.input("x", [3000], DType::F64);
+    let y = g.input("y", [3000], DType::F64);
+    let a = g.exp(x).unwrap();
+    let a2 = g.mul(a, x).unwrap();
+    let b = g.sin(y).unwrap();
+    let b2 = g.square(b).unwrap();
+    let c = g.add(a2, b2).unwrap();
+    let d = g.sub(c, b).unwrap();
+    g.set_outputs(vec![d]);
+    let xv = tensor(&values(3000, 97, -1.0, 1.0), &[3000], DType::F64);
+    let yv = tensor(&values(3000, 98, -1.0, 1.0), &[3000], DType::F64);
+    let exe = check(&g, &[&xv, &yv], 1e-12, "merge");
+    assert_eq!(exe.stats().fused_loops, 1, "{:?}", exe.stats());
+    assert_eq!(exe.stats().buffers, 0, "{:?}", exe.stats());
+}
