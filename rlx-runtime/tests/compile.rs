@@ -760,3 +760,86 @@ fn parallel_branches_merge_into_one_loop() {
     assert_eq!(exe.stats().fused_loops, 1, "{:?}", exe.stats());
     assert_eq!(exe.stats().buffers, 0, "{:?}", exe.stats());
 }
+
+/// Random DAGs over a pool of values of shapes [4, 5], [5], [4, 1] and []:
+/// element-wise ops with broadcasting, reductions, reshapes, transposes,
+/// matrix products and stop-gradients, with several outputs. Exercises
+/// grouping, sealing, merging and buffer reuse against the naive evaluator.
+#[test]
+fn random_graphs_match_the_reference() {
+    let mut seed = 12345u64;
+    let mut next = move |n: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((seed >> 33) as usize) % n
+    };
+    for case in 0..150 {
+        let mut g = Graph::new();
+        let x = g.input("x", [4, 5], DType::F64);
+        let y = g.input("y", [5], DType::F64);
+        let z = g.input("z", [4, 1], DType::F64);
+        let s = g.input("s", (), DType::F64);
+        let mut pool: Vec<NodeId> = vec![x, y, z, s];
+        for _ in 0..(8 + next(20)) {
+            let a = pool[next(pool.len())];
+            let b = pool[next(pool.len())];
+            let made = match next(12) {
+                0 => g.add(a, b),
+                1 => g.mul(a, b),
+                2 => g.sub(a, b),
+                3 => g.tanh(a),
+                4 => g.sin(a),
+                5 => {
+                    let r = g.shape(a).rank();
+                    if r == 0 {
+                        g.exp(a)
+                    } else {
+                        g.sum(a, &[next(r)])
+                    }
+                }
+                6 => g.max(a, b),
+                7 => {
+                    let c = g.compare(CmpOp::Gt, a, b);
+                    c.and_then(|c| g.select(c, a, b))
+                }
+                8 => {
+                    if g.shape(a).dims() == [4, 5] {
+                        let t = g.transpose(a, &[1, 0]).unwrap();
+                        g.matmul(a, t)
+                    } else {
+                        g.neg(a)
+                    }
+                }
+                9 => {
+                    let n = g.shape(a).numel();
+                    g.reshape(a, [n])
+                }
+                10 => g.stop_gradient(a),
+                _ => {
+                    if g.shape(a).rank() == 2 && g.shape(a).dims() == [4, 5] {
+                        g.sum(a, &[0, 1])
+                    } else {
+                        g.square(a)
+                    }
+                }
+            };
+            if let Ok(v) = made {
+                pool.push(v);
+            }
+        }
+        let k = 1 + next(3);
+        let outs: Vec<NodeId> = (0..k).map(|_| pool[4 + next(pool.len() - 4)]).collect();
+        g.set_outputs(outs);
+        let xv = tensor(&values(20, 200 + case, -1.0, 1.0), &[4, 5], DType::F64);
+        let yv = tensor(&values(5, 300 + case, -1.0, 1.0), &[5], DType::F64);
+        let zv = tensor(&values(4, 400 + case, -1.0, 1.0), &[4, 1], DType::F64);
+        let sv = tensor(&values(1, 500 + case, -1.0, 1.0), &[], DType::F64);
+        check(
+            &g,
+            &[&xv, &yv, &zv, &sv],
+            1e-9,
+            &format!("random graph {case}:\n{g}"),
+        );
+    }
+}
