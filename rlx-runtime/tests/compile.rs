@@ -41,10 +41,11 @@ fn check(g: &Graph, inputs: &[&Tensor], rtol: f64, what: &str) -> Executable {
     // A second (warm) run gives the same values.
     let again = exe.run(inputs).unwrap();
     for (a, b) in got.iter().zip(&again) {
-        assert_eq!(
-            a.to_f64_vec().unwrap(),
-            b.to_f64_vec().unwrap(),
-            "{what}: warm run"
+        assert_close(
+            &a.to_f64_vec().unwrap(),
+            &b.to_f64_vec().unwrap(),
+            0.0,
+            &format!("{what}: warm run"),
         );
     }
     exe
@@ -106,13 +107,25 @@ fn every_binary_op_with_broadcasting() {
             let ab = g.binary(op, a, b).unwrap();
             let abs_ = g.binary(op, ab, s).unwrap();
             let sb = g.binary(op, s, b).unwrap();
-            g.set_outputs(vec![abs_, sb]);
+            // 0-d operands: a scalar region (both orders, and a NaN operand).
+            let t = g.input("t", (), dtype);
+            let st = g.binary(op, s, t).unwrap();
+            let ts = g.binary(op, t, s).unwrap();
+            let nan = g.scalar(f64::NAN, dtype);
+            let sn = g.binary(op, s, nan).unwrap();
+            g.set_outputs(vec![abs_, sb, st, ts, sn]);
             let av = tensor(&values(4, 3, 0.2, 2.0), &[4, 1], dtype);
             let mut bvals = values(3, 4, -2.0, 2.0);
             bvals[1] = 0.0;
             let bv = tensor(&bvals, &[3], dtype);
             let sv = tensor(&[0.7], &[], dtype);
-            check(&g, &[&av, &bv, &sv], tol(dtype), &format!("{op:?} {dtype}"));
+            let tv = tensor(&[-1.25], &[], dtype);
+            check(
+                &g,
+                &[&av, &bv, &sv, &tv],
+                tol(dtype),
+                &format!("{op:?} {dtype}"),
+            );
         }
     }
 }

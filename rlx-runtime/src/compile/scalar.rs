@@ -106,6 +106,18 @@ pub(crate) enum SInstr {
         b: u32,
         dst: u32,
     },
+    /// `dst = max(a, b)` in `f64` (`f64::max`: a NaN operand gives the other).
+    MaxF64 {
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
+    /// `dst = min(a, b)` in `f64`.
+    MinF64 {
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
     /// `dst = f(a, b)`, `f` the op specialised to the value type.
     Binary {
         f: fn(f64, f64) -> f64,
@@ -196,6 +208,8 @@ pub(crate) fn binary_instr(op: BinaryOp, ty: SType, a: u32, b: u32, dst: u32) ->
         (BinaryOp::Sub, SType::F64) => SInstr::SubF64 { a, b, dst },
         (BinaryOp::Mul, SType::F64) => SInstr::MulF64 { a, b, dst },
         (BinaryOp::Div, SType::F64) => SInstr::DivF64 { a, b, dst },
+        (BinaryOp::Max, SType::F64) => SInstr::MaxF64 { a, b, dst },
+        (BinaryOp::Min, SType::F64) => SInstr::MinF64 { a, b, dst },
         _ => SInstr::Binary {
             f: binary_fn(op, ty),
             a,
@@ -245,6 +259,8 @@ impl ScalarStep {
                 | SInstr::SubF64 { a, b, dst }
                 | SInstr::MulF64 { a, b, dst }
                 | SInstr::DivF64 { a, b, dst }
+                | SInstr::MaxF64 { a, b, dst }
+                | SInstr::MinF64 { a, b, dst }
                 | SInstr::Compare { a, b, dst, .. } => {
                     sub(a);
                     sub(b);
@@ -320,6 +336,14 @@ impl ScalarStep {
                 }
                 SInstr::DivF64 { a, b, dst } => {
                     acc = get!(a) / get!(b);
+                    r[dst as usize] = acc;
+                }
+                SInstr::MaxF64 { a, b, dst } => {
+                    acc = math::binary(BinaryOp::Max, get!(a), get!(b));
+                    r[dst as usize] = acc;
+                }
+                SInstr::MinF64 { a, b, dst } => {
+                    acc = math::binary(BinaryOp::Min, get!(a), get!(b));
                     r[dst as usize] = acc;
                 }
                 SInstr::Binary { f, a, b, dst } => {
