@@ -1,0 +1,216 @@
+//! Running a [`Plan`]: the per-call [`State`] and the step loop.
+//!
+//! A `State` owns every mutable byte a run needs (buffer slots, fused
+//! registers, the scalar register file, scratch for reductions, solves and
+//! half-precision products), sized from the plan when it is created. A run
+//! only resizes buffers within their capacity, so a warm run allocates
+//! nothing.
+//!
+//! Each step *takes* its target storages out of their slots (or out of the
+//! caller's output tensors), reads its operands through an [`Env`] of
+//! shared borrows, and puts the targets back; reads and writes never alias
+//! without any `unsafe`.
+
+use std::sync::Arc;
+
+use rlx_core::Result;
+
+use super::fused::Registers;
+use super::kernels::{self, Operand};
+use super::matmul::HalfScratch;
+use super::plan::{Dst, Loc, Plan, StepKind, Val};
+use super::solve::SolveScratch;
+use crate::storage::Storage;
+use crate::tensor::{Repr, Tensor};
+
+/// A placeholder left in a slot while its storage is taken (allocates nothing).
+const EMPTY: Storage = Storage::F32(Vec::new());
+
+/// What a read of a location that holds nothing returns (never happens for
+/// a valid plan and checked inputs).
+static NOTHING: Storage = Storage::F32(Vec::new());
+
+/// Read access to every value of a run.
+pub(crate) struct Env<'a> {
+    pub(crate) plan: &'a Plan,
+    pub(crate) inputs: &'a [&'a Tensor],
+    pub(crate) bufs: &'a [Storage],
+    pub(crate) outs: &'a [Tensor],
+}
+
+fn concrete(t: &Tensor) -> &Storage {
+    match &t.repr {
+        Repr::Concrete(c) => &c.storage,
+        // Inputs and outputs are checked to be concrete before a run.
+        Repr::Traced(_) => &NOTHING,
+    }
+}
+
+impl Env<'_> {
+    /// The storage holding value `v`.
+    pub(crate) fn get(&self, v: Val) -> &Storage {
+        match self.plan.locs[v as usize] {
+            Loc::Input(i) => concrete(self.inputs[i as usize]),
+            Loc::Const(k) => &self.plan.consts[k as usize],
+            Loc::Buf(s) => &self.bufs[s as usize],
+            Loc::Out(j) => concrete(&self.outs[j as usize]),
+            Loc::None => &NOTHING,
+        }
+    }
+}
+
+/// Mutable per-call state.
+#[derive(Debug)]
+pub(crate) struct State {
+    bufs: Vec<Storage>,
+    regs: Registers,
+    scalar: Vec<f64>,
+    idx: Vec<usize>,
+    acc: Vec<f64>,
+    half: HalfScratch,
+    solve: SolveScratch,
+    taken: Vec<Storage>,
+}
+
+impl State {
+    /// A state sized for `plan`, with constant registers written.
+    pub(crate) fn new(plan: &Plan) -> State {
+        let mut scalar = vec![0.0; plan.scalar_regs];
+        for step in &plan.steps {
+            if let StepKind::Scalar(s) = &step.kind {
+                s.init(&mut scalar);
+            }
+        }
+        State {
+            bufs: plan
+                .slots
+                .iter()
+                .map(|&(dtype, cap)| Storage::zeros(dtype, cap))
+                .collect(),
+            regs: Registers::new(plan.regs),
+            scalar,
+            idx: vec![0; plan.max_rank],
+            acc: vec![0.0; plan.acc_len],
+            half: HalfScratch {
+                a: vec![0.0; plan.half.0],
+                b: vec![0.0; plan.half.1],
+                c: vec![0.0; plan.half.2],
+            },
+            solve: SolveScratch {
+                lu: vec![0.0; plan.solve.0],
+                x: vec![0.0; plan.solve.1],
+            },
+            taken: Vec::with_capacity(plan.max_targets),
+        }
+    }
+}
+
+/// Mutable storage of an output tensor (copied first only if the caller
+/// shares it).
+fn out_storage(t: &mut Tensor) -> &mut Storage {
+    match &mut t.repr {
+        Repr::Concrete(c) => Arc::make_mut(&mut c.storage),
+        // Checked before a run; a traced output is never written.
+        Repr::Traced(_) => unreachable!("outputs are checked to be concrete"),
+    }
+}
+
+fn slot<'s>(
+    plan: &Plan,
+    dst: Dst,
+    bufs: &'s mut [Storage],
+    outs: &'s mut [Tensor],
+) -> &'s mut Storage {
+    let loc = match dst {
+        Dst::Node(v) => plan.locs[v as usize],
+        Dst::Out(j) => Loc::Out(j),
+    };
+    match loc {
+        Loc::Buf(s) => &mut bufs[s as usize],
+        Loc::Out(j) => out_storage(&mut outs[j as usize]),
+        Loc::None | Loc::Input(_) | Loc::Const(_) => unreachable!("targets are buffers or outputs"),
+    }
+}
+
+/// Sets the length of a buffer within its capacity.
+fn set_len(s: &mut Storage, n: usize) {
+    match s {
+        Storage::F32(v) => v.resize(n, 0.0),
+        Storage::F64(v) => v.resize(n, 0.0),
+        Storage::F16(v) => v.resize(n, half::f16::ZERO),
+        Storage::BF16(v) => v.resize(n, half::bf16::ZERO),
+        Storage::I64(v) => v.resize(n, 0),
+        Storage::Bool(v) => v.resize(n, false),
+    }
+}
+
+/// Runs every step of `plan`. Inputs and outputs are already validated.
+pub(crate) fn run(
+    plan: &Plan,
+    st: &mut State,
+    inputs: &[&Tensor],
+    outs: &mut [Tensor],
+) -> Result<()> {
+    for step in &plan.steps {
+        for t in &step.targets {
+            let s = slot(plan, t.dst, &mut st.bufs, outs);
+            let mut taken = std::mem::replace(s, EMPTY);
+            set_len(&mut taken, t.numel);
+            st.taken.push(taken);
+        }
+        let env = Env {
+            plan,
+            inputs,
+            bufs: &st.bufs,
+            outs: &*outs,
+        };
+        let targets = &mut st.taken[..];
+        let res = match &step.kind {
+            StepKind::Fused(f) => {
+                f.run(&env, &mut st.regs, targets, &mut st.idx);
+                Ok(())
+            }
+            StepKind::Scalar(s) => {
+                s.run(&env, &mut st.scalar, targets);
+                Ok(())
+            }
+            StepKind::MatMul(m) => {
+                m.run(&env, &mut targets[0], &mut st.half);
+                Ok(())
+            }
+            StepKind::Reduce(r) => {
+                r.run(&env, &mut targets[0], &mut st.acc, &mut st.idx);
+                Ok(())
+            }
+            StepKind::Solve(s) => s.run(&env, &mut targets[0], &mut st.solve),
+            StepKind::Copy(c) => {
+                c.run(&env, &mut targets[0], &mut st.idx);
+                Ok(())
+            }
+            StepKind::Kernel(k) => {
+                let arg = |i: usize| Operand {
+                    storage: env.get(k.args[i].0),
+                    shape: &k.args[i].1,
+                };
+                match k.args.len() {
+                    1 => kernels::eval_into(&k.op, &[arg(0)], &k.out_shape, &mut targets[0]),
+                    2 => {
+                        kernels::eval_into(&k.op, &[arg(0), arg(1)], &k.out_shape, &mut targets[0])
+                    }
+                    _ => kernels::eval_into(
+                        &k.op,
+                        &[arg(0), arg(1), arg(2)],
+                        &k.out_shape,
+                        &mut targets[0],
+                    ),
+                }
+            }
+        };
+        for t in step.targets.iter().rev() {
+            let taken = st.taken.pop().unwrap_or(EMPTY);
+            *slot(plan, t.dst, &mut st.bufs, outs) = taken;
+        }
+        res?;
+    }
+    Ok(())
+}

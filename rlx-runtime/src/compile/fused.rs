@@ -1,0 +1,726 @@
+//! Fused element-wise loops.
+//!
+//! A [`FusedStep`] evaluates a chain of element-wise nodes (unary, binary,
+//! compare, select, cast, broadcast) of one output shape in a single pass:
+//! the output is cut into blocks of [`BLOCK`] elements; for each block,
+//! every instruction runs one tight loop over block-sized registers (small
+//! arrays in the per-call [`Registers`]), so intermediate values never
+//! leave the L1 cache and no loop body dispatches per element.
+//!
+//! Registers live in four banks by compute type: `f32` (also for `f16` and
+//! `bf16`, rounded after each op as the reference kernels do), `f64`,
+//! `i64` and `bool`. Operands from outside the chain ("leaves") are loaded
+//! per block: contiguously, as a splat (filled once per call) or through
+//! broadcast strides.
+
+use half::{bf16, f16};
+use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
+
+use super::exec::Env;
+use super::math::{self, Arg};
+use super::plan::Val;
+use crate::storage::Storage;
+
+/// Elements per block: a 1024-element `f32` register is 4 KiB, so a chain
+/// with a handful of live values stays in L1 (L2 for wide `f64` chains)
+/// while the per-block dispatch is spread over enough elements to vanish.
+pub(crate) const BLOCK: usize = 1024;
+
+/// A register bank (compute type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bank {
+    F32,
+    F64,
+    I64,
+    Bool,
+}
+
+impl Bank {
+    /// The bank values of `dtype` are computed in.
+    pub(crate) fn of(dtype: DType) -> Bank {
+        match dtype {
+            DType::F32 | DType::F16 | DType::BF16 => Bank::F32,
+            DType::F64 => Bank::F64,
+            DType::I64 => Bank::I64,
+            DType::Bool => Bank::Bool,
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Bank::F32 => 0,
+            Bank::F64 => 1,
+            Bank::I64 => 2,
+            Bank::Bool => 3,
+        }
+    }
+}
+
+/// A register: bank and index within the bank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reg {
+    pub(crate) bank: Bank,
+    pub(crate) idx: u32,
+}
+
+/// How a leaf operand maps onto the chain's output elements.
+#[derive(Clone, Debug)]
+pub(crate) enum Access {
+    /// Same shape as the output: element `i` is element `i`.
+    Contig,
+    /// One element, broadcast everywhere (loaded once per call).
+    Splat,
+    /// NumPy broadcast: `dims` are the output dims, `strides` the leaf's
+    /// element strides per output axis (0 on broadcast axes).
+    Broadcast {
+        dims: Vec<usize>,
+        strides: Vec<usize>,
+    },
+}
+
+/// An operand from outside the chain.
+#[derive(Clone, Debug)]
+pub(crate) struct Leaf {
+    pub(crate) val: Val,
+    pub(crate) access: Access,
+    /// The register it is loaded into; `None` for a leaf read in place.
+    pub(crate) reg: Option<Reg>,
+}
+
+/// Where an element-wise op reads an operand.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Src {
+    /// A register.
+    Reg(Reg),
+    /// Element 0 of a splat register (a broadcast scalar).
+    Splat(Reg),
+    /// A contiguous leaf of the register's element type, read in place.
+    Direct(u32),
+}
+
+/// Where an element-wise op writes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Out {
+    /// A register.
+    Reg(Reg),
+    /// Straight into target `t` of the step (its dtype is the bank's own).
+    Target(u32),
+}
+
+/// One block-wide instruction.
+#[derive(Clone, Debug)]
+pub(crate) enum Instr {
+    /// Loads leaf `leaf` (not a splat) into its register for the current block.
+    Load {
+        leaf: u32,
+    },
+    Unary {
+        op: UnaryOp,
+        bank: Bank,
+        x: Src,
+        dst: Out,
+    },
+    Binary {
+        op: BinaryOp,
+        bank: Bank,
+        a: Src,
+        b: Src,
+        dst: Out,
+    },
+    Compare {
+        op: CmpOp,
+        a: Reg,
+        b: Reg,
+        dst: Reg,
+    },
+    Select {
+        c: Reg,
+        a: Reg,
+        b: Reg,
+        dst: Reg,
+    },
+    Cast {
+        x: Reg,
+        dst: Reg,
+    },
+    /// Rounds an `f32` register through `f16` or `bf16`.
+    Round {
+        reg: Reg,
+        dtype: DType,
+    },
+    /// Writes a register to target `target` of the step.
+    Store {
+        src: Reg,
+        target: u32,
+    },
+}
+
+/// A compiled element-wise chain.
+#[derive(Clone, Debug)]
+pub(crate) struct FusedStep {
+    /// Number of output elements.
+    pub(crate) numel: usize,
+    pub(crate) leaves: Vec<Leaf>,
+    pub(crate) body: Vec<Instr>,
+}
+
+/// The per-call register banks, `BLOCK` elements per register.
+#[derive(Debug, Default)]
+pub(crate) struct Registers {
+    pub(crate) f32: Vec<f32>,
+    pub(crate) f64: Vec<f64>,
+    pub(crate) i64: Vec<i64>,
+    pub(crate) bool: Vec<bool>,
+}
+
+impl Registers {
+    /// Banks holding `counts[bank]` registers each.
+    pub(crate) fn new(counts: [usize; 4]) -> Registers {
+        Registers {
+            f32: vec![0.0; counts[0] * BLOCK],
+            f64: vec![0.0; counts[1] * BLOCK],
+            i64: vec![0; counts[2] * BLOCK],
+            bool: vec![false; counts[3] * BLOCK],
+        }
+    }
+}
+
+/// An element type with its own register bank and storage variant.
+trait Lanes: Copy + 'static {
+    fn bank(regs: &mut Registers) -> &mut [Self];
+    fn of(s: &Storage) -> &[Self];
+    fn of_mut(s: &mut Storage) -> &mut [Self];
+}
+
+macro_rules! lanes {
+    ($t:ty, $field:ident, $variant:ident) => {
+        impl Lanes for $t {
+            fn bank(regs: &mut Registers) -> &mut [Self] {
+                &mut regs.$field
+            }
+            fn of(s: &Storage) -> &[Self] {
+                match s {
+                    Storage::$variant(v) => v,
+                    _ => unreachable!("the planner reads leaves in place only in their own type"),
+                }
+            }
+            fn of_mut(s: &mut Storage) -> &mut [Self] {
+                match s {
+                    Storage::$variant(v) => v,
+                    _ => unreachable!("the planner writes targets in place only in their own type"),
+                }
+            }
+        }
+    };
+}
+
+lanes!(f32, f32, F32);
+lanes!(f64, f64, F64);
+lanes!(i64, i64, I64);
+lanes!(bool, bool, Bool);
+
+fn reg<T>(bank: &[T], r: Reg) -> &[T] {
+    let s = r.idx as usize * BLOCK;
+    &bank[s..s + BLOCK]
+}
+
+fn reg_mut<T>(bank: &mut [T], r: Reg) -> &mut [T] {
+    let s = r.idx as usize * BLOCK;
+    &mut bank[s..s + BLOCK]
+}
+
+/// Block context: where the current block starts and how long it is.
+#[derive(Clone, Copy)]
+struct At<'e> {
+    env: &'e Env<'e>,
+    leaves: &'e [Leaf],
+    start: usize,
+    len: usize,
+}
+
+/// Read access to the operands of one op in bank `T`: the registers other
+/// than the destination, and the leaves.
+struct Reader<'a, T> {
+    lo: &'a [T],
+    hi: &'a [T],
+    /// Start of the destination register (`usize::MAX` when the op writes a target).
+    d: usize,
+    at: At<'a>,
+}
+
+impl<'a, T: Lanes> Reader<'a, T> {
+    #[inline(always)]
+    fn reg(&self, r: Reg) -> &'a [T] {
+        let s = r.idx as usize * BLOCK;
+        debug_assert_ne!(s, self.d, "destination register aliases an operand");
+        if s < self.d {
+            &self.lo[s..s + BLOCK]
+        } else {
+            let o = s - self.d - BLOCK;
+            &self.hi[o..o + BLOCK]
+        }
+    }
+
+    #[inline(always)]
+    fn arg(&self, s: Src) -> Arg<'a, T> {
+        let (start, len) = (self.at.start, self.at.len);
+        match s {
+            Src::Reg(r) => Arg::Slice(&self.reg(r)[..len]),
+            Src::Splat(r) => Arg::Scalar(self.reg(r)[0]),
+            Src::Direct(l) => {
+                let leaf = &self.at.leaves[l as usize];
+                Arg::Slice(&T::of(self.at.env.get(leaf.val))[start..start + len])
+            }
+        }
+    }
+}
+
+/// The destination slice (mutable) of one op in bank `T` and a reader for
+/// its operands. A destination register never holds one of its own
+/// operands (the planner allocates it while the operands are live), so the
+/// borrows are disjoint.
+#[inline(always)]
+fn operands<'a, T: Lanes>(
+    regs: &'a mut Registers,
+    targets: &'a mut [Storage],
+    at: At<'a>,
+    dst: Out,
+) -> (&'a mut [T], Reader<'a, T>) {
+    let (start, len) = (at.start, at.len);
+    let bank = T::bank(regs);
+    match dst {
+        Out::Reg(r) => {
+            let d = r.idx as usize * BLOCK;
+            let (lo, rest) = bank.split_at_mut(d);
+            let (o, hi) = rest.split_at_mut(BLOCK);
+            (&mut o[..len], Reader { lo, hi, d, at })
+        }
+        Out::Target(t) => {
+            let o = &mut T::of_mut(&mut targets[t as usize])[start..start + len];
+            let r = Reader {
+                lo: bank,
+                hi: &[],
+                d: usize::MAX,
+                at,
+            };
+            (o, r)
+        }
+    }
+}
+
+impl FusedStep {
+    /// Runs the chain, writing stored values into `targets`.
+    pub(crate) fn run(
+        &self,
+        env: &Env<'_>,
+        regs: &mut Registers,
+        targets: &mut [Storage],
+        idx: &mut [usize],
+    ) {
+        // Splat leaves: fill their registers once.
+        for leaf in &self.leaves {
+            if let (Access::Splat, Some(r)) = (&leaf.access, leaf.reg) {
+                fill(regs, r, env.get(leaf.val));
+            }
+        }
+        let mut start = 0;
+        while start < self.numel {
+            let len = BLOCK.min(self.numel - start);
+            let at = At {
+                env,
+                leaves: &self.leaves,
+                start,
+                len,
+            };
+            self.prefetch_next(env, targets, start + len);
+            for ins in &self.body {
+                exec(ins, at, regs, targets, idx);
+            }
+            start += len;
+        }
+    }
+
+    /// Asks the cache to fetch the next block of every contiguous leaf
+    /// while this block computes, so memory traffic overlaps the
+    /// register-to-register passes (a plain loop gets this overlap for free).
+    #[inline]
+    fn prefetch_next(&self, env: &Env<'_>, targets: &[Storage], next: usize) {
+        if next >= self.numel {
+            return;
+        }
+        let contiguous = self
+            .leaves
+            .iter()
+            .filter(|l| matches!(l.access, Access::Contig))
+            .map(|l| env.get(l.val));
+        for st in contiguous.chain(targets.iter()) {
+            prefetch_block(st, next);
+        }
+    }
+}
+
+/// Asks the cache for elements `next..next + BLOCK` of `st`.
+#[inline]
+fn prefetch_block(st: &Storage, next: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (ptr, bytes, size) = match st {
+            Storage::F32(v) => (v.as_ptr() as *const i8, v.len() * 4, 4),
+            Storage::F64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
+            Storage::I64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
+            Storage::F16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
+            Storage::BF16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
+            Storage::Bool(v) => (v.as_ptr() as *const i8, v.len(), 1),
+        };
+        let to = ((next + BLOCK) * size).min(bytes);
+        let mut off = next * size;
+        while off < to {
+            // SAFETY: SSE is part of the x86_64 baseline; a prefetch is a
+            // hint that never faults and never changes a value, and
+            // `wrapping_add` keeps the address computation defined.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    ptr.wrapping_add(off),
+                )
+            };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (st, next);
+}
+
+fn exec<'e>(
+    ins: &Instr,
+    at: At<'e>,
+    regs: &mut Registers,
+    targets: &mut [Storage],
+    idx: &mut [usize],
+) {
+    let (start, len) = (at.start, at.len);
+    match *ins {
+        Instr::Load { leaf } => {
+            let leaf = &at.leaves[leaf as usize];
+            if let Some(r) = leaf.reg {
+                load(regs, r, &leaf.access, at.env.get(leaf.val), start, len, idx);
+            }
+        }
+        Instr::Unary { op, bank, x, dst } => match bank {
+            Bank::F32 => {
+                let (o, r) = operands::<f32>(regs, targets, at, dst);
+                math::unary_block(op, r.arg(x), o);
+            }
+            Bank::F64 => {
+                let (o, r) = operands::<f64>(regs, targets, at, dst);
+                math::unary_block(op, r.arg(x), o);
+            }
+            Bank::I64 => {
+                let (o, r) = operands::<i64>(regs, targets, at, dst);
+                math::unary_block_i64(op, r.arg(x), o);
+            }
+            Bank::Bool => {
+                let (o, r) = operands::<bool>(regs, targets, at, dst);
+                math::unary_block_bool(op, r.arg(x), o);
+            }
+        },
+        Instr::Binary {
+            op,
+            bank,
+            a,
+            b,
+            dst,
+        } => match bank {
+            Bank::F32 => {
+                let (o, r) = operands::<f32>(regs, targets, at, dst);
+                math::binary_block(op, r.arg(a), r.arg(b), o);
+            }
+            Bank::F64 => {
+                let (o, r) = operands::<f64>(regs, targets, at, dst);
+                math::binary_block(op, r.arg(a), r.arg(b), o);
+            }
+            Bank::I64 => {
+                let (o, r) = operands::<i64>(regs, targets, at, dst);
+                math::binary_block_i64(op, r.arg(a), r.arg(b), o);
+            }
+            Bank::Bool => {
+                let (o, r) = operands::<bool>(regs, targets, at, dst);
+                math::binary_block_bool(op, r.arg(a), r.arg(b), o);
+            }
+        },
+        Instr::Compare { op, a, b, dst } => {
+            macro_rules! cmp {
+                ($bank:ident) => {{
+                    let Registers {
+                        $bank: src, bool, ..
+                    } = regs;
+                    math::compare_block(
+                        op,
+                        Arg::Slice(&reg(src, a)[..len]),
+                        Arg::Slice(&reg(src, b)[..len]),
+                        &mut reg_mut(bool, dst)[..len],
+                    )
+                }};
+            }
+            match a.bank {
+                Bank::F32 => cmp!(f32),
+                Bank::F64 => cmp!(f64),
+                Bank::I64 => cmp!(i64),
+                Bank::Bool => {
+                    let (o, r) = operands::<bool>(regs, targets, at, Out::Reg(dst));
+                    math::compare_block(op, r.arg(Src::Reg(a)), r.arg(Src::Reg(b)), o);
+                }
+            }
+        }
+        Instr::Select { c, a, b, dst } => {
+            let Registers {
+                f32,
+                f64,
+                i64,
+                bool,
+            } = regs;
+            match dst.bank {
+                Bank::F32 => select_in(f32, &reg(bool, c)[..len], a, b, dst, len),
+                Bank::F64 => select_in(f64, &reg(bool, c)[..len], a, b, dst, len),
+                Bank::I64 => select_in(i64, &reg(bool, c)[..len], a, b, dst, len),
+                Bank::Bool => {
+                    let d = dst.idx as usize * BLOCK;
+                    // The condition may share the bool bank with the destination.
+                    let (lo, rest) = bool.split_at_mut(d);
+                    let (o, hi) = rest.split_at_mut(BLOCK);
+                    let get = |r: Reg| -> &[bool] {
+                        let s = r.idx as usize * BLOCK;
+                        if s < d {
+                            &lo[s..s + BLOCK]
+                        } else {
+                            &hi[s - d - BLOCK..s - d]
+                        }
+                    };
+                    math::select_block(
+                        &get(c)[..len],
+                        &get(a)[..len],
+                        &get(b)[..len],
+                        &mut o[..len],
+                    );
+                }
+            }
+        }
+        Instr::Cast { x, dst } => cast(regs, x, dst, len),
+        Instr::Round { reg: r, dtype } => {
+            let v = &mut reg_mut(&mut regs.f32, r)[..len];
+            match dtype {
+                DType::F16 => v.iter_mut().for_each(|x| *x = f16::from_f32(*x).to_f32()),
+                DType::BF16 => v.iter_mut().for_each(|x| *x = bf16::from_f32(*x).to_f32()),
+                DType::F32 | DType::F64 | DType::I64 | DType::Bool => {}
+            }
+        }
+        Instr::Store { src, target } => {
+            store(regs, src, &mut targets[target as usize], start, len);
+        }
+    }
+}
+
+/// `dst = c ? a : b` within one bank.
+fn select_in<T: Copy>(bank: &mut [T], c: &[bool], a: Reg, b: Reg, dst: Reg, len: usize) {
+    let d = dst.idx as usize * BLOCK;
+    let (lo, rest) = bank.split_at_mut(d);
+    let (o, hi) = rest.split_at_mut(BLOCK);
+    let get = |r: Reg| -> &[T] {
+        let s = r.idx as usize * BLOCK;
+        if s < d {
+            &lo[s..s + BLOCK]
+        } else {
+            &hi[s - d - BLOCK..s - d]
+        }
+    };
+    math::select_block(c, &get(a)[..len], &get(b)[..len], &mut o[..len]);
+}
+
+/// Converts between banks (or copies within one).
+fn cast(regs: &mut Registers, x: Reg, dst: Reg, len: usize) {
+    macro_rules! conv {
+        ($src:ident, $dst:ident, $f:expr) => {{
+            let f = $f;
+            let s = &reg(&regs.$src, x)[..len];
+            let d = &mut reg_mut(&mut regs.$dst, dst)[..len];
+            for (o, &v) in d.iter_mut().zip(s) {
+                *o = f(v);
+            }
+        }};
+    }
+    macro_rules! same {
+        ($b:ident) => {{
+            let (s, d) = (x.idx as usize * BLOCK, dst.idx as usize * BLOCK);
+            regs.$b.copy_within(s..s + len, d);
+        }};
+    }
+    match (x.bank, dst.bank) {
+        (Bank::F32, Bank::F32) => same!(f32),
+        (Bank::F64, Bank::F64) => same!(f64),
+        (Bank::I64, Bank::I64) => same!(i64),
+        (Bank::Bool, Bank::Bool) => same!(bool),
+        (Bank::F32, Bank::F64) => conv!(f32, f64, |v: f32| v as f64),
+        (Bank::F32, Bank::I64) => conv!(f32, i64, |v: f32| v as i64),
+        (Bank::F32, Bank::Bool) => conv!(f32, bool, |v: f32| v != 0.0),
+        (Bank::F64, Bank::F32) => conv!(f64, f32, |v: f64| v as f32),
+        (Bank::F64, Bank::I64) => conv!(f64, i64, |v: f64| v as i64),
+        (Bank::F64, Bank::Bool) => conv!(f64, bool, |v: f64| v != 0.0),
+        (Bank::I64, Bank::F32) => conv!(i64, f32, |v: i64| v as f32),
+        (Bank::I64, Bank::F64) => conv!(i64, f64, |v: i64| v as f64),
+        (Bank::I64, Bank::Bool) => conv!(i64, bool, |v: i64| v != 0),
+        (Bank::Bool, Bank::F32) => conv!(bool, f32, |v: bool| v as u8 as f32),
+        (Bank::Bool, Bank::F64) => conv!(bool, f64, |v: bool| v as u8 as f64),
+        (Bank::Bool, Bank::I64) => conv!(bool, i64, |v: bool| v as i64),
+    }
+}
+
+/// Copies `src[pos(i)]` for the block `start..start + len` into `out`,
+/// converting each element with `f`.
+#[inline]
+fn gather<S: Copy, T: Copy>(
+    src: &[S],
+    access: &Access,
+    start: usize,
+    out: &mut [T],
+    idx: &mut [usize],
+    f: impl Fn(S) -> T,
+) {
+    match access {
+        Access::Contig => {
+            let n = out.len();
+            for (o, &v) in out.iter_mut().zip(&src[start..start + n]) {
+                *o = f(v);
+            }
+        }
+        Access::Splat => {
+            out.fill(f(src[0]));
+        }
+        Access::Broadcast { dims, strides } => {
+            let r = dims.len();
+            let idx = &mut idx[..r];
+            // Multi-index of `start`.
+            let mut rem = start;
+            for d in (0..r).rev() {
+                idx[d] = rem % dims[d];
+                rem /= dims[d];
+            }
+            let inner = dims[r - 1];
+            let s_in = strides[r - 1];
+            let mut done = 0;
+            while done < out.len() {
+                let off: usize = idx.iter().zip(strides.iter()).map(|(i, s)| i * s).sum();
+                let run = (inner - idx[r - 1]).min(out.len() - done);
+                let dst = &mut out[done..done + run];
+                if s_in == 0 {
+                    let v = src[off];
+                    dst.iter_mut().for_each(|o| *o = f(v));
+                } else {
+                    for (j, o) in dst.iter_mut().enumerate() {
+                        *o = f(src[off + j * s_in]);
+                    }
+                }
+                done += run;
+                // Advance the multi-index by `run` (stays within the row or wraps once).
+                idx[r - 1] += run;
+                let mut d = r - 1;
+                while d > 0 && idx[d] >= dims[d] {
+                    idx[d] = 0;
+                    idx[d - 1] += 1;
+                    d -= 1;
+                }
+            }
+        }
+    }
+}
+
+fn load(
+    regs: &mut Registers,
+    r: Reg,
+    a: &Access,
+    src: &Storage,
+    start: usize,
+    len: usize,
+    idx: &mut [usize],
+) {
+    match src {
+        Storage::F32(v) => gather(
+            v,
+            a,
+            start,
+            &mut reg_mut(&mut regs.f32, r)[..len],
+            idx,
+            |x| x,
+        ),
+        Storage::F16(v) => gather(
+            v,
+            a,
+            start,
+            &mut reg_mut(&mut regs.f32, r)[..len],
+            idx,
+            f16::to_f32,
+        ),
+        Storage::BF16(v) => gather(
+            v,
+            a,
+            start,
+            &mut reg_mut(&mut regs.f32, r)[..len],
+            idx,
+            bf16::to_f32,
+        ),
+        Storage::F64(v) => gather(
+            v,
+            a,
+            start,
+            &mut reg_mut(&mut regs.f64, r)[..len],
+            idx,
+            |x| x,
+        ),
+        Storage::I64(v) => gather(
+            v,
+            a,
+            start,
+            &mut reg_mut(&mut regs.i64, r)[..len],
+            idx,
+            |x| x,
+        ),
+        Storage::Bool(v) => gather(
+            v,
+            a,
+            start,
+            &mut reg_mut(&mut regs.bool, r)[..len],
+            idx,
+            |x| x,
+        ),
+    }
+}
+
+/// Fills a whole register with element 0 of `src` (a splat leaf).
+fn fill(regs: &mut Registers, r: Reg, src: &Storage) {
+    match src {
+        Storage::F32(v) => reg_mut(&mut regs.f32, r).fill(v[0]),
+        Storage::F16(v) => reg_mut(&mut regs.f32, r).fill(v[0].to_f32()),
+        Storage::BF16(v) => reg_mut(&mut regs.f32, r).fill(v[0].to_f32()),
+        Storage::F64(v) => reg_mut(&mut regs.f64, r).fill(v[0]),
+        Storage::I64(v) => reg_mut(&mut regs.i64, r).fill(v[0]),
+        Storage::Bool(v) => reg_mut(&mut regs.bool, r).fill(v[0]),
+    }
+}
+
+fn store(regs: &Registers, src: Reg, dst: &mut Storage, start: usize, len: usize) {
+    macro_rules! put {
+        ($bank:ident, $v:expr, $f:expr) => {{
+            let f = $f;
+            let s = &reg(&regs.$bank, src)[..len];
+            for (o, &x) in $v[start..start + len].iter_mut().zip(s) {
+                *o = f(x);
+            }
+        }};
+    }
+    match dst {
+        Storage::F32(v) => put!(f32, v, |x: f32| x),
+        Storage::F16(v) => put!(f32, v, f16::from_f32),
+        Storage::BF16(v) => put!(f32, v, bf16::from_f32),
+        Storage::F64(v) => put!(f64, v, |x: f64| x),
+        Storage::I64(v) => put!(i64, v, |x: i64| x),
+        Storage::Bool(v) => put!(bool, v, |x: bool| x),
+    }
+}

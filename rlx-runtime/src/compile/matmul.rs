@@ -1,0 +1,352 @@
+//! Matrix products: batched, broadcasting, strided.
+//!
+//! Every product goes through [`gemm`], the one wrapper over
+//! `matrixmultiply::{sgemm, dgemm}`. Operands are strided views, so a
+//! `Transpose` feeding a `MatMul` is read in place through swapped strides
+//! (the planner never materialises it), and broadcast batch axes have
+//! stride 0. `f16`/`bf16` operands are converted to `f32` scratch first.
+//!
+//! Tiny products (`m·k·n ≤ SMALL`) use a plain loop instead:
+//! `matrixmultiply` allocates its packing buffer on every call, which
+//! would cost more than such a product and break the no-allocation
+//! guarantee of warm runs on small (physics-sized) matrices.
+
+use half::{bf16, f16};
+use rlx_core::DType;
+
+use super::exec::Env;
+use super::plan::Val;
+use crate::storage::Storage;
+
+/// Largest `m·k·n` computed by the plain loop.
+pub(crate) const SMALL: usize = 16 * 16 * 16;
+
+/// A strided matrix operand.
+#[derive(Clone, Debug)]
+pub(crate) struct MatView {
+    pub(crate) val: Val,
+    /// Element stride per output batch axis (0 where broadcast).
+    pub(crate) batch_strides: Vec<usize>,
+    /// Row stride.
+    pub(crate) rs: usize,
+    /// Column stride.
+    pub(crate) cs: usize,
+}
+
+/// `out[b] = a[b] · b[b]` for every batch index `b`.
+#[derive(Clone, Debug)]
+pub(crate) struct MatMulStep {
+    pub(crate) a: MatView,
+    pub(crate) b: MatView,
+    pub(crate) batch_dims: Vec<usize>,
+    pub(crate) m: usize,
+    pub(crate) k: usize,
+    pub(crate) n: usize,
+    pub(crate) dtype: DType,
+}
+
+/// Element types `matrixmultiply` multiplies.
+pub(crate) trait Gemm:
+    Copy + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + 'static
+{
+    const ZERO: Self;
+    /// `C ← A B` through `matrixmultiply`.
+    ///
+    /// # Safety
+    /// The pointers with the given dimensions and strides must address
+    /// valid elements only, and `c` must not overlap `a` or `b`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        c: *mut Self,
+        rsc: isize,
+        csc: isize,
+    );
+}
+
+impl Gemm for f32 {
+    const ZERO: f32 = 0.0;
+    unsafe fn raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        c: *mut f32,
+        rsc: isize,
+        csc: isize,
+    ) {
+        // SAFETY: forwarded from the caller's contract (checked by `gemm`).
+        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+    }
+}
+
+impl Gemm for f64 {
+    const ZERO: f64 = 0.0;
+    unsafe fn raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f64,
+        rsa: isize,
+        csa: isize,
+        b: *const f64,
+        rsb: isize,
+        csb: isize,
+        c: *mut f64,
+        rsc: isize,
+        csc: isize,
+    ) {
+        // SAFETY: forwarded from the caller's contract (checked by `gemm`).
+        unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+    }
+}
+
+/// A strided matrix: `data[off + i·rs + j·cs]`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mat<'a, T> {
+    pub(crate) data: &'a [T],
+    pub(crate) off: usize,
+    pub(crate) rs: usize,
+    pub(crate) cs: usize,
+}
+
+/// Last element index a `rows x cols` strided matrix touches, if any.
+fn last(off: usize, rows: usize, cols: usize, rs: usize, cs: usize) -> Option<usize> {
+    (rows > 0 && cols > 0).then(|| off + (rows - 1) * rs + (cols - 1) * cs)
+}
+
+/// `C ← A B` with `A: m x k`, `B: k x n`, `C: m x n` row-major at `c_off`
+/// with row stride `n`... generally `rsc`, `csc`.
+///
+/// # Panics
+/// If a view reaches outside its slice (a planner bug, never user input).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm<T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Mat<'_, T>,
+    b: Mat<'_, T>,
+    c: &mut [T],
+    c_off: usize,
+    rsc: usize,
+    csc: usize,
+) {
+    let in_bounds = |l: Option<usize>, len: usize| l.is_none_or(|l| l < len);
+    assert!(
+        in_bounds(last(a.off, m, k, a.rs, a.cs), a.data.len())
+            && in_bounds(last(b.off, k, n, b.rs, b.cs), b.data.len())
+            && in_bounds(last(c_off, m, n, rsc, csc), c.len()),
+        "matmul view out of bounds"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 || m * k * n <= SMALL {
+        for i in 0..m {
+            for j in 0..n {
+                c[c_off + i * rsc + j * csc] = T::ZERO;
+            }
+            for p in 0..k {
+                let av = a.data[a.off + i * a.rs + p * a.cs];
+                let brow = b.off + p * b.rs;
+                for j in 0..n {
+                    let o = c_off + i * rsc + j * csc;
+                    c[o] = c[o] + av * b.data[brow + j * b.cs];
+                }
+            }
+        }
+        return;
+    }
+    // Strides are at most the slice lengths, which fit in `isize`.
+    let s = |x: usize| x as isize;
+    // SAFETY: the assertion above shows that every element addressed through
+    // (offset, dims, strides) lies inside `a.data`, `b.data` and `c`; `c` is
+    // a unique borrow, so it does not overlap the shared borrows `a` and `b`.
+    unsafe {
+        T::raw(
+            m,
+            k,
+            n,
+            a.data.as_ptr().add(a.off),
+            s(a.rs),
+            s(a.cs),
+            b.data.as_ptr().add(b.off),
+            s(b.rs),
+            s(b.cs),
+            c.as_mut_ptr().add(c_off),
+            s(rsc),
+            s(csc),
+        )
+    }
+}
+
+/// `f32` scratch for half-precision products.
+#[derive(Debug, Default)]
+pub(crate) struct HalfScratch {
+    pub(crate) a: Vec<f32>,
+    pub(crate) b: Vec<f32>,
+    pub(crate) c: Vec<f32>,
+}
+
+impl MatMulStep {
+    fn batches(&self) -> usize {
+        self.batch_dims.iter().product()
+    }
+
+    /// Offsets of batch `bi` in `a` and `b`.
+    fn offsets(&self, mut bi: usize) -> (usize, usize) {
+        let (mut oa, mut ob) = (0, 0);
+        for d in (0..self.batch_dims.len()).rev() {
+            let i = bi % self.batch_dims[d];
+            bi /= self.batch_dims[d];
+            oa += i * self.a.batch_strides[d];
+            ob += i * self.b.batch_strides[d];
+        }
+        (oa, ob)
+    }
+
+    /// Scratch sizes needed for half precision: `(m·k, k·n, m·n)`.
+    pub(crate) fn half_scratch(&self) -> (usize, usize, usize) {
+        match self.dtype {
+            DType::F16 | DType::BF16 => (self.m * self.k, self.k * self.n, self.m * self.n),
+            DType::F32 | DType::F64 | DType::I64 | DType::Bool => (0, 0, 0),
+        }
+    }
+
+    pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage, half: &mut HalfScratch) {
+        let (m, k, n) = (self.m, self.k, self.n);
+        let (a, b) = (env.get(self.a.val), env.get(self.b.val));
+        let mat = |val: &MatView, off| (off, val.rs, val.cs);
+        for bi in 0..self.batches() {
+            let (oa, ob) = self.offsets(bi);
+            let c_off = bi * m * n;
+            let (ao, ars, acs) = mat(&self.a, oa);
+            let (bo, brs, bcs) = mat(&self.b, ob);
+            match (a, b, &mut *out) {
+                (Storage::F32(a), Storage::F32(b), Storage::F32(c)) => gemm(
+                    m,
+                    k,
+                    n,
+                    Mat {
+                        data: a,
+                        off: ao,
+                        rs: ars,
+                        cs: acs,
+                    },
+                    Mat {
+                        data: b,
+                        off: bo,
+                        rs: brs,
+                        cs: bcs,
+                    },
+                    c,
+                    c_off,
+                    n,
+                    1,
+                ),
+                (Storage::F64(a), Storage::F64(b), Storage::F64(c)) => gemm(
+                    m,
+                    k,
+                    n,
+                    Mat {
+                        data: a,
+                        off: ao,
+                        rs: ars,
+                        cs: acs,
+                    },
+                    Mat {
+                        data: b,
+                        off: bo,
+                        rs: brs,
+                        cs: bcs,
+                    },
+                    c,
+                    c_off,
+                    n,
+                    1,
+                ),
+                (Storage::F16(a), Storage::F16(b), Storage::F16(c)) => {
+                    half_product(
+                        half,
+                        (m, k, n),
+                        (a, ao, ars, acs),
+                        (b, bo, brs, bcs),
+                        f16::to_f32,
+                    );
+                    for (o, &v) in c[c_off..c_off + m * n].iter_mut().zip(&half.c) {
+                        *o = f16::from_f32(v);
+                    }
+                }
+                (Storage::BF16(a), Storage::BF16(b), Storage::BF16(c)) => {
+                    half_product(
+                        half,
+                        (m, k, n),
+                        (a, ao, ars, acs),
+                        (b, bo, brs, bcs),
+                        bf16::to_f32,
+                    );
+                    for (o, &v) in c[c_off..c_off + m * n].iter_mut().zip(&half.c) {
+                        *o = bf16::from_f32(v);
+                    }
+                }
+                // Shape inference admits only equal float dtypes.
+                _ => unreachable!("matmul operands checked by shape inference"),
+            }
+        }
+    }
+}
+
+/// Converts both views to contiguous `f32` scratch and multiplies into `half.c`.
+fn half_product<T: Copy>(
+    half: &mut HalfScratch,
+    (m, k, n): (usize, usize, usize),
+    (a, ao, ars, acs): (&[T], usize, usize, usize),
+    (b, bo, brs, bcs): (&[T], usize, usize, usize),
+    to: fn(T) -> f32,
+) {
+    for i in 0..m {
+        for p in 0..k {
+            half.a[i * k + p] = to(a[ao + i * ars + p * acs]);
+        }
+    }
+    for p in 0..k {
+        for j in 0..n {
+            half.b[p * n + j] = to(b[bo + p * brs + j * bcs]);
+        }
+    }
+    gemm(
+        m,
+        k,
+        n,
+        Mat {
+            data: &half.a,
+            off: 0,
+            rs: k,
+            cs: 1,
+        },
+        Mat {
+            data: &half.b,
+            off: 0,
+            rs: n,
+            cs: 1,
+        },
+        &mut half.c,
+        0,
+        n,
+        1,
+    );
+}

@@ -1,0 +1,199 @@
+//! Reductions over any set of axes, without allocation.
+//!
+//! The input is walked once in row-major order. `out_strides[d]` is the
+//! output stride of input axis `d` (0 on reduced axes), so the output
+//! element of an input index is `Σ idx[d]·out_strides[d]`. The innermost
+//! axis is a tight loop: a fold into one accumulator when it is reduced,
+//! an element-wise combine with a row of accumulators when it is kept.
+//!
+//! Floats accumulate in `f64` scratch (more accurate than the element
+//! type for `f32` and half precision); integers accumulate in `i64` with
+//! wrapping arithmetic. Over zero elements: sum 0, product 1, mean NaN,
+//! max -∞ and min +∞ (`i64::MIN`/`i64::MAX` for integers). NaN propagates
+//! through max and min.
+
+use rlx_core::ReduceOp;
+
+use super::exec::Env;
+use super::plan::Val;
+use crate::storage::{Element, Storage};
+
+/// A compiled reduction.
+#[derive(Clone, Debug)]
+pub(crate) struct ReduceStep {
+    pub(crate) x: Val,
+    pub(crate) op: ReduceOp,
+    /// Input dimensions.
+    pub(crate) dims: Vec<usize>,
+    /// Output stride per input axis (0 on reduced axes).
+    pub(crate) out_strides: Vec<usize>,
+    /// Number of output elements.
+    pub(crate) out_numel: usize,
+    /// Number of input elements folded into each output.
+    pub(crate) count: usize,
+}
+
+trait Acc: Copy {
+    fn identity(op: ReduceOp) -> Self;
+    fn combine(op: ReduceOp, a: Self, x: Self) -> Self;
+}
+
+impl Acc for f64 {
+    #[inline(always)]
+    fn identity(op: ReduceOp) -> f64 {
+        match op {
+            ReduceOp::Sum | ReduceOp::Mean => 0.0,
+            ReduceOp::Prod => 1.0,
+            ReduceOp::Max => f64::NEG_INFINITY,
+            ReduceOp::Min => f64::INFINITY,
+        }
+    }
+    #[inline(always)]
+    fn combine(op: ReduceOp, a: f64, x: f64) -> f64 {
+        match op {
+            ReduceOp::Sum | ReduceOp::Mean => a + x,
+            ReduceOp::Prod => a * x,
+            // NaN wins: once the accumulator is NaN it stays NaN.
+            ReduceOp::Max => {
+                if a.is_nan() {
+                    a
+                } else if x > a || x.is_nan() {
+                    x
+                } else {
+                    a
+                }
+            }
+            ReduceOp::Min => {
+                if a.is_nan() {
+                    a
+                } else if x < a || x.is_nan() {
+                    x
+                } else {
+                    a
+                }
+            }
+        }
+    }
+}
+
+impl Acc for i64 {
+    #[inline(always)]
+    fn identity(op: ReduceOp) -> i64 {
+        match op {
+            ReduceOp::Sum | ReduceOp::Mean => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Max => i64::MIN,
+            ReduceOp::Min => i64::MAX,
+        }
+    }
+    #[inline(always)]
+    fn combine(op: ReduceOp, a: i64, x: i64) -> i64 {
+        match op {
+            ReduceOp::Sum | ReduceOp::Mean => a.wrapping_add(x),
+            ReduceOp::Prod => a.wrapping_mul(x),
+            ReduceOp::Max => a.max(x),
+            ReduceOp::Min => a.min(x),
+        }
+    }
+}
+
+impl ReduceStep {
+    /// Folds `x` into `acc` (already holding the identity).
+    fn fold<S: Copy, A: Acc>(
+        &self,
+        x: &[S],
+        to: impl Fn(S) -> A,
+        acc: &mut [A],
+        idx: &mut [usize],
+    ) {
+        let op = self.op;
+        let r = self.dims.len();
+        if x.is_empty() {
+            return;
+        }
+        if r == 0 {
+            acc[0] = A::combine(op, acc[0], to(x[0]));
+            return;
+        }
+        let inner = self.dims[r - 1];
+        let s_in = self.out_strides[r - 1];
+        let idx = &mut idx[..r - 1];
+        idx.fill(0);
+        let mut off = 0;
+        loop {
+            let o: usize = idx
+                .iter()
+                .zip(&self.out_strides[..r - 1])
+                .map(|(i, s)| i * s)
+                .sum();
+            let row = &x[off..off + inner];
+            if s_in == 0 {
+                let mut a = acc[o];
+                for &v in row {
+                    a = A::combine(op, a, to(v));
+                }
+                acc[o] = a;
+            } else {
+                for (j, &v) in row.iter().enumerate() {
+                    let t = o + j * s_in;
+                    acc[t] = A::combine(op, acc[t], to(v));
+                }
+            }
+            off += inner;
+            // Advance the outer multi-index.
+            let mut d = r - 1;
+            loop {
+                if d == 0 {
+                    return;
+                }
+                d -= 1;
+                idx[d] += 1;
+                if idx[d] < self.dims[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+    }
+
+    pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage, acc: &mut [f64], idx: &mut [usize]) {
+        let x = env.get(self.x);
+        if let (Storage::I64(x), Storage::I64(o)) = (x, &mut *out) {
+            o.fill(i64::identity(self.op));
+            self.fold(x, |v| v, o, idx);
+            return;
+        }
+        let acc = &mut acc[..self.out_numel];
+        acc.fill(f64::identity(self.op));
+        match x {
+            Storage::F32(v) => self.fold(v, |v| v as f64, acc, idx),
+            Storage::F64(v) => self.fold(v, |v| v, acc, idx),
+            Storage::F16(v) => self.fold(v, |v| v.to_f64(), acc, idx),
+            Storage::BF16(v) => self.fold(v, |v| v.to_f64(), acc, idx),
+            Storage::I64(v) => self.fold(v, |v| v as f64, acc, idx),
+            Storage::Bool(v) => self.fold(v, |v| v as u8 as f64, acc, idx),
+        }
+        if let ReduceOp::Mean = self.op {
+            let c = self.count as f64;
+            acc.iter_mut().for_each(|a| *a /= c);
+        }
+        write_f64(acc, out, 0);
+    }
+}
+
+/// Writes `f64` values into `out` from element `off` on, converting to its dtype.
+pub(crate) fn write_f64(src: &[f64], out: &mut Storage, off: usize) {
+    fn put<T: Element>(src: &[f64], dst: &mut [T], off: usize) {
+        for (o, &v) in dst[off..off + src.len()].iter_mut().zip(src) {
+            *o = T::from_f64(v);
+        }
+    }
+    match out {
+        Storage::F32(v) => put(src, v, off),
+        Storage::F64(v) => put(src, v, off),
+        Storage::F16(v) => put(src, v, off),
+        Storage::BF16(v) => put(src, v, off),
+        Storage::I64(v) => put(src, v, off),
+        Storage::Bool(v) => put(src, v, off),
+    }
+}

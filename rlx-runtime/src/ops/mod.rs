@@ -1,0 +1,1 @@
+//! Tensor methods and operators.
