@@ -65,6 +65,8 @@ struct Companion {
     transform: &'static str,
     extras: Vec<(Ident, TokenStream)>,
     ret: TokenStream,
+    /// Whether the function's own outputs are skipped first.
+    skip: bool,
     build: TokenStream,
 }
 
@@ -119,7 +121,6 @@ impl<'a> Ctx<'a> {
         let d = wrt.len();
         let wrt_names = self.wrt_names();
         let (ret_ty, take_ret, out0_ty) = (&self.ret_ty, &self.take_ret, &self.out0_ty);
-        let n_out = self.n_out;
         let grads_ty = tuple_or_single(wrt.iter().map(|p| mirror_ty(p)).collect());
         let take_grads = tuple_or_single(
             wrt.iter()
@@ -134,7 +135,6 @@ impl<'a> Ctx<'a> {
         let take_jac = tuple_or_single(vec![take_tensor.clone(); d]);
         let hess_ty = tuple_or_single(vec![jac_ty.clone(); d]);
         let take_hess = tuple_or_single(vec![take_jac.clone(); d]);
-        let skip = quote!(::rlx::__private::skip(&mut __rlx_it, #n_out););
         let mirrored = |prefix: &str| -> Vec<(Ident, TokenStream)> {
             wrt.iter()
                 .map(|p| (format_ident!("{}{}", prefix, p.ident), extra_param_ty(p)))
@@ -144,13 +144,26 @@ impl<'a> Ctx<'a> {
             Out::Tensor => quote!(&::rlx::Tensor),
             Out::Float(f) => float_ty(f),
         };
-        let mk = |prefix: &str, doc: String, transform, extras, ret, build| Companion {
-            name: format_ident!("{}_{}", prefix, name),
-            doc,
-            transform,
-            extras,
-            ret,
-            build,
+        let mk = |prefix: &str, doc: String, transform, extras, ret, build: TokenStream| {
+            let skip = build.is_empty();
+            let build = if skip {
+                match transform {
+                    "Jacobian" | "BatchJacobian" => take_jac.clone(),
+                    "Hessian" => take_hess.clone(),
+                    _ => take_grads.clone(),
+                }
+            } else {
+                build
+            };
+            Companion {
+                name: format_ident!("{}_{}", prefix, name),
+                doc,
+                transform,
+                extras,
+                ret,
+                skip,
+                build,
+            }
         };
         vec![
             mk(
@@ -159,7 +172,7 @@ impl<'a> Ctx<'a> {
                 "Grad",
                 vec![],
                 grads_ty.clone(),
-                quote!(#skip #take_grads),
+                TokenStream::new(),
             ),
             mk(
                 "value_and_grad",
@@ -191,7 +204,7 @@ impl<'a> Ctx<'a> {
                 "Jacobian",
                 vec![],
                 jac_ty.clone(),
-                quote!(#skip #take_jac),
+                TokenStream::new(),
             ),
             mk(
                 "hessian",
@@ -199,7 +212,7 @@ impl<'a> Ctx<'a> {
                 "Hessian",
                 vec![],
                 hess_ty,
-                quote!(#skip #take_hess),
+                TokenStream::new(),
             ),
             mk(
                 "hvp",
@@ -207,7 +220,7 @@ impl<'a> Ctx<'a> {
                 "Hvp",
                 mirrored("v_"),
                 grads_ty,
-                quote!(#skip #take_grads),
+                TokenStream::new(),
             ),
             mk(
                 "batch_jacobian",
@@ -215,7 +228,7 @@ impl<'a> Ctx<'a> {
                 "BatchJacobian",
                 vec![],
                 jac_ty,
-                quote!(#skip #take_jac),
+                TokenStream::new(),
             ),
         ]
     }
@@ -328,8 +341,11 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
             transform,
             extras,
             ret,
+            skip,
             build,
         } = c;
+        let n_out = ctx.n_out;
+        let skip = skip.then(|| quote!(::rlx::__private::skip(&mut __rlx_it, #n_out);));
         let extra_params = extras.iter().map(|(id, ty)| quote!(#id: #ty));
         let extra_args: Vec<TokenStream> = extras
             .iter()
@@ -342,6 +358,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
             #vis fn #cname(#(#params,)* #(#extra_params),*) -> ::rlx::Result<#ret> {
                 ::rlx::__private::companion(|| -> ::rlx::Result<#ret> {
                     #run
+                    #skip
                     ::core::result::Result::Ok(#build)
                 })
             }
