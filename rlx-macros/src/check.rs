@@ -33,7 +33,10 @@ pub fn check(f: &Func, errors: &mut Vec<syn::Error>) {
         reject(abi.span(), "a `#[differentiable]` function cannot have an `extern` ABI\n  = help: remove the ABI; wrap the function in an `extern` one if needed");
     }
     if let Some(v) = &sig.variadic {
-        reject(v.span(), "a `#[differentiable]` function cannot be variadic");
+        reject(
+            v.span(),
+            "a `#[differentiable]` function cannot be variadic",
+        );
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         reject(sig.generics.span(), "a `#[differentiable]` function cannot have generic parameters: each companion caches compiled plans for one concrete signature\n  = help: use concrete types (`Tensor`, `f64`, ...); shapes and dtypes may still vary from call to call");

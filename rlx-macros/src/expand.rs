@@ -334,6 +334,9 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
     let ret_ty = &ctx.ret_ty;
     let take_ret = &ctx.take_ret;
     let call_run = run("Call", &[]);
+    let outputs = quote_spanned! {f.ret.ty.span()=>
+        let __rlx_outs = ::rlx::__private::outputs::<#ret_ty, _>(__rlx_body());
+    };
     let companions = ctx.companions().into_iter().map(|c| {
         let Companion {
             name: cname,
@@ -373,7 +376,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         }
 
         #[doc(hidden)]
-        #[allow(non_snake_case, clippy::all)]
+        #[allow(non_snake_case, unused_mut, clippy::all)]
         fn #trace_ident(
             __rlx_types: &[::rlx::__private::TensorType],
             __rlx_statics: &#statics_ty,
@@ -382,8 +385,8 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
             let __rlx_trace = ::rlx::__private::Trace::enter();
             let [#(#in_idents),*] = ::rlx::__private::inputs(&__rlx_trace, [#(#names),*], __rlx_types)?;
             #(#bindings)*
-            let __rlx_body = move || #body;
-            let __rlx_outs = ::rlx::__private::outputs::<#ret_ty, _>(__rlx_body());
+            let mut __rlx_body = move || #body;
+            #outputs
             ::rlx::__private::finish(__rlx_trace, __rlx_outs)
         }
 
@@ -409,6 +412,7 @@ pub fn fallback(f: &Func) -> TokenStream {
     let vis = &item.vis;
     let attrs = &item.attrs;
     let mut sig = item.sig.clone();
+    sig.constness = None;
     sig.inputs = sig
         .inputs
         .into_iter()

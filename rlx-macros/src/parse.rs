@@ -5,7 +5,7 @@
 //! each problem is pushed to the error list. The model is then good enough to
 //! emit stub companions with the right signatures next to the errors.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -125,7 +125,11 @@ impl Parse for Args {
 }
 
 /// Parses the attribute arguments and the item; errors go to `errors`.
-pub fn parse(args: TokenStream, item: TokenStream, errors: &mut Vec<syn::Error>) -> syn::Result<Func> {
+pub fn parse(
+    args: TokenStream,
+    item: TokenStream,
+    errors: &mut Vec<syn::Error>,
+) -> syn::Result<Func> {
     let item: ItemFn = syn::parse2(item)?;
     let args = match syn::parse2::<Args>(args) {
         Ok(a) => a,
@@ -164,9 +168,11 @@ pub fn parse(args: TokenStream, item: TokenStream, errors: &mut Vec<syn::Error>)
             }
         }
     }
-    let ret = parse_ret(&item.sig.output, errors);
+    let ret = parse_ret(&item.sig.output, &item.sig.ident, errors);
     let wrt = match args.wrt {
-        None => (0..params.len()).filter(|&i| params[i].is_runtime()).collect(),
+        None => (0..params.len())
+            .filter(|&i| params[i].is_runtime())
+            .collect(),
         Some(names) => {
             let mut wrt = Vec::new();
             for n in names {
@@ -282,7 +288,7 @@ fn out_of(ty: &Type) -> Option<Out> {
 
 const RET_HELP: &str = "  = help: return `Tensor`, `f32`, `f64`, or a tuple of these whose first element is the one differentiated";
 
-fn parse_ret(ret: &ReturnType, errors: &mut Vec<syn::Error>) -> Ret {
+fn parse_ret(ret: &ReturnType, name: &Ident, errors: &mut Vec<syn::Error>) -> Ret {
     let fallback = |ty: Type| Ret {
         ty,
         outs: vec![Out::Tensor],
@@ -291,7 +297,7 @@ fn parse_ret(ret: &ReturnType, errors: &mut Vec<syn::Error>) -> Ret {
     match ret {
         ReturnType::Default => {
             errors.push(syn::Error::new(
-                Span::call_site(),
+                name.span(),
                 format!("a `#[differentiable]` function must return a value\n{RET_HELP}"),
             ));
             fallback(syn::parse_quote!(()))

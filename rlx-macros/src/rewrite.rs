@@ -150,7 +150,10 @@ mod tests {
     #[test]
     fn traced_comparison_becomes_helper_call() {
         let out = run("{ let m = x > 0.0; m }", &["x"]);
-        assert!(out.contains(":: rlx :: __private :: gt (& (x) , & (0.0))"), "{out}");
+        assert!(
+            out.contains(":: rlx :: __private :: gt (& (x) , & (0.0))"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -162,9 +165,18 @@ mod tests {
 
     #[test]
     fn traced_if_becomes_select_and_taint_flows_through_locals() {
-        let out = run("{ let y = x * 2.0; if y < 1.0 { y } else { 0.0 * y } }", &["x"]);
-        assert!(out.contains(":: rlx :: __private :: lt (& (y) , & (1.0))"), "{out}");
-        assert!(out.contains(":: rlx :: __private :: select (__rlx_cond , __rlx_then , __rlx_else)"), "{out}");
+        let out = run(
+            "{ let y = x * 2.0; if y < 1.0 { y } else { 0.0 * y } }",
+            &["x"],
+        );
+        assert!(
+            out.contains(":: rlx :: __private :: lt (& (y) , & (1.0))"),
+            "{out}"
+        );
+        assert!(
+            out.contains(":: rlx :: __private :: select (__rlx_cond , __rlx_then , __rlx_else)"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -175,7 +187,10 @@ mod tests {
 
     #[test]
     fn shape_queries_are_static() {
-        let out = run("{ let n = x.shape().dims()[0]; if n > 2 { 1 } else { 2 } }", &["x"]);
+        let out = run(
+            "{ let n = x.shape().dims()[0]; if n > 2 { 1 } else { 2 } }",
+            &["x"],
+        );
         assert!(!out.contains("__private"), "{out}");
     }
 }

@@ -17,7 +17,15 @@ use syn::{Expr, ExprMethodCall, ExprPath, Local, Pat};
 
 /// Methods whose result is static even on a traced receiver.
 const STATIC_METHODS: &[&str] = &[
-    "shape", "dims", "rank", "numel", "dtype", "ty", "dim", "is_traced", "len",
+    "shape",
+    "dims",
+    "rank",
+    "numel",
+    "dtype",
+    "ty",
+    "dim",
+    "is_traced",
+    "len",
 ];
 
 /// The current set of traced binding names.
@@ -46,10 +54,9 @@ impl Taint {
 
     /// Updates the set after `let pat = init;`.
     pub fn bind_local(&mut self, local: &Local) {
-        let traced = local
-            .init
-            .as_ref()
-            .is_some_and(|i| self.expr(&i.expr) || i.diverge.as_ref().is_some_and(|d| self.expr(&d.1)));
+        let traced = local.init.as_ref().is_some_and(|i| {
+            self.expr(&i.expr) || i.diverge.as_ref().is_some_and(|d| self.expr(&d.1))
+        });
         self.bind_pat(&local.pat, traced);
     }
 

@@ -296,7 +296,12 @@ impl Function {
             .join(", ")
     }
 
-    fn entry<S: StaticArg>(&self, args: &[Arg<'_>], statics: &S, tracer: Tracer<S>) -> Result<Arc<Entry>> {
+    fn entry<S: StaticArg>(
+        &self,
+        args: &[Arg<'_>],
+        statics: &S,
+        tracer: Tracer<S>,
+    ) -> Result<Arc<Entry>> {
         let mut h = DefaultHasher::new();
         for a in args {
             a.dims().hash(&mut h);
@@ -337,7 +342,12 @@ impl Function {
         Ok(entry)
     }
 
-    fn trace<S: StaticArg>(&self, types: &[TensorType], statics: &S, tracer: Tracer<S>) -> Result<Graph> {
+    fn trace<S: StaticArg>(
+        &self,
+        types: &[TensorType],
+        statics: &S,
+        tracer: Tracer<S>,
+    ) -> Result<Graph> {
         let wrap = |e: Error| Error::Trace {
             function: self.name.to_string(),
             signature: self.signature(types),
@@ -383,7 +393,11 @@ impl Function {
     fn check_extras(&self, entry: &Entry, t: Transform, extras: &[Arg<'_>]) -> Result<()> {
         let (prefix, expected): (&str, Vec<(String, &TensorType)>) = match t {
             Transform::Jvp | Transform::Hvp => {
-                let prefix = if t == Transform::Jvp { "tangent_" } else { "v_" };
+                let prefix = if t == Transform::Jvp {
+                    "tangent_"
+                } else {
+                    "v_"
+                };
                 let exp = self
                     .wrt
                     .iter()
@@ -399,10 +413,7 @@ impl Function {
             | Transform::Grad
             | Transform::Jacobian
             | Transform::Hessian
-            | Transform::BatchJacobian => (
-                "",
-                Vec::new(),
-            ),
+            | Transform::BatchJacobian => ("", Vec::new()),
         };
         if extras.len() != expected.len() {
             return Err(Error::CountMismatch {
@@ -691,6 +702,11 @@ impl<T: PartialOrd> Compare<T> for T {
 }
 
 /// A tensor operand of a traced comparison, select or logic op.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a tensor operand in traced code",
+    label = "an `if` on a traced condition selects element-wise, so each branch must give a `Tensor`, `&Tensor`, `f32` or `f64`",
+    note = "select tuple elements one by one: `let a = if c { a1 } else { a2 };`"
+)]
 pub trait Operand {
     /// The operand as a tensor; `like` gives the dtype for a bare scalar.
     fn operand(&self, like: Option<DType>) -> Tensor;
@@ -749,9 +765,16 @@ macro_rules! tensor_compare {
     )*};
 }
 tensor_compare!(
-    (Tensor, &Tensor), (Tensor, f64), (Tensor, f32),
-    (&Tensor, Tensor), (&Tensor, f64), (&Tensor, f32),
-    (f64, Tensor), (f64, &Tensor), (f32, Tensor), (f32, &Tensor)
+    (Tensor, &Tensor),
+    (Tensor, f64),
+    (Tensor, f32),
+    (&Tensor, Tensor),
+    (&Tensor, f64),
+    (&Tensor, f32),
+    (f64, Tensor),
+    (f64, &Tensor),
+    (f32, Tensor),
+    (f32, &Tensor)
 );
 
 macro_rules! cmp_fns {
