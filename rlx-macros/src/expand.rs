@@ -357,7 +357,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         let run = run(transform, &extra_args);
         quote! {
             #[doc = #doc]
-            #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+            #[allow(clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
             #vis fn #cname(#(#params,)* #(#extra_params),*) -> ::rlx::Result<#ret> {
                 ::rlx::__private::companion(|| -> ::rlx::Result<#ret> {
                     #run
@@ -391,7 +391,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         }
 
         #(#attrs)*
-        #[allow(clippy::too_many_arguments)]
+        #[allow(clippy::too_many_arguments, clippy::needless_question_mark)]
         #vis fn #name(#(#params),*) -> #ret_ty {
             ::rlx::__private::plain(|| -> ::rlx::Result<#ret_ty> {
                 #call_run

@@ -705,7 +705,7 @@ impl<T: PartialOrd> Compare<T> for T {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a tensor operand in traced code",
     label = "an `if` on a traced condition selects element-wise, so each branch must give a `Tensor`, `&Tensor`, `f32` or `f64`",
-    note = "select tuple elements one by one: `let a = if c { a1 } else { a2 };`"
+    note = "select tuple elements one by one: `let a = if c {{ a1 }} else {{ a2 }};`"
 )]
 pub trait Operand {
     /// The operand as a tensor; `like` gives the dtype for a bare scalar.
