@@ -707,14 +707,14 @@ impl<T: PartialOrd> Compare<T> for T {
     label = "an `if` on a traced condition selects element-wise, so each branch must give a `Tensor`, `&Tensor`, `f32` or `f64`",
     note = "select tuple elements one by one: `let a = if c {{ a1 }} else {{ a2 }};`"
 )]
-pub trait Operand {
+pub trait TracedOperand {
     /// The operand as a tensor; `like` gives the dtype for a bare scalar.
     fn operand(&self, like: Option<DType>) -> Tensor;
     /// The dtype if the operand is a tensor.
     fn tensor_dtype(&self) -> Option<DType>;
 }
 
-impl Operand for Tensor {
+impl TracedOperand for Tensor {
     fn operand(&self, _: Option<DType>) -> Tensor {
         self.clone()
     }
@@ -723,7 +723,7 @@ impl Operand for Tensor {
     }
 }
 
-impl Operand for &Tensor {
+impl TracedOperand for &Tensor {
     fn operand(&self, _: Option<DType>) -> Tensor {
         (*self).clone()
     }
@@ -734,7 +734,7 @@ impl Operand for &Tensor {
 
 macro_rules! scalar_operand {
     ($($f:ty => $d:expr),*) => {$(
-        impl Operand for $f {
+        impl TracedOperand for $f {
             fn operand(&self, like: Option<DType>) -> Tensor {
                 Tensor::full(*self as f64, Shape::scalar(), like.unwrap_or($d))
             }
@@ -747,7 +747,7 @@ macro_rules! scalar_operand {
 scalar_operand!(f32 => DType::F32, f64 => DType::F64);
 
 #[track_caller]
-fn tensor_pair(a: &impl Operand, b: &impl Operand) -> (Tensor, Tensor) {
+fn tensor_pair(a: &impl TracedOperand, b: &impl TracedOperand) -> (Tensor, Tensor) {
     let like = a.tensor_dtype().or(b.tensor_dtype());
     (a.operand(like), b.operand(like))
 }
@@ -857,7 +857,7 @@ impl<T> Cond<T, T> for bool {
     }
 }
 
-impl<A: Operand, B: Operand> Cond<A, B> for Tensor {
+impl<A: TracedOperand, B: TracedOperand> Cond<A, B> for Tensor {
     type Output = Tensor;
     #[track_caller]
     fn pick(self, a: A, b: B) -> Tensor {
