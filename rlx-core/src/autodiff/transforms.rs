@@ -360,71 +360,17 @@ fn jac_rev_core(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
 
 /// Batches `g` over a new leading axis of length `size` for the inputs with
 /// `flags[i]`; every output gets the leading axis (the `vmap` contract).
-///
-/// This is the one place that batches: until `crate::vmap::vmap` is on
-/// `main`, it unrolls the batch into `size` inlined copies of `g`, stacked
-/// along axis 0 — still one execution, but a graph `size` times larger.
+/// The one place that batches, so every Jacobian-type transform costs one
+/// execution of a graph about as large as one derivative pass.
 fn batched(g: &Graph, flags: &[bool], size: usize) -> Result<Graph> {
-    let mut r = Graph::new();
-    let mut ins = Vec::with_capacity(g.inputs().len());
-    for (inp, &f) in g.inputs().iter().zip(flags) {
-        let ty = g.ty(inp.node);
-        let shape = if f {
-            let mut d = vec![size];
-            d.extend_from_slice(ty.shape.dims());
-            Shape::new(d)
-        } else {
-            ty.shape
-        };
-        ins.push(r.input(inp.name.clone(), shape, ty.dtype));
-    }
-    let mut stacks: Vec<Vec<NodeId>> = vec![Vec::with_capacity(size); g.outputs().len()];
-    for k in 0..size {
-        let mut args = Vec::with_capacity(ins.len());
-        for ((&x, &f), inp) in ins.iter().zip(flags).zip(g.inputs()) {
-            args.push(if f {
-                let s = r.slice(x, 0, k, 1)?;
-                r.reshape(s, g.shape(inp.node).clone())?
-            } else {
-                x
-            });
-        }
-        let outs = r.inline(g, &args)?;
-        for (stack, (o, &go)) in stacks.iter_mut().zip(outs.into_iter().zip(g.outputs())) {
-            let mut d = vec![1];
-            d.extend_from_slice(g.shape(go).dims());
-            stack.push(r.reshape(o, d)?);
-        }
-    }
-    let mut outs = Vec::with_capacity(stacks.len());
-    for (stack, &go) in stacks.iter().zip(g.outputs()) {
-        outs.push(if stack.is_empty() {
-            let mut d = vec![0];
-            d.extend_from_slice(g.shape(go).dims());
-            r.full(0.0, d, g.dtype(go))
-        } else {
-            r.concat(stack, 0)?
-        });
-    }
-    r.set_outputs(outs);
-    Ok(r)
+    crate::vmap::vmap(g, flags, size)
 }
 
-/// The one cleanup call site of every transform: checks the result and
-/// drops the nodes no output needs (`crate::passes::optimize` replaces this
-/// once it is on `main`).
+/// The one cleanup call site of every transform: the fixed-point
+/// optimization pipeline (dead code, CSE, constant folding, algebraic
+/// simplification), then a structural check of the result.
 pub(crate) fn finish(g: Graph) -> Result<Graph> {
-    let mut r = Graph::new();
-    let ins: Vec<NodeId> = g
-        .inputs()
-        .iter()
-        .map(|i| {
-            let ty = g.ty(i.node);
-            r.input(i.name.clone(), ty.shape, ty.dtype)
-        })
-        .collect();
-    let outs = r.inline(&g, &ins)?;
-    r.set_outputs(outs);
+    let r = crate::passes::optimize(&g)?;
     r.verify()?;
     Ok(r)
 }
@@ -530,3 +476,59 @@ fn set_outputs(h: &mut Graph, g: &Graph, extra: Vec<NodeId>) {
 }
 
 mod locality;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `y_i = (x_{i-1} - 2 x_i + x_{i+1}) - exp(x_i)` with zero boundaries,
+    /// then `sum(y^2)` as output 1 (the Hessian check's function).
+    fn stencil(n: usize) -> Graph {
+        let mut g = Graph::new();
+        let x = g.input("x", [n], DType::F64);
+        let z = g.full(0.0, [1], DType::F64);
+        let xp = g.concat(&[z, x, z], 0).unwrap();
+        let l = g.slice(xp, 0, 0, n).unwrap();
+        let r = g.slice(xp, 0, 2, n).unwrap();
+        let two = g.scalar(2.0, DType::F64);
+        let x2 = g.mul(x, two).unwrap();
+        let lap = g.sub(l, x2).unwrap();
+        let lap = g.add(lap, r).unwrap();
+        let e = g.exp(x).unwrap();
+        let y = g.sub(lap, e).unwrap();
+        let sq = g.square(y).unwrap();
+        let s = g.sum_all(sq).unwrap();
+        g.set_outputs(vec![y, s]);
+        g
+    }
+
+    /// Jacobians batch over the basis with `vmap`: the transformed graph's
+    /// size does not grow with the number of basis vectors (no unrolling),
+    /// and the cleanup pipeline leaves a single `exp` of `x` (CSE). Both
+    /// sizes keep the basis above `passes::fold::MAX_FOLD_ELEMENTS`, so
+    /// constant folding treats them alike.
+    #[test]
+    fn jacobian_graph_size_is_independent_of_the_basis_count() {
+        for t in [jacfwd, jacrev, jacobian] {
+            let small = t(&stencil(100), &[0]).unwrap();
+            let large = t(&stencil(200), &[0]).unwrap();
+            assert_eq!(small.len(), large.len(), "{large}");
+            assert_eq!(large.shape(large.outputs()[2]).dims(), &[200, 200]);
+        }
+        let j = jacobian(&stencil(200), &[0]).unwrap();
+        let exps = j
+            .nodes()
+            .iter()
+            .filter(|n| n.op == Op::Unary(crate::UnaryOp::Exp))
+            .count();
+        assert_eq!(exps, 1, "{j}");
+        let energy = |n| {
+            let mut g = stencil(n);
+            g.set_outputs(vec![g.outputs()[1]]);
+            g
+        };
+        let h = hessian(&energy(100), &[0]).unwrap();
+        let hl = hessian(&energy(200), &[0]).unwrap();
+        assert_eq!(h.len(), hl.len(), "{hl}");
+    }
+}
