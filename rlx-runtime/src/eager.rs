@@ -1,8 +1,14 @@
-//! Eager evaluation of one op on concrete tensors.
+//! Eager evaluation of one op on concrete tensors: infer the output type,
+//! allocate it, run the kernel.
 
-use rlx_core::{infer, Error, Op, Result, TensorType};
+use std::sync::Arc;
 
-use crate::tensor::{Concrete, Tensor};
+use rlx_core::{infer, Op, Result, TensorType};
+
+use crate::kernels::{eval_into, Operand};
+use crate::storage::Storage;
+use crate::tensor::{Concrete, Repr, Tensor};
+use crate::trace;
 
 /// Computes `op` on concrete operands.
 pub(crate) fn eval(op: &Op, inputs: &[&Concrete]) -> Result<Tensor> {
@@ -11,9 +17,22 @@ pub(crate) fn eval(op: &Op, inputs: &[&Concrete]) -> Result<Tensor> {
         .map(|c| TensorType::new(c.shape.clone(), c.storage.dtype()))
         .collect();
     let refs: Vec<&TensorType> = tys.iter().collect();
-    let _out = infer(op, &refs)?;
-    Err(Error::Unsupported(format!(
-        "eager `{}` is not available yet (kernels land with the runtime)",
-        op.name()
-    )))
+    let out = infer(op, &refs)?;
+    // Ops that keep the values as they are share the storage.
+    if matches!(op, Op::Reshape { .. } | Op::StopGradient) {
+        return Ok(Tensor {
+            repr: Repr::Concrete(Concrete {
+                storage: Arc::clone(&inputs[0].storage),
+                shape: out.shape,
+                origin: trace::current_id(),
+            }),
+        });
+    }
+    let mut storage = Storage::zeros(out.dtype, out.shape.numel());
+    let operands: Vec<Operand<'_>> = inputs
+        .iter()
+        .map(|c| Operand::new(&c.storage, &c.shape))
+        .collect();
+    eval_into(op, &operands, &out.shape, &mut storage)?;
+    Tensor::from_storage(storage, out.shape)
 }

@@ -3,18 +3,26 @@
 //! Modules, in pipeline order:
 //! - [`storage`]: typed contiguous element storage;
 //! - [`tensor`]: [`Tensor`], concrete or traced, and its eager ops;
+//! - [`ops`]: the tensor methods and operators (one per primitive, plus composites);
 //! - [`trace`]: the thread-local trace context used by `#[differentiable]`;
+//! - [`kernels`]: reference kernels, one per op ([`kernels::eval_into`]);
+//! - [`interpret`]: the reference graph interpreter;
 //! - [`compile`](mod@compile): graph → executable plan (fused element-wise
 //!   loops, scalar regions, strided matrix products, planned buffers).
 #![deny(missing_docs)]
 
 pub mod compile;
 mod eager;
+mod format;
+mod interp;
+pub mod kernels;
+pub mod ops;
 pub mod storage;
 pub mod tensor;
 pub mod trace;
 
 pub use compile::{compile, Executable};
+pub use interp::interpret;
 pub use rlx_core::{
     BinaryOp, CmpOp, DType, Error, Graph, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,
 };

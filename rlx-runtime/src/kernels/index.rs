@@ -1,0 +1,144 @@
+//! Gather (`take` along an axis) and its transpose, scatter-add.
+//!
+//! With `x` seen as `[outer, size, inner]` around `axis` and the indices
+//! flattened to `[count]`: `gather[o, i, q] = x[o, idx[i], q]`, and
+//! `scatter_add = operand` with `out[o, idx[i], q] += updates[o, i, q]`
+//! (repeated indices accumulate). Every index is checked before anything is
+//! written; negative indices are errors, as are indices `>= size`.
+
+use rlx_core::{Error, Result};
+
+use super::iter::split_at_axis;
+use super::scalar::Float;
+use super::{dtype_error, same_dtype, Operand};
+use crate::storage::Storage;
+
+fn indices<'a>(op: &'static str, axis: usize, size: usize, idx: Operand<'a>) -> Result<&'a [i64]> {
+    let Storage::I64(ix) = idx.storage else {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: idx.storage.dtype(),
+            expected: "i64 indices",
+        });
+    };
+    if let Some(&bad) = ix.iter().find(|&&i| i < 0 || i as u64 >= size as u64) {
+        return Err(Error::IndexOutOfRange {
+            op,
+            index: bad,
+            axis,
+            size,
+        });
+    }
+    Ok(ix)
+}
+
+fn check_axis(op: &'static str, axis: usize, x: Operand<'_>) -> Result<()> {
+    if axis >= x.dims().len() {
+        return Err(Error::InvalidArgument {
+            op,
+            message: format!("axis {axis} is out of range for shape {}", x.shape),
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn gather(
+    axis: usize,
+    x: Operand<'_>,
+    idx: Operand<'_>,
+    out: &mut Storage,
+) -> Result<()> {
+    check_axis("gather", axis, x)?;
+    let (outer, size, inner) = split_at_axis(x.dims(), axis);
+    let ix = indices("gather", axis, size, idx)?;
+    let count = ix.len();
+    let err = dtype_error("gather", x.storage.dtype(), out.dtype());
+    same_dtype!(Err(err); (x.storage, out) => |v, o| {
+        for b in 0..outer {
+            for (i, &j) in ix.iter().enumerate() {
+                let src = (b * size + j as usize) * inner;
+                let dst = (b * count + i) * inner;
+                o[dst..dst + inner].copy_from_slice(&v[src..src + inner]);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Adds `upd` (laid out `[outer, count, inner]`) into `o` (`[outer, size, inner]`).
+fn scatter<T: Copy>(
+    (outer, size, inner): (usize, usize, usize),
+    ix: &[i64],
+    upd: &[T],
+    o: &mut [T],
+    add: impl Fn(T, T) -> T,
+) {
+    let count = ix.len();
+    for b in 0..outer {
+        for (i, &j) in ix.iter().enumerate() {
+            let dst = (b * size + j as usize) * inner;
+            let src = (b * count + i) * inner;
+            for q in 0..inner {
+                o[dst + q] = add(o[dst + q], upd[src + q]);
+            }
+        }
+    }
+}
+
+fn float_add<T: Float>(a: T, b: T) -> T {
+    T::store(a.load() + b.load())
+}
+
+pub(super) fn scatter_add(
+    axis: usize,
+    operand: Operand<'_>,
+    idx: Operand<'_>,
+    updates: Operand<'_>,
+    out: &mut Storage,
+) -> Result<()> {
+    check_axis("scatter_add", axis, operand)?;
+    let split = split_at_axis(operand.dims(), axis);
+    let ix = indices("scatter_add", axis, split.1, idx)?;
+    if updates.storage.len() != split.0 * ix.len() * split.2 {
+        return Err(Error::ShapeMismatch {
+            op: "scatter_add",
+            lhs: operand.shape.clone(),
+            rhs: updates.shape.clone(),
+            expected: format!("updates shaped like a gather of {} indices", ix.len()),
+        });
+    }
+    let err = dtype_error(
+        "scatter_add",
+        operand.storage.dtype(),
+        updates.storage.dtype(),
+    );
+    match (operand.storage, updates.storage, out) {
+        (Storage::F32(x), Storage::F32(u), Storage::F32(o)) => {
+            o.copy_from_slice(x);
+            scatter(split, ix, u, o, float_add);
+        }
+        (Storage::F64(x), Storage::F64(u), Storage::F64(o)) => {
+            o.copy_from_slice(x);
+            scatter(split, ix, u, o, float_add);
+        }
+        (Storage::F16(x), Storage::F16(u), Storage::F16(o)) => {
+            o.copy_from_slice(x);
+            scatter(split, ix, u, o, float_add);
+        }
+        (Storage::BF16(x), Storage::BF16(u), Storage::BF16(o)) => {
+            o.copy_from_slice(x);
+            scatter(split, ix, u, o, float_add);
+        }
+        (Storage::I64(x), Storage::I64(u), Storage::I64(o)) => {
+            o.copy_from_slice(x);
+            scatter(split, ix, u, o, i64::wrapping_add);
+        }
+        // Booleans add as logical or (saturating 0/1 arithmetic).
+        (Storage::Bool(x), Storage::Bool(u), Storage::Bool(o)) => {
+            o.copy_from_slice(x);
+            scatter(split, ix, u, o, |a, b| a || b);
+        }
+        _ => return Err(err),
+    }
+    Ok(())
+}
