@@ -444,7 +444,7 @@ fn scalar_region_of_fifty_dependent_ops() {
     let x = g.input("x", (), DType::F64);
     let mut v = x;
     for i in 0..50 {
-        let c = g.scalar(1.0 + i as f64 * 0.01, DType::F64);
+        let c = g.scalar(1.0 + (i + 1) as f64 * 0.01, DType::F64);
         v = match i % 5 {
             0 => g.mul(v, c).unwrap(),
             1 => g.add(v, c).unwrap(),

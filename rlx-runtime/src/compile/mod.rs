@@ -88,11 +88,12 @@ fn prepare(g: &Graph) -> Result<Graph> {
     optimize(g)
 }
 
-/// The single call site of the optimisation pipeline. `rlx_core::passes::optimize`
-/// is not on `main` yet; when it lands, this becomes
-/// `rlx_core::passes::optimize(&g)`.
+/// The optimisation pipeline: `stop_gradient` only matters to autodiff, then
+/// the fixed-point pipeline of `rlx_core::passes` (CSE, constant folding,
+/// algebraic simplification, DCE).
 fn optimize(g: Graph) -> Result<Graph> {
-    Ok(g)
+    let g = rlx_core::passes::strip_stop_gradient(&g)?;
+    rlx_core::passes::optimize(&g)
 }
 
 impl Executable {
