@@ -135,7 +135,7 @@ fn main() -> rlx::Result<()> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").expect("valid template"),
     );
     let mut last = f32::NAN;
-    for t in 1..=steps as i32 {
+    for t in 1..=steps {
         let p: Vec<Tensor> = params
             .iter()
             .zip(&shapes)
