@@ -648,8 +648,9 @@ fn ref_matmul(a: &[f64], sa: &[usize], b: &[f64], sb: &[usize]) -> (Vec<f64>, Ve
 #[test]
 fn matmul_batched_and_broadcast() {
     let mut rng = Rng(23);
-    let cases: [(&[usize], &[usize]); 6] = [
+    let cases: [(&[usize], &[usize]); 7] = [
         (&[2, 3], &[3, 4]),
+        (&[3, 7], &[2, 7, 70]),
         (&[2, 1, 2, 3], &[3, 3, 4]),
         (&[1, 1], &[1, 5]),
         (&[2, 0], &[0, 3]),
@@ -1173,6 +1174,24 @@ fn traced_tensors_record_ops_and_errors() {
     let y = &x * &captured;
     let err = t.finish(&[&y]).unwrap_err();
     assert!(err.to_string().contains("created outside"), "{err}");
+
+    // ... also after eager arithmetic on it inside the trace, while values
+    // created inside the trace are legal constants.
+    let t = Trace::enter();
+    let x = t.input("x", [3], DType::F64);
+    let local = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]).exp() * 2.0;
+    let ok = &x * &local;
+    let laundered = (captured.sin() + 1.0).reshape([3]);
+    let y = &ok + &laundered;
+    let err = t.finish(&[&y]).unwrap_err();
+    assert!(err.to_string().contains("created outside"), "{err}");
+    let t = Trace::enter();
+    let x = t.input("x", [3], DType::F64);
+    let local = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]).exp() * 2.0;
+    let g = t.finish(&[&(&x * &local)]).unwrap();
+    let out = interpret(&g, &[&Tensor::from_slice(&[1.0f64, 1.0, 1.0], [3])]).unwrap();
+    let want: Vec<f64> = [1.0f64, 2.0, 3.0].iter().map(|v| v.exp() * 2.0).collect();
+    assert_eq!(vals(&out[0]), want);
 }
 
 #[test]
