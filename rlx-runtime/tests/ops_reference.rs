@@ -1238,6 +1238,35 @@ fn eval_into_reports_bad_calls() {
             got: 1
         }
     ));
+    // Shapes that do not agree with the output are refused, not indexed out of bounds.
+    let s3 = Shape::from([3]);
+    let mut out3 = Storage::F64(vec![0.0; 3]);
+    let ops = [
+        Op::Binary(BinaryOp::Mul),
+        Op::Concat { axis: 0 },
+        Op::MatMul,
+    ];
+    for op in &ops {
+        let e = eval_into(
+            op,
+            &[Operand::new(&x, &s), Operand::new(&x, &s)],
+            &s3,
+            &mut out3,
+        );
+        let msg = e.unwrap_err().to_string();
+        assert!(msg.contains("[2], [2]") && msg.contains("[3]"), "{msg}");
+    }
+    let e = eval_into(
+        &Op::Slice {
+            axis: 0,
+            start: 1,
+            len: 3,
+        },
+        &[Operand::new(&x, &s)],
+        &s3,
+        &mut out3,
+    );
+    assert!(e.is_err());
     // A constant fills its literal, converted to the output dtype.
     let mut c = Storage::I64(vec![0; 3]);
     let lit = rlx_core::Literal::F64(vec![1.9, -2.0, 3.0].into());
