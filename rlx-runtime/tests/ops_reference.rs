@@ -1150,6 +1150,11 @@ fn traced_tensors_record_ops_and_errors() {
     assert!(format!("{x:?}").starts_with("Tensor(traced %0: f64[3]"));
     let g = t.finish(&[&y]).unwrap();
     g.verify().unwrap();
+    let ops: Vec<&str> = g.nodes().iter().map(|n| n.op.name()).collect();
+    assert_eq!(
+        ops,
+        ["input", "sin", "constant", "mul", "constant", "add", "sum"]
+    );
     let out = interpret(&g, &[&Tensor::from_slice(&[0.0f64, 0.0, 0.0], [3])]).unwrap();
     assert_eq!(out[0].item::<f64>().unwrap(), 3.0);
 
