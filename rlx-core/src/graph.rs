@@ -557,7 +557,7 @@ impl Graph {
                 op: "sum_to",
                 lhs: xs,
                 rhs: shape.clone(),
-                expected: "the target shape must broadcast to the operand's shape".into(),
+                expected: "a target shape that broadcasts to the operand's shape".into(),
             });
         }
         let lead = xs.rank() - shape.rank();
