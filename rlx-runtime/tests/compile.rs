@@ -1,6 +1,7 @@
-//! Compiled results against a naive reference evaluator (tests/common), for
-//! every op, f32/f64, broadcasting, 0-d and size-0 values (tests/naive); matmul edge
-//! cases; buffer reuse; input and output errors; concurrency.
+//! Compiled results against `rlx_runtime::interpret` and a naive reference
+//! evaluator (tests/naive) for every op, f32/f64 (and half precision),
+//! broadcasting, 0-d and size-0 values, random graphs; matmul edge cases;
+//! buffer reuse; input and output errors; concurrency.
 
 mod naive;
 
@@ -36,6 +37,27 @@ fn check(g: &Graph, inputs: &[&Tensor], rtol: f64, what: &str) -> Executable {
             &w.data,
             rtol,
             &format!("{what}: output {j}"),
+        );
+    }
+    // The reference interpreter (per-op reference kernels) agrees too.
+    let interp =
+        rlx_runtime::interpret(g, inputs).unwrap_or_else(|e| panic!("{what}: interpret: {e}"));
+    for (j, (t, r)) in got.iter().zip(&interp).enumerate() {
+        assert_eq!(
+            t.shape(),
+            r.shape(),
+            "{what}: output {j} shape vs interpret"
+        );
+        assert_eq!(
+            t.dtype(),
+            r.dtype(),
+            "{what}: output {j} dtype vs interpret"
+        );
+        assert_close(
+            &t.to_f64_vec().unwrap(),
+            &r.to_f64_vec().unwrap(),
+            rtol,
+            &format!("{what}: output {j} vs interpret"),
         );
     }
     // A second (warm) run gives the same values.

@@ -11,8 +11,9 @@
 //!   planning by liveness;
 //! - `fused`, `scalar`: block-wise fused loops and 0-d scalar regions,
 //!   with the op math in `math`;
-//! - `matmul`, `reduce`, `solve`, `movement`, `kernels`: the
-//!   other steps;
+//! - `matmul`, `reduce`, `solve`, `movement`: the other specialised
+//!   steps; the remaining ops (gather, scatter-add, softmax, log-softmax)
+//!   call the reference kernels, [`crate::kernels::eval_into`];
 //! - `exec`: the per-call state and the step loop.
 //!
 //! Invariants: a plan is only built from a graph that passes
@@ -22,7 +23,6 @@
 
 mod exec;
 mod fused;
-mod kernels;
 #[macro_use]
 mod math;
 mod matmul;
