@@ -58,6 +58,13 @@ pub fn run(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
             "output {k}: interpreter {a:?} != reference {b:?}\n{g}"
         );
     }
+    for (k, (a, b)) in compiled.iter().zip(&out).enumerate() {
+        let same = a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs())
+            });
+        assert!(same, "output {k}: compiled {a:?} != interpreter {b:?}\n{g}");
+    }
     out
 }
 
