@@ -13,6 +13,7 @@
 
 pub mod compile;
 mod eager;
+mod format;
 mod interp;
 pub mod kernels;
 pub mod ops;

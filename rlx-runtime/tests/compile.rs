@@ -41,10 +41,11 @@ fn check(g: &Graph, inputs: &[&Tensor], rtol: f64, what: &str) -> Executable {
     // A second (warm) run gives the same values.
     let again = exe.run(inputs).unwrap();
     for (a, b) in got.iter().zip(&again) {
-        assert_eq!(
-            a.to_f64_vec().unwrap(),
-            b.to_f64_vec().unwrap(),
-            "{what}: warm run"
+        assert_close(
+            &a.to_f64_vec().unwrap(),
+            &b.to_f64_vec().unwrap(),
+            0.0,
+            &format!("{what}: warm run"),
         );
     }
     exe
@@ -106,13 +107,25 @@ fn every_binary_op_with_broadcasting() {
             let ab = g.binary(op, a, b).unwrap();
             let abs_ = g.binary(op, ab, s).unwrap();
             let sb = g.binary(op, s, b).unwrap();
-            g.set_outputs(vec![abs_, sb]);
+            // 0-d operands: a scalar region (both orders, and a NaN operand).
+            let t = g.input("t", (), dtype);
+            let st = g.binary(op, s, t).unwrap();
+            let ts = g.binary(op, t, s).unwrap();
+            let nan = g.scalar(f64::NAN, dtype);
+            let sn = g.binary(op, s, nan).unwrap();
+            g.set_outputs(vec![abs_, sb, st, ts, sn]);
             let av = tensor(&values(4, 3, 0.2, 2.0), &[4, 1], dtype);
             let mut bvals = values(3, 4, -2.0, 2.0);
             bvals[1] = 0.0;
             let bv = tensor(&bvals, &[3], dtype);
             let sv = tensor(&[0.7], &[], dtype);
-            check(&g, &[&av, &bv, &sv], tol(dtype), &format!("{op:?} {dtype}"));
+            let tv = tensor(&[-1.25], &[], dtype);
+            check(
+                &g,
+                &[&av, &bv, &sv, &tv],
+                tol(dtype),
+                &format!("{op:?} {dtype}"),
+            );
         }
     }
 }
@@ -655,4 +668,191 @@ fn fused_chain_is_one_loop_and_matches_per_element_math() {
     assert_eq!(exe.stats().fused_nodes, 8);
     assert_eq!(exe.stats().buffers, 0);
     let _ = Shape::scalar();
+}
+
+#[test]
+fn fused_loops_across_blocks_with_broadcast_leaves() {
+    // 3 x 1500 = 4500 elements: several blocks, rows wrapping mid-block.
+    for dtype in [DType::F64, DType::F32, DType::F16, DType::I64] {
+        let mut g = Graph::new();
+        let x = g.input("x", [3, 1500], dtype);
+        let row = g.input("row", [1500], dtype);
+        let col = g.input("col", [3, 1], dtype);
+        let s = g.input("s", (), dtype);
+        let a = g.add(x, row).unwrap();
+        let b = g.mul(a, col).unwrap();
+        // `x` is read in place by `add` and through a register by `compare`.
+        let c = g.compare(CmpOp::Gt, b, x).unwrap();
+        let d = g.select(c, b, s).unwrap();
+        let e = g.sub(d, s).unwrap();
+        let bc = g.broadcast(col, [2, 3, 1500]).unwrap();
+        let f = g.max(bc, e).unwrap();
+        g.set_outputs(vec![e, f, c]);
+        let int = |v: Vec<f64>| {
+            v.iter()
+                .map(|x| (x * 4.0).round() / 4.0)
+                .collect::<Vec<_>>()
+        };
+        let xv = tensor(&int(values(4500, 91, -3.0, 3.0)), &[3, 1500], dtype);
+        let rv = tensor(&int(values(1500, 92, -3.0, 3.0)), &[1500], dtype);
+        let cv = tensor(&[1.0, -2.0, 0.5], &[3, 1], dtype);
+        let sv = tensor(&[0.25], &[], dtype);
+        let exe = check(
+            &g,
+            &[&xv, &rv, &cv, &sv],
+            tol(dtype),
+            &format!("blocks {dtype}"),
+        );
+        assert_eq!(exe.stats().fused_loops, 2, "{:?}", exe.stats());
+    }
+}
+
+#[test]
+fn stored_members_feed_later_steps_and_outputs() {
+    // `t` is needed by the fused chain, by a reduction and as an output.
+    let mut g = Graph::new();
+    let x = g.input("x", [2000], DType::F32);
+    let t = g.tanh(x).unwrap();
+    let u = g.mul(t, t).unwrap();
+    let s = g.sum_all(t).unwrap();
+    let v = g.mul(u, s).unwrap();
+    g.set_outputs(vec![v, t, u]);
+    let xv = tensor(&values(2000, 93, -2.0, 2.0), &[2000], DType::F32);
+    check(&g, &[&xv], 1e-5, "stored members");
+}
+
+#[test]
+fn long_reductions_use_partial_results() {
+    for dtype in [DType::F64, DType::F32, DType::I64] {
+        for op in ReduceOp::ALL {
+            if op == ReduceOp::Mean && dtype == DType::I64 {
+                continue;
+            }
+            for axes in [&[1usize][..], &[0, 1], &[0]] {
+                let mut g = Graph::new();
+                let x = g.input("x", [3, 1003], dtype);
+                let r = g.reduce(op, x, axes).unwrap();
+                g.set_outputs(vec![r]);
+                // Products of many values overflow; keep them near 1.
+                let vals: Vec<f64> = match op {
+                    ReduceOp::Prod => values(3009, 95, 0.999, 1.001),
+                    _ => values(3009, 96, -50.0, 50.0)
+                        .iter()
+                        .map(|v| v.round())
+                        .collect(),
+                };
+                let vals = if dtype == DType::I64 && op == ReduceOp::Prod {
+                    vec![1.0; 3009]
+                } else {
+                    vals
+                };
+                let xv = tensor(&vals, &[3, 1003], dtype);
+                let rtol = if dtype == DType::F32 { 1e-5 } else { 1e-12 };
+                check(&g, &[&xv], rtol, &format!("long {op:?} {axes:?} {dtype}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn parallel_branches_merge_into_one_loop() {
+    // exp(x) and sin(y) start separate chains; their sum joins them.
+    let mut g = Graph::new();
+    let x = g.input("x", [3000], DType::F64);
+    let y = g.input("y", [3000], DType::F64);
+    let a = g.exp(x).unwrap();
+    let a2 = g.mul(a, x).unwrap();
+    let b = g.sin(y).unwrap();
+    let b2 = g.square(b).unwrap();
+    let c = g.add(a2, b2).unwrap();
+    let d = g.sub(c, b).unwrap();
+    g.set_outputs(vec![d]);
+    let xv = tensor(&values(3000, 97, -1.0, 1.0), &[3000], DType::F64);
+    let yv = tensor(&values(3000, 98, -1.0, 1.0), &[3000], DType::F64);
+    let exe = check(&g, &[&xv, &yv], 1e-12, "merge");
+    assert_eq!(exe.stats().fused_loops, 1, "{:?}", exe.stats());
+    assert_eq!(exe.stats().buffers, 0, "{:?}", exe.stats());
+}
+
+/// Random DAGs over a pool of values of shapes [4, 5], [5], [4, 1] and []:
+/// element-wise ops with broadcasting, reductions, reshapes, transposes,
+/// matrix products and stop-gradients, with several outputs. Exercises
+/// grouping, sealing, merging and buffer reuse against the naive evaluator.
+#[test]
+fn random_graphs_match_the_reference() {
+    let mut seed = 12345u64;
+    let mut next = move |n: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((seed >> 33) as usize) % n
+    };
+    for case in 0..150 {
+        let mut g = Graph::new();
+        let x = g.input("x", [4, 5], DType::F64);
+        let y = g.input("y", [5], DType::F64);
+        let z = g.input("z", [4, 1], DType::F64);
+        let s = g.input("s", (), DType::F64);
+        let mut pool: Vec<NodeId> = vec![x, y, z, s];
+        for _ in 0..(8 + next(20)) {
+            let a = pool[next(pool.len())];
+            let b = pool[next(pool.len())];
+            let made = match next(12) {
+                0 => g.add(a, b),
+                1 => g.mul(a, b),
+                2 => g.sub(a, b),
+                3 => g.tanh(a),
+                4 => g.sin(a),
+                5 => {
+                    let r = g.shape(a).rank();
+                    if r == 0 {
+                        g.exp(a)
+                    } else {
+                        g.sum(a, &[next(r)])
+                    }
+                }
+                6 => g.max(a, b),
+                7 => {
+                    let c = g.compare(CmpOp::Gt, a, b);
+                    c.and_then(|c| g.select(c, a, b))
+                }
+                8 => {
+                    if g.shape(a).dims() == [4, 5] {
+                        let t = g.transpose(a, &[1, 0]).unwrap();
+                        g.matmul(a, t)
+                    } else {
+                        g.neg(a)
+                    }
+                }
+                9 => {
+                    let n = g.shape(a).numel();
+                    g.reshape(a, [n])
+                }
+                10 => g.stop_gradient(a),
+                _ => {
+                    if g.shape(a).rank() == 2 && g.shape(a).dims() == [4, 5] {
+                        g.sum(a, &[0, 1])
+                    } else {
+                        g.square(a)
+                    }
+                }
+            };
+            if let Ok(v) = made {
+                pool.push(v);
+            }
+        }
+        let k = 1 + next(3);
+        let outs: Vec<NodeId> = (0..k).map(|_| pool[4 + next(pool.len() - 4)]).collect();
+        g.set_outputs(outs);
+        let xv = tensor(&values(20, 200 + case, -1.0, 1.0), &[4, 5], DType::F64);
+        let yv = tensor(&values(5, 300 + case, -1.0, 1.0), &[5], DType::F64);
+        let zv = tensor(&values(4, 400 + case, -1.0, 1.0), &[4, 1], DType::F64);
+        let sv = tensor(&values(1, 500 + case, -1.0, 1.0), &[], DType::F64);
+        check(
+            &g,
+            &[&xv, &yv, &zv, &sv],
+            1e-9,
+            &format!("random graph {case}:\n{g}"),
+        );
+    }
 }

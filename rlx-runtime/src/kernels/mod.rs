@@ -7,7 +7,7 @@
 //! generic over `f32`/`f64`; `f16`/`bf16` are loaded into `f32`, computed
 //! and rounded back).
 //!
-//! Contract: `inputs` have the types [`rlx_core::infer`] accepts for `op`,
+//! Contract: `inputs` have the types [`rlx_core::infer()`] accepts for `op`,
 //! `out_shape` is the inferred shape and `out` already has the output dtype
 //! and `out_shape.numel()` elements. Dtype and length mismatches are
 //! reported as errors; data errors (an index out of range, a singular
