@@ -355,3 +355,57 @@ fn vmap_of_derivative_graphs() {
     let t = jvp(&g, &[0]).unwrap();
     check_graph("jvp", &t, &[f(&[3]), f(&[2, 3]), f(&[3])], None);
 }
+
+/// Random compositions of ops over inputs of different ranks, every
+/// batching pattern: catches rules that are right alone but leave the batch
+/// axis where the next rule does not expect it.
+#[test]
+fn random_graphs() {
+    let mut rng = Rng::new(99);
+    let ins = [f(&[2, 3]), f(&[3]), f(&[]), idx(&[2], 3)];
+    for case in 0..60 {
+        let mut g = Graph::new();
+        let ids: Vec<NodeId> = ins
+            .iter()
+            .enumerate()
+            .map(|(k, i)| g.input(format!("in{k}"), Shape::from(&i.shape[..]), i.dtype))
+            .collect();
+        let mut pool = ids[..3].to_vec();
+        let steps = 2 + (rng.uniform(0.0, 8.0) as usize);
+        for _ in 0..steps {
+            let pick = |rng: &mut Rng, n: usize| (rng.uniform(0.0, n as f64) as usize).min(n - 1);
+            let x = pool[pick(&mut rng, pool.len())];
+            let y = pool[pick(&mut rng, pool.len())];
+            let xs = g.shape(x).clone();
+            let r = match pick(&mut rng, 12) {
+                0 => g.add(x, y),
+                1 => g.mul(x, y),
+                2 => g.sin(x),
+                3 if xs.rank() > 0 => g.sum(x, &[xs.rank() - 1]),
+                4 if xs.rank() == 2 => g.transpose(x, &[1, 0]),
+                5 => g.reshape(x, [xs.numel()]),
+                6 => g.broadcast(x, {
+                    let mut d = vec![2];
+                    d.extend_from_slice(xs.dims());
+                    d
+                }),
+                7 if xs.rank() > 0 && xs.dim(xs.rank() - 1) == 3 => {
+                    g.gather(x, ids[3], xs.rank() - 1)
+                }
+                8 if xs.rank() > 0 => g.softmax(x, 0),
+                9 if xs.rank() == 2 => {
+                    let t = g.transpose(x, &[1, 0]).unwrap();
+                    g.matmul(x, t)
+                }
+                10 => g.compare(CmpOp::Gt, x, y).and_then(|m| g.select(m, x, y)),
+                _ => g.concat(&[x, y], 0),
+            };
+            if let Ok(id) = r {
+                pool.push(id);
+            }
+        }
+        let n = pool.len();
+        g.set_outputs(vec![pool[n - 1], pool[n / 2]]);
+        check_graph(&format!("random case {case}"), &g, &ins, None);
+    }
+}
