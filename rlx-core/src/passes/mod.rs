@@ -107,8 +107,8 @@ pub fn cse(g: &Graph) -> Result<Graph> {
 }
 
 /// Whether swapping the two operands gives the same value (NaN payloads
-/// aside): `a + b`, `a * b`,
-/// logical and/or, `==` and `!=` (min/max may not, on NaN and signed zeros).
+/// aside): `a + b`, `a * b`, logical and/or, `==` and `!=` (min/max may
+/// not, on NaN and signed zeros).
 fn commutes(op: &Op) -> bool {
     matches!(
         op,
