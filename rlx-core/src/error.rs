@@ -177,6 +177,17 @@ pub enum Error {
     /// Tracing or a companion was used in a way rlx does not support.
     #[error("{0}")]
     Unsupported(String),
+    /// An error met while tracing a `#[differentiable]` function for one
+    /// input signature (the parameters' shapes and dtypes).
+    #[error("{source}\n  = note: while tracing `{function}({signature})`")]
+    Trace {
+        /// The function's name.
+        function: String,
+        /// Its runtime parameters with their types, e.g. `q: f64[4], k: f64[]`.
+        signature: String,
+        /// The error.
+        source: Box<Error>,
+    },
 }
 
 impl Error {
@@ -196,7 +207,7 @@ impl Error {
     /// The error without any source location attached.
     pub fn root(&self) -> &Error {
         match self {
-            Error::At { source, .. } => source.root(),
+            Error::At { source, .. } | Error::Trace { source, .. } => source.root(),
             e => e,
         }
     }

@@ -8,12 +8,15 @@
 //! - [`kernels`]: reference kernels, one per op ([`kernels::eval_into`]);
 //! - [`interpret`]: the reference graph interpreter;
 //! - [`compile`](mod@compile): graph → executable plan (fused element-wise
-//!   loops, scalar regions, strided matrix products, planned buffers).
+//!   loops, scalar regions, strided matrix products, planned buffers);
+//! - [`function`]: per-function plan caches and the runtime side of
+//!   `#[differentiable]`-generated code.
 #![deny(missing_docs)]
 
 pub mod compile;
 mod eager;
 mod format;
+pub mod function;
 mod interp;
 pub mod kernels;
 pub mod ops;

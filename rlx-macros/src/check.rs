@@ -1,0 +1,219 @@
+//! Rejects what cannot be traced soundly. Only rejects; never rewrites.
+//!
+//! Signature: `async`, `unsafe`, `const`, `extern`, variadics and generic
+//! parameters (parameter kinds and the return type are checked in
+//! `parse.rs`). Body: `unsafe` blocks, `async`/`.await`, `?`, `loop`,
+//! `match`/`while`/`if let` on a traced value, and an `if` on a traced
+//! condition that has no `else` or that leaves the function or a loop from
+//! a branch (both branches of such an `if` run while tracing).
+
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+use syn::{Block, Expr, ExprIf, Stmt};
+
+use crate::parse::Func;
+use crate::traced::{assigned_name, Taint};
+
+/// Pushes one error per rejected construct.
+pub fn check(f: &Func, errors: &mut Vec<syn::Error>) {
+    let sig = &f.item.sig;
+    let mut reject = |span: proc_macro2::Span, what: &str| {
+        errors.push(syn::Error::new(span, what));
+    };
+    if let Some(t) = &sig.constness {
+        reject(t.span, "a `#[differentiable]` function cannot be `const`\n  = help: remove `const`; the function is traced and compiled at run time");
+    }
+    if let Some(t) = &sig.asyncness {
+        reject(t.span, "a `#[differentiable]` function cannot be `async`: it is traced into a graph by running it once\n  = help: write a synchronous function and call its companions from async code");
+    }
+    if let Some(t) = &sig.unsafety {
+        reject(t.span, "a `#[differentiable]` function cannot be `unsafe`: only safe tensor code can be traced\n  = help: remove `unsafe`; move unsafe code out of the differentiated function");
+    }
+    if let Some(abi) = &sig.abi {
+        reject(abi.span(), "a `#[differentiable]` function cannot have an `extern` ABI\n  = help: remove the ABI; wrap the function in an `extern` one if needed");
+    }
+    if let Some(v) = &sig.variadic {
+        reject(
+            v.span(),
+            "a `#[differentiable]` function cannot be variadic",
+        );
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        reject(sig.generics.span(), "a `#[differentiable]` function cannot have generic parameters: each companion caches compiled plans for one concrete signature\n  = help: use concrete types (`Tensor`, `f64`, ...); shapes and dtypes may still vary from call to call");
+    }
+    let mut v = Checker {
+        taint: Taint::new(f.runtime().map(|p| &p.ident)),
+        errors,
+        closure_depth: 0,
+    };
+    v.visit_block(&f.item.block);
+}
+
+struct Checker<'a> {
+    taint: Taint,
+    errors: &'a mut Vec<syn::Error>,
+    closure_depth: usize,
+}
+
+impl Checker<'_> {
+    fn err(&mut self, span: proc_macro2::Span, msg: &str) {
+        self.errors.push(syn::Error::new(span, msg));
+    }
+
+    fn check_if(&mut self, i: &ExprIf) {
+        if let Expr::Let(l) = &*i.cond {
+            if self.taint.expr(&l.expr) {
+                self.err(
+                    i.if_token.span,
+                    "`if let` on a traced value: tensor values are not known while tracing\n  = help: compare tensors (`if x > 0.0 { .. } else { .. }` becomes an element-wise select) or use `Tensor::select`",
+                );
+            }
+            return;
+        }
+        if !self.taint.expr(&i.cond) {
+            return;
+        }
+        let Some((_, else_branch)) = &i.else_branch else {
+            self.err(
+                i.if_token.span,
+                "an `if` on a traced condition needs an `else`: it becomes an element-wise select between the two branch values\n  = help: add `else { .. }` giving the value where the condition is false",
+            );
+            return;
+        };
+        let mut esc = Escapes::default();
+        esc.visit_block(&i.then_branch);
+        esc.visit_expr(else_branch);
+        if let Some(span) = esc.found {
+            self.err(
+                span,
+                "`return`, `break` or `continue` inside an `if` on a traced condition: both branches are evaluated while tracing, and the result is an element-wise select\n  = help: make each branch produce a value, e.g. `let y = if x > 0.0 { a } else { b };`",
+            );
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Checker<'_> {
+    fn visit_block(&mut self, b: &'ast Block) {
+        for s in &b.stmts {
+            match s {
+                Stmt::Local(l) => {
+                    if let Some(init) = &l.init {
+                        self.visit_expr(&init.expr);
+                        if let Some((_, d)) = &init.diverge {
+                            self.visit_expr(d);
+                        }
+                    }
+                    self.taint.bind_local(l);
+                }
+                Stmt::Item(_) => {}
+                Stmt::Expr(e, _) => self.visit_expr(e),
+                Stmt::Macro(m) => self.visit_stmt_macro(m),
+            }
+        }
+    }
+
+    fn visit_expr(&mut self, e: &'ast Expr) {
+        match e {
+            Expr::Unsafe(u) => self.err(
+                u.unsafe_token.span,
+                "`unsafe` blocks are not allowed in a `#[differentiable]` function: only safe tensor code can be traced\n  = help: move the unsafe code into a function outside the differentiated code",
+            ),
+            Expr::Async(a) => self.err(
+                a.async_token.span,
+                "`async` blocks are not allowed in a `#[differentiable]` function\n  = help: trace synchronous tensor code only",
+            ),
+            Expr::Await(a) => self.err(
+                a.await_token.span,
+                "`.await` is not allowed in a `#[differentiable]` function\n  = help: trace synchronous tensor code only",
+            ),
+            Expr::Try(t) if self.closure_depth == 0 => {
+                self.err(
+                    t.question_token.span,
+                    "`?` is not allowed in a `#[differentiable]` function: errors inside traced code are recorded and returned by the companion (`grad_*`, ...)\n  = help: call `try_*` methods without `?`, or `.unwrap()` a companion called inside traced code (it records errors in the trace instead of failing)",
+                );
+                self.visit_expr(&t.expr);
+            }
+            Expr::Loop(l) => self.err(
+                l.loop_token.span,
+                "`loop` is not allowed in a `#[differentiable]` function: its exit could depend on tensor values, which are not known while tracing\n  = help: use `for` over a static range (it unrolls at trace time)",
+            ),
+            Expr::While(w) => {
+                if self.taint.expr(&w.cond) {
+                    self.err(
+                        w.while_token.span,
+                        "`while` on a traced value: tensor values are not known while tracing\n  = help: use `for` over a static range (it unrolls at trace time) and `if`/`else` on comparisons for element-wise selects",
+                    );
+                }
+                syn::visit::visit_expr_while(self, w);
+            }
+            Expr::Match(m) => {
+                if self.taint.expr(&m.expr) {
+                    self.err(
+                        m.match_token.span,
+                        "`match` on a traced value: tensor values are not known while tracing\n  = help: compare tensors with `if x > 0.0 { .. } else { .. }` (an element-wise select) or use `Tensor::select`",
+                    );
+                }
+                syn::visit::visit_expr_match(self, m);
+            }
+            Expr::If(i) => {
+                self.check_if(i);
+                syn::visit::visit_expr_if(self, i);
+            }
+            Expr::ForLoop(f) => {
+                self.visit_expr(&f.expr);
+                let traced = self.taint.expr(&f.expr);
+                self.taint.bind_pat(&f.pat, traced);
+                self.visit_block(&f.body);
+            }
+            Expr::Assign(a) => {
+                syn::visit::visit_expr_assign(self, a);
+                if self.taint.expr(&a.right) {
+                    if let Some(n) = assigned_name(&a.left) {
+                        self.taint.add(n);
+                    }
+                }
+            }
+            Expr::Closure(c) => {
+                self.closure_depth += 1;
+                syn::visit::visit_expr_closure(self, c);
+                self.closure_depth -= 1;
+            }
+            _ => syn::visit::visit_expr(self, e),
+        }
+    }
+
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+/// Finds `return`, and `break`/`continue` that leave the branch.
+#[derive(Default)]
+struct Escapes {
+    found: Option<proc_macro2::Span>,
+    loops: usize,
+}
+
+impl<'ast> Visit<'ast> for Escapes {
+    fn visit_expr(&mut self, e: &'ast Expr) {
+        if self.found.is_some() {
+            return;
+        }
+        match e {
+            Expr::Return(r) => self.found = Some(r.return_token.span),
+            Expr::Break(b) if self.loops == 0 || b.label.is_some() => {
+                self.found = Some(b.break_token.span)
+            }
+            Expr::Continue(c) if self.loops == 0 || c.label.is_some() => {
+                self.found = Some(c.continue_token.span)
+            }
+            Expr::Closure(_) => {}
+            Expr::ForLoop(_) | Expr::While(_) | Expr::Loop(_) => {
+                self.loops += 1;
+                syn::visit::visit_expr(self, e);
+                self.loops -= 1;
+            }
+            _ => syn::visit::visit_expr(self, e),
+        }
+    }
+
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}

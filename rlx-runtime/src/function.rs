@@ -1,0 +1,873 @@
+//! The runtime side of `#[differentiable]`: per-function plan caches and
+//! the helpers that generated code calls (through `rlx::__private`).
+//!
+//! # Plan cache
+//!
+//! Each differentiable function owns one [`Function`] (a `static` in the
+//! generated code). Its cache maps an input *signature* — the shape and
+//! dtype of every runtime argument, plus the static (configuration)
+//! arguments, compared with `Eq` after a hash — to an entry holding the
+//! traced graph and, per [`Transform`], the transformed graph and its
+//! compiled [`Executable`]. Entries are built lazily: the first call with a
+//! new signature traces the function; the first call of each transform
+//! differentiates and compiles.
+//!
+//! Invariants:
+//! - entries and plans are immutable once built and shared as `Arc`s, so
+//!   any number of threads may call the same function at once (a read lock
+//!   on the warm path; executables keep per-call scratch in their own pool);
+//! - at most [`MAX_ENTRIES`] signatures are kept per function; inserting one
+//!   more clears the cache first (a workload cycling through more signatures
+//!   than that retraces, it does not grow without bound);
+//! - errors are not cached: a failing call fails again, the same way.
+//!
+//! # Traced calls
+//!
+//! Inside an active trace (a differentiable function calling another, or a
+//! companion), [`Function::run`] does not execute anything: it inlines the
+//! (transformed) graph into the caller's trace. Errors met there are
+//! recorded in the caller's trace ([`companion`], [`plain`]) and come back
+//! as the outermost companion's `Err`.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+
+use rlx_core::autodiff;
+use rlx_core::{BinaryOp, CmpOp, DType, Error, Graph, Op, Result, Shape, TensorType};
+
+use crate::compile::{compile, Executable};
+use crate::tensor::Tensor;
+use crate::trace::{self, Trace};
+
+/// Maximum number of signatures cached per function (see the module docs).
+pub const MAX_ENTRIES: usize = 64;
+
+/// The transforms a companion can ask for; one cached plan each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transform {
+    /// The function itself (plain call).
+    Call,
+    /// Value and gradient (`grad_*`, `value_and_grad_*`).
+    Grad,
+    /// Jacobian-vector product (`jvp_*`): one tangent per differentiated input.
+    Jvp,
+    /// Vector-Jacobian product (`vjp_*`): one cotangent for output 0.
+    Vjp,
+    /// Full Jacobian (`jacobian_*`), mode picked by size.
+    Jacobian,
+    /// Full Hessian (`hessian_*`).
+    Hessian,
+    /// Hessian-vector product (`hvp_*`): one vector per differentiated input.
+    Hvp,
+    /// Per-item Jacobians of a batched function (`batch_jacobian_*`).
+    BatchJacobian,
+}
+
+const TRANSFORMS: usize = 8;
+
+impl Transform {
+    fn index(self) -> usize {
+        match self {
+            Transform::Call => 0,
+            Transform::Grad => 1,
+            Transform::Jvp => 2,
+            Transform::Vjp => 3,
+            Transform::Jacobian => 4,
+            Transform::Hessian => 5,
+            Transform::Hvp => 6,
+            Transform::BatchJacobian => 7,
+        }
+    }
+
+    fn apply(self, g: &Graph, wrt: &[usize]) -> Result<Graph> {
+        match self {
+            Transform::Call => Ok(g.clone()),
+            Transform::Grad => autodiff::value_and_grad(g, wrt),
+            Transform::Jvp => autodiff::jvp(g, wrt),
+            Transform::Vjp => autodiff::vjp(g, wrt),
+            Transform::Jacobian => autodiff::jacobian(g, wrt),
+            Transform::Hessian => autodiff::hessian(g, wrt),
+            Transform::Hvp => autodiff::hvp(g, wrt),
+            Transform::BatchJacobian => autodiff::batch_jacobian(g, wrt),
+        }
+    }
+}
+
+/// One runtime argument of a differentiable function or companion.
+#[derive(Clone, Copy)]
+pub enum Arg<'a> {
+    /// A `Tensor` or `&Tensor` parameter.
+    Tensor(&'a Tensor),
+    /// An `f32` parameter (a 0-d `F32` input).
+    F32(f32),
+    /// An `f64` parameter (a 0-d `F64` input).
+    F64(f64),
+}
+
+impl<'a> From<&'a Tensor> for Arg<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        Arg::Tensor(t)
+    }
+}
+
+impl From<f32> for Arg<'_> {
+    fn from(v: f32) -> Self {
+        Arg::F32(v)
+    }
+}
+
+impl From<f64> for Arg<'_> {
+    fn from(v: f64) -> Self {
+        Arg::F64(v)
+    }
+}
+
+impl Arg<'_> {
+    fn dims(&self) -> &[usize] {
+        match self {
+            Arg::Tensor(t) => t.shape().dims(),
+            Arg::F32(_) | Arg::F64(_) => &[],
+        }
+    }
+
+    fn dtype(&self) -> DType {
+        match self {
+            Arg::Tensor(t) => t.dtype(),
+            Arg::F32(_) => DType::F32,
+            Arg::F64(_) => DType::F64,
+        }
+    }
+
+    fn ty(&self) -> TensorType {
+        TensorType::new(Shape::new(self.dims()), self.dtype())
+    }
+
+    fn matches(&self, ty: &TensorType) -> bool {
+        self.dtype() == ty.dtype && self.dims() == ty.shape.dims()
+    }
+
+    /// The argument as a tensor (a new 0-d tensor for a scalar, created in
+    /// the innermost trace if any, so that it becomes a constant there).
+    fn to_tensor(self) -> Tensor {
+        match self {
+            Arg::Tensor(t) => t.clone(),
+            Arg::F32(v) => Tensor::scalar(v),
+            Arg::F64(v) => Tensor::scalar(v),
+        }
+    }
+}
+
+/// The static (configuration) arguments of a differentiable function, as a
+/// tuple: part of the plan-cache key.
+#[diagnostic::on_unimplemented(
+    message = "static parameters of a `#[differentiable]` function must be `Clone + Eq + Hash + Send + Sync + 'static`",
+    label = "this parameter is not a `Tensor`, `&Tensor`, `f32` or `f64`, so it is static configuration and part of the plan-cache key",
+    note = "take tensors as `Tensor`/`&Tensor`, runtime scalars as `f32`/`f64`; other parameters must be hashable values such as integers, `bool` or enums"
+)]
+pub trait StaticArg: Any + Clone + Eq + Hash + Send + Sync {}
+
+impl<T: Any + Clone + Eq + Hash + Send + Sync> StaticArg for T {}
+
+/// Compile-time check generated for each static parameter's type.
+pub fn assert_static<T: StaticArg>() {}
+
+/// Traces the function body for input types and static arguments.
+pub type Tracer<S> = fn(&[TensorType], &S) -> Result<Graph>;
+
+/// The plan cache of one differentiable function (see the module docs).
+pub struct Function {
+    name: &'static str,
+    params: &'static [&'static str],
+    wrt: &'static [usize],
+    cache: OnceLock<RwLock<Cache>>,
+}
+
+#[derive(Default)]
+struct Cache {
+    map: HashMap<u64, Vec<Arc<Entry>>>,
+    len: usize,
+}
+
+/// The traced graph of one signature and its per-transform plans.
+struct Entry {
+    types: Vec<TensorType>,
+    statics: Box<dyn Any + Send + Sync>,
+    graph: Graph,
+    plans: [OnceLock<Arc<Plan>>; TRANSFORMS],
+}
+
+/// A transformed graph and, once compiled, its executable.
+struct Plan {
+    graph: Graph,
+    exe: OnceLock<Arc<Executable>>,
+}
+
+impl Function {
+    /// A function named `name` whose runtime parameters (in order) are
+    /// `params`, differentiated with respect to the positions `wrt` among them.
+    pub const fn new(
+        name: &'static str,
+        params: &'static [&'static str],
+        wrt: &'static [usize],
+    ) -> Function {
+        Function {
+            name,
+            params,
+            wrt,
+            cache: OnceLock::new(),
+        }
+    }
+
+    /// The function's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Number of signatures currently cached.
+    pub fn cached_signatures(&self) -> usize {
+        self.cache
+            .get()
+            .map_or(0, |c| c.read().unwrap_or_else(PoisonError::into_inner).len)
+    }
+
+    /// Runs transform `t` on `args` (the runtime arguments, in parameter
+    /// order) and `extras` (tangents, cotangent or Hessian vectors), tracing
+    /// and compiling on the first call with this signature. Returns the
+    /// transformed graph's outputs: the function's outputs, then the
+    /// derivatives. Inside an active trace, inlines the transformed graph
+    /// into it instead and returns traced tensors.
+    pub fn run<S: StaticArg>(
+        &self,
+        t: Transform,
+        args: &[Arg<'_>],
+        extras: &[Arg<'_>],
+        statics: &S,
+        tracer: Tracer<S>,
+    ) -> Result<Vec<Tensor>> {
+        if args.len() != self.params.len() {
+            return Err(Error::CountMismatch {
+                what: format!("arguments of `{}`", self.name),
+                expected: self.params.len(),
+                got: args.len(),
+            });
+        }
+        let entry = self.entry(args, statics, tracer)?;
+        let plan = self.plan(&entry, t)?;
+        self.check_extras(&entry, t, extras)?;
+        if trace::is_tracing() {
+            let tensors: Vec<Tensor> = args.iter().chain(extras).map(|a| a.to_tensor()).collect();
+            let refs: Vec<&Tensor> = tensors.iter().collect();
+            return trace::inline(&plan.graph, &refs);
+        }
+        let exe = match plan.exe.get() {
+            Some(e) => e.clone(),
+            None => {
+                let e = Arc::new(compile(&plan.graph)?);
+                plan.exe.get_or_init(|| e).clone()
+            }
+        };
+        let mut owned: Vec<Tensor> = Vec::new();
+        for a in args.iter().chain(extras) {
+            if !matches!(a, Arg::Tensor(_)) {
+                owned.push(a.to_tensor());
+            }
+        }
+        let mut scalars = owned.iter();
+        let refs: Vec<&Tensor> = args
+            .iter()
+            .chain(extras)
+            .map(|a| match a {
+                Arg::Tensor(t) => *t,
+                Arg::F32(_) | Arg::F64(_) => scalars.next().expect("one owned tensor per scalar"),
+            })
+            .collect();
+        exe.run(&refs)
+    }
+
+    fn signature(&self, types: &[TensorType]) -> String {
+        self.params
+            .iter()
+            .zip(types)
+            .map(|(n, t)| format!("{n}: {}{}", t.dtype, t.shape))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn entry<S: StaticArg>(
+        &self,
+        args: &[Arg<'_>],
+        statics: &S,
+        tracer: Tracer<S>,
+    ) -> Result<Arc<Entry>> {
+        let mut h = DefaultHasher::new();
+        for a in args {
+            a.dims().hash(&mut h);
+            a.dtype().hash(&mut h);
+        }
+        statics.hash(&mut h);
+        let hash = h.finish();
+        let matches = |e: &Entry| {
+            e.types.len() == args.len()
+                && args.iter().zip(&e.types).all(|(a, t)| a.matches(t))
+                && e.statics.downcast_ref::<S>() == Some(statics)
+        };
+        let cache = self.cache.get_or_init(Default::default);
+        {
+            let c = cache.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(e) = c.map.get(&hash).and_then(|v| v.iter().find(|e| matches(e))) {
+                return Ok(e.clone());
+            }
+        }
+        let types: Vec<TensorType> = args.iter().map(Arg::ty).collect();
+        let graph = self.trace(&types, statics, tracer)?;
+        let entry = Arc::new(Entry {
+            types,
+            statics: Box::new(statics.clone()),
+            graph,
+            plans: Default::default(),
+        });
+        let mut c = cache.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = c.map.get(&hash).and_then(|v| v.iter().find(|e| matches(e))) {
+            return Ok(e.clone());
+        }
+        if c.len >= MAX_ENTRIES {
+            c.map.clear();
+            c.len = 0;
+        }
+        c.map.entry(hash).or_default().push(entry.clone());
+        c.len += 1;
+        Ok(entry)
+    }
+
+    fn trace<S: StaticArg>(
+        &self,
+        types: &[TensorType],
+        statics: &S,
+        tracer: Tracer<S>,
+    ) -> Result<Graph> {
+        let wrap = |e: Error| Error::Trace {
+            function: self.name.to_string(),
+            signature: self.signature(types),
+            source: Box::new(e),
+        };
+        match catch_unwind(AssertUnwindSafe(|| tracer(types, statics))) {
+            Ok(r) => r.map_err(wrap),
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| p.downcast_ref::<&str>().copied())
+                    .unwrap_or("(no message)");
+                Err(wrap(Error::Unsupported(format!(
+                    "`{}` panicked while being traced: {msg}",
+                    self.name
+                ))))
+            }
+        }
+    }
+
+    fn plan(&self, entry: &Entry, t: Transform) -> Result<Arc<Plan>> {
+        let slot = &entry.plans[t.index()];
+        if let Some(p) = slot.get() {
+            return Ok(p.clone());
+        }
+        let graph = t.apply(&entry.graph, self.wrt).map_err(|e| match (t, e.root()) {
+            (Transform::Grad | Transform::Hessian | Transform::Hvp, Error::NotScalar { shape, .. }) => {
+                Error::Unsupported(format!(
+                    "`{}` returns a value of shape {shape}, but gradients and Hessians need a scalar (0-d or one-element) output\n  = help: use `vjp_{0}` with a cotangent, or `jacobian_{0}`",
+                    self.name
+                ))
+            }
+            _ => e,
+        })?;
+        let plan = Arc::new(Plan {
+            graph,
+            exe: OnceLock::new(),
+        });
+        Ok(slot.get_or_init(|| plan).clone())
+    }
+
+    fn check_extras(&self, entry: &Entry, t: Transform, extras: &[Arg<'_>]) -> Result<()> {
+        let (prefix, expected): (&str, Vec<(String, &TensorType)>) = match t {
+            Transform::Jvp | Transform::Hvp => {
+                let prefix = if t == Transform::Jvp {
+                    "tangent_"
+                } else {
+                    "v_"
+                };
+                let exp = self
+                    .wrt
+                    .iter()
+                    .map(|&i| (self.params[i].to_string(), &entry.types[i]))
+                    .collect();
+                (prefix, exp)
+            }
+            Transform::Vjp => {
+                let out0 = entry.graph.outputs()[0];
+                return check_one("cotangent", &entry.graph.ty(out0), extras);
+            }
+            Transform::Call
+            | Transform::Grad
+            | Transform::Jacobian
+            | Transform::Hessian
+            | Transform::BatchJacobian => ("", Vec::new()),
+        };
+        if extras.len() != expected.len() {
+            return Err(Error::CountMismatch {
+                what: format!("extra arguments of a `{}` companion", self.name),
+                expected: expected.len(),
+                got: extras.len(),
+            });
+        }
+        for (a, (name, ty)) in extras.iter().zip(expected) {
+            if !a.matches(ty) {
+                return Err(mismatch(format!("{prefix}{name}"), ty, a));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_one(name: &str, ty: &TensorType, extras: &[Arg<'_>]) -> Result<()> {
+    match extras {
+        [a] if a.matches(ty) => Ok(()),
+        [a] => Err(mismatch(name.to_string(), ty, a)),
+        _ => Err(Error::CountMismatch {
+            what: format!("`{name}` arguments"),
+            expected: 1,
+            got: extras.len(),
+        }),
+    }
+}
+
+fn mismatch(name: String, ty: &TensorType, a: &Arg<'_>) -> Error {
+    Error::InputMismatch {
+        name,
+        expected_shape: ty.shape.clone(),
+        expected_dtype: ty.dtype,
+        got_shape: Shape::new(a.dims()),
+        got_dtype: a.dtype(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tracing glue.
+
+/// Declares the runtime parameters `names` with `types` as inputs of `trace`.
+pub fn inputs<const N: usize>(
+    trace: &Trace,
+    names: [&str; N],
+    types: &[TensorType],
+) -> Result<[Tensor; N]> {
+    if types.len() != N {
+        return Err(Error::CountMismatch {
+            what: "traced inputs".into(),
+            expected: N,
+            got: types.len(),
+        });
+    }
+    Ok(std::array::from_fn(|i| {
+        trace.input(names[i], types[i].shape.clone(), types[i].dtype)
+    }))
+}
+
+/// Ends `trace` with the body's outputs.
+pub fn finish(trace: Trace, outputs: Vec<Tensor>) -> Result<Graph> {
+    let refs: Vec<&Tensor> = outputs.iter().collect();
+    trace.finish(&refs)
+}
+
+/// What the body of a function declared to return `D` may produce.
+#[diagnostic::on_unimplemented(
+    message = "the body of this `#[differentiable]` function produces `{Self}`, which does not fit its declared return type `{D}`",
+    label = "declared `{D}`",
+    note = "a `Tensor` output is produced by a `Tensor`; an `f32`/`f64` output by a 0-d `Tensor` or a float; a tuple element by element"
+)]
+pub trait Returns<D> {
+    /// Appends the outputs as tensors.
+    fn push_outputs(self, out: &mut Vec<Tensor>);
+}
+
+impl Returns<Tensor> for Tensor {
+    fn push_outputs(self, out: &mut Vec<Tensor>) {
+        out.push(self);
+    }
+}
+
+macro_rules! float_returns {
+    ($($f:ty),*) => {$(
+        impl Returns<$f> for Tensor {
+            fn push_outputs(self, out: &mut Vec<Tensor>) {
+                out.push(self);
+            }
+        }
+        impl Returns<$f> for $f {
+            fn push_outputs(self, out: &mut Vec<Tensor>) {
+                out.push(Tensor::scalar(self));
+            }
+        }
+    )*};
+}
+float_returns!(f32, f64);
+
+macro_rules! tuple_returns {
+    ($(($($d:ident $r:ident $i:tt),+)),*) => {$(
+        impl<$($d, $r: Returns<$d>),+> Returns<($($d,)+)> for ($($r,)+) {
+            fn push_outputs(self, out: &mut Vec<Tensor>) {
+                $(self.$i.push_outputs(out);)+
+            }
+        }
+    )*};
+}
+tuple_returns!(
+    (D0 R0 0, D1 R1 1),
+    (D0 R0 0, D1 R1 1, D2 R2 2),
+    (D0 R0 0, D1 R1 1, D2 R2 2, D3 R3 3),
+    (D0 R0 0, D1 R1 1, D2 R2 2, D3 R3 3, D4 R4 4),
+    (D0 R0 0, D1 R1 1, D2 R2 2, D3 R3 3, D4 R4 4, D5 R5 5)
+);
+
+/// The body's result as the graph's outputs, checked against the declared type `D`.
+pub fn outputs<D, R: Returns<D>>(r: R) -> Vec<Tensor> {
+    let mut out = Vec::new();
+    r.push_outputs(&mut out);
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Results.
+
+/// A value a companion or plain call can return, built from output tensors.
+pub trait Output: Sized {
+    /// Converts one output tensor.
+    fn from_tensor(t: Tensor) -> Result<Self>;
+    /// A stand-in returned inside a trace after an error was recorded there.
+    fn placeholder() -> Self;
+}
+
+impl Output for Tensor {
+    fn from_tensor(t: Tensor) -> Result<Self> {
+        Ok(t)
+    }
+
+    fn placeholder() -> Self {
+        traced_zero().unwrap_or_else(|| Tensor::scalar(0.0f64))
+    }
+}
+
+macro_rules! float_output {
+    ($($f:ty),*) => {$(
+        impl Output for $f {
+            fn from_tensor(t: Tensor) -> Result<Self> {
+                if t.is_traced() {
+                    return Err(Error::Unsupported(format!(
+                        "a `{}` result cannot be produced inside traced code: values exist only when the compiled function runs\n  = help: make the called `#[differentiable]` function return `Tensor`, and take `Tensor` parameters for values you differentiate",
+                        stringify!($f)
+                    )));
+                }
+                t.item::<$f>()
+            }
+
+            fn placeholder() -> Self {
+                <$f>::NAN
+            }
+        }
+    )*};
+}
+float_output!(f32, f64);
+
+/// Takes the next output tensor and converts it.
+pub fn take<T: Output>(it: &mut impl Iterator<Item = Tensor>) -> Result<T> {
+    match it.next() {
+        Some(t) => T::from_tensor(t),
+        None => Err(Error::Unsupported(
+            "a transformed graph has fewer outputs than its companion expects".into(),
+        )),
+    }
+}
+
+/// Skips the function's own outputs to reach the derivatives.
+pub fn skip(it: &mut impl Iterator<Item = Tensor>, n: usize) {
+    for _ in 0..n {
+        it.next();
+    }
+}
+
+/// Stand-ins for every part of a result (see [`Output::placeholder`]).
+pub trait Placeholder {
+    /// The stand-in.
+    fn placeholder() -> Self;
+}
+
+impl<T: Output> Placeholder for T {
+    fn placeholder() -> Self {
+        <T as Output>::placeholder()
+    }
+}
+
+macro_rules! tuple_placeholder {
+    ($(($($t:ident),+)),*) => {$(
+        impl<$($t: Placeholder),+> Placeholder for ($($t,)+) {
+            fn placeholder() -> Self {
+                ($($t::placeholder(),)+)
+            }
+        }
+    )*};
+}
+tuple_placeholder!(
+    (A, B),
+    (A, B, C),
+    (A, B, C, D),
+    (A, B, C, D, E),
+    (A, B, C, D, E, F)
+);
+
+/// A companion's result: outside a trace, as is; inside a trace an error is
+/// recorded in the trace (the outermost companion returns it) and a
+/// stand-in is returned, so that tracing can go on.
+pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match f() {
+        Err(e) if trace::is_tracing() => {
+            record(e);
+            Ok(T::placeholder())
+        }
+        r => r,
+    }
+}
+
+/// A plain call's result: the value, or a panic with the error's message
+/// (inside a trace: the error is recorded and a stand-in returned).
+#[track_caller]
+pub fn plain<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> T {
+    match f() {
+        Ok(v) => v,
+        Err(e) if trace::is_tracing() => {
+            record(e);
+            T::placeholder()
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A traced 0-d zero in the innermost trace, if one is active.
+fn traced_zero() -> Option<Tensor> {
+    if !trace::is_tracing() {
+        return None;
+    }
+    let mut g = Graph::new();
+    let z = g.scalar(0.0, DType::F64);
+    g.set_outputs(vec![z]);
+    trace::inline(&g, &[]).ok()?.pop()
+}
+
+/// Records `e` as the innermost trace's error (its first error wins).
+fn record(e: Error) {
+    if let Some(t) = traced_zero() {
+        trace::poison(&[&t], e);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Rewritten control flow (see rlx-macros/src/rewrite.rs).
+
+/// Operands of a rewritten comparison: tensors compare element-wise into a
+/// `Bool` mask; plain values compare as usual into a `bool`.
+#[diagnostic::on_unimplemented(
+    message = "cannot compare `{Self}` with `{Rhs}` in traced code",
+    note = "traced comparisons take `Tensor`/`&Tensor` on one side and a `Tensor`, `&Tensor`, `f32` or `f64` on the other"
+)]
+pub trait Compare<Rhs: ?Sized> {
+    /// `bool` or a mask `Tensor`.
+    type Output;
+    /// Compares `self` with `rhs`.
+    #[track_caller]
+    fn compare(&self, op: CmpOp, rhs: &Rhs) -> Self::Output;
+}
+
+impl<T: PartialOrd> Compare<T> for T {
+    type Output = bool;
+    fn compare(&self, op: CmpOp, rhs: &T) -> bool {
+        match op {
+            CmpOp::Lt => self < rhs,
+            CmpOp::Le => self <= rhs,
+            CmpOp::Gt => self > rhs,
+            CmpOp::Ge => self >= rhs,
+            CmpOp::Eq => self == rhs,
+            CmpOp::Ne => self != rhs,
+        }
+    }
+}
+
+/// A tensor operand of a traced comparison, select or logic op.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a tensor operand in traced code",
+    label = "an `if` on a traced condition selects element-wise, so each branch must give a `Tensor`, `&Tensor`, `f32` or `f64`",
+    note = "select tuple elements one by one: `let a = if c {{ a1 }} else {{ a2 }};`"
+)]
+pub trait TracedOperand {
+    /// The operand as a tensor; `like` gives the dtype for a bare scalar.
+    fn operand(&self, like: Option<DType>) -> Tensor;
+    /// The dtype if the operand is a tensor.
+    fn tensor_dtype(&self) -> Option<DType>;
+}
+
+impl TracedOperand for Tensor {
+    fn operand(&self, _: Option<DType>) -> Tensor {
+        self.clone()
+    }
+    fn tensor_dtype(&self) -> Option<DType> {
+        Some(self.dtype())
+    }
+}
+
+impl TracedOperand for &Tensor {
+    fn operand(&self, _: Option<DType>) -> Tensor {
+        (*self).clone()
+    }
+    fn tensor_dtype(&self) -> Option<DType> {
+        Some(self.dtype())
+    }
+}
+
+macro_rules! scalar_operand {
+    ($($f:ty => $d:expr),*) => {$(
+        impl TracedOperand for $f {
+            fn operand(&self, like: Option<DType>) -> Tensor {
+                Tensor::full(*self as f64, Shape::scalar(), like.unwrap_or($d))
+            }
+            fn tensor_dtype(&self) -> Option<DType> {
+                None
+            }
+        }
+    )*};
+}
+scalar_operand!(f32 => DType::F32, f64 => DType::F64);
+
+#[track_caller]
+fn tensor_pair(a: &impl TracedOperand, b: &impl TracedOperand) -> (Tensor, Tensor) {
+    let like = a.tensor_dtype().or(b.tensor_dtype());
+    (a.operand(like), b.operand(like))
+}
+
+macro_rules! tensor_compare {
+    ($(($l:ty, $r:ty)),*) => {$(
+        impl Compare<$r> for $l {
+            type Output = Tensor;
+            #[track_caller]
+            fn compare(&self, op: CmpOp, rhs: &$r) -> Tensor {
+                let (a, b) = tensor_pair(self, rhs);
+                Tensor::apply_or_panic(Op::Compare(op), &[&a, &b])
+            }
+        }
+    )*};
+}
+tensor_compare!(
+    (Tensor, &Tensor),
+    (Tensor, f64),
+    (Tensor, f32),
+    (&Tensor, Tensor),
+    (&Tensor, f64),
+    (&Tensor, f32),
+    (f64, Tensor),
+    (f64, &Tensor),
+    (f32, Tensor),
+    (f32, &Tensor)
+);
+
+macro_rules! cmp_fns {
+    ($($name:ident => $op:ident),*) => {$(
+        #[doc = concat!("The rewritten `", stringify!($name), "` comparison.")]
+        #[track_caller]
+        pub fn $name<A: Compare<B> + ?Sized, B: ?Sized>(a: &A, b: &B) -> A::Output {
+            a.compare(CmpOp::$op, b)
+        }
+    )*};
+}
+cmp_fns!(lt => Lt, le => Le, gt => Gt, ge => Ge, eq => Eq, ne => Ne);
+
+/// Operands of a rewritten `&&`/`||`: element-wise on masks, as usual on
+/// `bool`s (both sides are evaluated).
+#[diagnostic::on_unimplemented(
+    message = "cannot combine `{Self}` and `{Rhs}` with `&&`/`||` in traced code",
+    note = "combine two masks (traced comparisons) or two `bool`s"
+)]
+pub trait Logic<Rhs> {
+    /// `bool` or a mask `Tensor`.
+    type Output;
+    /// `self && rhs` (`and = true`) or `self || rhs`.
+    fn logic(self, and: bool, rhs: Rhs) -> Self::Output;
+}
+
+impl Logic<bool> for bool {
+    type Output = bool;
+    fn logic(self, and: bool, rhs: bool) -> bool {
+        if and {
+            self && rhs
+        } else {
+            self || rhs
+        }
+    }
+}
+
+impl Logic<Tensor> for Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn logic(self, and: bool, rhs: Tensor) -> Tensor {
+        let op = if and { BinaryOp::And } else { BinaryOp::Or };
+        Tensor::apply_or_panic(Op::Binary(op), &[&self, &rhs])
+    }
+}
+
+/// The rewritten `a && b`.
+#[track_caller]
+pub fn and<A: Logic<B>, B>(a: A, b: B) -> A::Output {
+    a.logic(true, b)
+}
+
+/// The rewritten `a || b`.
+#[track_caller]
+pub fn or<A: Logic<B>, B>(a: A, b: B) -> A::Output {
+    a.logic(false, b)
+}
+
+/// Conditions of a rewritten `if`/`else`: a `bool` picks one branch value;
+/// a mask selects element-wise (`Tensor::select`).
+#[diagnostic::on_unimplemented(
+    message = "an `if` on a traced condition selects element-wise between tensors, but its branches produce `{A}` and `{B}`",
+    note = "on a traced condition both branches must give a `Tensor`, `&Tensor`, `f32` or `f64`"
+)]
+pub trait Cond<A, B> {
+    /// The selected value's type.
+    type Output;
+    /// Picks between `a` (where true) and `b`.
+    fn pick(self, a: A, b: B) -> Self::Output;
+}
+
+impl<T> Cond<T, T> for bool {
+    type Output = T;
+    fn pick(self, a: T, b: T) -> T {
+        if self {
+            a
+        } else {
+            b
+        }
+    }
+}
+
+impl<A: TracedOperand, B: TracedOperand> Cond<A, B> for Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn pick(self, a: A, b: B) -> Tensor {
+        let (a, b) = tensor_pair(&a, &b);
+        Tensor::apply_or_panic(Op::Select, &[&self, &a, &b])
+    }
+}
+
+/// The rewritten `if cond { a } else { b }`.
+#[track_caller]
+pub fn select<C: Cond<A, B>, A, B>(cond: C, a: A, b: B) -> C::Output {
+    cond.pick(a, b)
+}

@@ -1,0 +1,8 @@
+use rlx::prelude::*;
+
+#[differentiable(wrt(y))]
+fn f(x: &Tensor) -> Tensor {
+    x.clone()
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use rlx::prelude::*;
+
+#[differentiable]
+fn f(x: &Tensor) -> Tensor {
+    let y = unsafe { std::ptr::read(x) };
+    y
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use rlx::prelude::*;
+
+#[differentiable]
+async fn f(x: &Tensor) -> Tensor {
+    x.clone()
+}
+
+fn main() {}

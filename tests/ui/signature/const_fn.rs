@@ -1,0 +1,8 @@
+use rlx::prelude::*;
+
+#[differentiable]
+const fn f(x: f64) -> f64 {
+    x
+}
+
+fn main() {}

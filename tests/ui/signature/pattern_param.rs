@@ -1,0 +1,8 @@
+use rlx::prelude::*;
+
+#[differentiable]
+fn f((x, y): (Tensor, Tensor)) -> Tensor {
+    x
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use rlx::prelude::*;
+
+#[differentiable]
+unsafe fn f(x: &Tensor) -> Tensor {
+    x.clone()
+}
+
+fn main() {}
