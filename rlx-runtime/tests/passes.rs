@@ -136,8 +136,11 @@ fn optimize_shrinks_a_gradient_graph() {
     let s = g.sin(x).unwrap();
     let p = g.mul(s, w).unwrap();
     let y = g.sum_all(p).unwrap();
-    g.set_outputs(vec![y]);
-    let d = rlx_core::autodiff::grad(&g, &[0]).unwrap();
+    // The raw reverse-mode graph (the in-place driver, before any cleanup).
+    let mut d = g.clone();
+    let seed = d.scalar(1.0, DType::F64);
+    let dx = rlx_core::autodiff::vjp_nodes(&mut d, &[y], &[seed], &[x]).unwrap();
+    d.set_outputs(vec![y, dx[0]]);
     let o = optimize(&d).unwrap();
     // The seed `broadcast(reshape(1))` folds to a splat of ones and
     // `mul_zero(ones, w)` becomes `w`: no constant is left.
