@@ -613,6 +613,10 @@ fn gather<S: Copy, T: Copy>(
                 if s_in == 0 {
                     let v = src[off];
                     dst.iter_mut().for_each(|o| *o = f(v));
+                } else if s_in == 1 {
+                    for (o, &v) in dst.iter_mut().zip(&src[off..off + run]) {
+                        *o = f(v);
+                    }
                 } else {
                     for (j, o) in dst.iter_mut().enumerate() {
                         *o = f(src[off + j * s_in]);

@@ -574,6 +574,7 @@ impl Builder<'_> {
                     a_shape: s,
                     n: nn,
                     k,
+                    dtype: n.dtype,
                 };
                 self.push(i, StepKind::Solve(step), vec![self.root[a], self.root[bb]]);
             }
