@@ -293,19 +293,16 @@ pub(crate) fn binary<T: Real>(op: BinaryOp, a: T, b: T) -> T {
         BinaryOp::Div => a / b,
         BinaryOp::Pow => a.powf(b),
         // NaN-propagating, as the reference kernels (either operand NaN gives NaN).
+        // A NaN `a` is kept by the first test, a NaN `b` fails `a <= b`.
         BinaryOp::Min => {
-            if a.is_nan() || b.is_nan() {
-                a + b
-            } else if a <= b {
+            if a <= b || a.is_nan() {
                 a
             } else {
                 b
             }
         }
         BinaryOp::Max => {
-            if a.is_nan() || b.is_nan() {
-                a + b
-            } else if a >= b {
+            if a >= b || a.is_nan() {
                 a
             } else {
                 b
