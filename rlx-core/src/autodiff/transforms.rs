@@ -11,7 +11,7 @@
 //!   computed in one execution: all basis vectors are batched with
 //!   [`vmap`](crate::vmap::vmap) of the JVP (forward mode) or VJP (reverse
 //!   mode) graph and fed as constants;
-//! - every result goes through one cleanup call site ([`finish`]).
+//! - every result goes through one cleanup call site (`finish`).
 
 use crate::autodiff::{jvp_nodes, vjp_nodes};
 use crate::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
