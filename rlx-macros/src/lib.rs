@@ -13,6 +13,7 @@
 //!
 //! On errors the output still holds the user's function and every companion
 //! with the right signatures, next to the `compile_error!`s.
+#![deny(missing_docs)]
 
 use proc_macro::TokenStream;
 
