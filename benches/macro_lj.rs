@@ -11,60 +11,19 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
-use rlx::{BinaryOp, Op, UnaryOp};
-
-fn bin(op: BinaryOp, a: &Tensor, b: &Tensor) -> Tensor {
-    Tensor::apply_or_panic(Op::Binary(op), &[a, b])
-}
-fn un(op: UnaryOp, a: &Tensor) -> Tensor {
-    Tensor::apply_or_panic(Op::Unary(op), &[a])
-}
-fn c(v: f64) -> Tensor {
-    Tensor::scalar(v)
-}
 
 /// 4 (s⁶ − s³) with s = 1 / r²  (the LJ pair energy with ε = σ = 1)
 fn lj(xa: &Tensor, ya: &Tensor, xb: &Tensor, yb: &Tensor) -> Tensor {
-    let dx = bin(BinaryOp::Sub, xa, xb);
-    let dy = bin(BinaryOp::Sub, ya, yb);
-    let r2 = bin(
-        BinaryOp::Add,
-        &un(UnaryOp::Square, &dx),
-        &un(UnaryOp::Square, &dy),
-    );
-    let s = un(UnaryOp::Recip, &r2);
-    let s3 = un(UnaryOp::Powi(3), &s);
-    let e = bin(BinaryOp::Sub, &un(UnaryOp::Square, &s3), &s3);
-    bin(BinaryOp::Mul, &c(4.0), &e)
+    let r2 = (xa - xb).square() + (ya - yb).square();
+    let s3 = r2.recip().powi(3);
+    (s3.square() - &s3) * 4.0
 }
 
 #[differentiable]
 fn energy(x0: f64, y0: f64, x1: f64, y1: f64, x2: f64, y2: f64) -> f64 {
-    let pairs = bin(
-        BinaryOp::Add,
-        &bin(
-            BinaryOp::Add,
-            &lj(&x0, &y0, &x1, &y1),
-            &lj(&x0, &y0, &x2, &y2),
-        ),
-        &lj(&x1, &y1, &x2, &y2),
-    );
-    let dx = bin(BinaryOp::Sub, &x0, &x2);
-    let dy = bin(BinaryOp::Sub, &y0, &y2);
-    let r = un(
-        UnaryOp::Sqrt,
-        &bin(
-            BinaryOp::Add,
-            &un(UnaryOp::Square, &dx),
-            &un(UnaryOp::Square, &dy),
-        ),
-    );
-    let stretch = un(UnaryOp::Square, &bin(BinaryOp::Sub, &r, &c(1.5)));
-    bin(
-        BinaryOp::Add,
-        &pairs,
-        &bin(BinaryOp::Mul, &c(5.0), &stretch),
-    )
+    let pairs = lj(&x0, &y0, &x1, &y1) + lj(&x0, &y0, &x2, &y2) + lj(&x1, &y1, &x2, &y2);
+    let r = ((&x0 - &x2).square() + (&y0 - &y2).square()).sqrt();
+    pairs + (r - 1.5).square() * 5.0
 }
 
 /// ∂/∂a of the LJ pair energy, as (gx, gy) for particle a (b gets the negation):
@@ -121,22 +80,6 @@ fn bench(c: &mut Criterion) {
             grad_energy(p[0], p[1], p[2], p[3], p[4], p[5]).unwrap()
         })
     });
-    {
-        let types = vec![rlx::TensorType::new(Shape::scalar(), DType::F64); 6];
-        let g = __rlx_trace_energy(&types, &()).unwrap();
-        let gg = rlx::autodiff::grad(&g, &[0, 1, 2, 3, 4, 5]).unwrap();
-        let exe = rlx::compile(&gg).unwrap();
-        let ins: Vec<Tensor> = P.iter().map(|&v| Tensor::scalar(v)).collect();
-        let refs: Vec<&Tensor> = ins.iter().collect();
-        let mut outs = exe.run(&refs).unwrap();
-        group.bench_function("exe.run_into only", |b| {
-            b.iter(|| exe.run_into(black_box(&refs), &mut outs).unwrap())
-        });
-        group.bench_function("exe.run only", |b| {
-            b.iter(|| exe.run(black_box(&refs)).unwrap())
-        });
-        println!("grad graph: {} nodes, stats {:?}", gg.len(), exe.stats());
-    }
     group.bench_function("analytic gradient", |b| b.iter(|| analytic(black_box(P))));
     group.finish();
 }

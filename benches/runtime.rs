@@ -1,5 +1,6 @@
 //! Runtime benchmarks, each against a hand-written baseline in the same run:
-//! (a) a fused chain of 8 element-wise ops on 1M f32 vs one plain loop;
+//! (a) a fused chain of 8 cheap element-wise ops on 1M f32 vs one plain loop
+//!     (and, for context, a 9-op chain with tanh/exp/sqrt);
 //! (b) 256x256x256 matrix products (f32, f64) vs calling `matrixmultiply`;
 //! (c) 50 dependent 0-d f64 ops (a scalar region) vs plain Rust; ns/op is the
 //!     reported time divided by 50.
@@ -57,6 +58,53 @@ fn fused_chain(c: &mut Criterion) {
     });
     grp.bench_function("hand_loop", |b| {
         b.iter(|| chain_by_hand(black_box(&xs), &mut hand))
+    });
+    grp.finish();
+}
+
+/// A chain with transcendental ops: `exp(sqrt(|tanh(x*1.5 + 0.25) * x - 1|))`
+/// plus a `max` with 0 — 8 ops where libm dominates.
+fn mixed_by_hand(x: &[f32], out: &mut [f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        let t = (v * 1.5 + 0.25).tanh() * v - 1.0;
+        *o = t.abs().sqrt().exp().max(0.0);
+    }
+}
+
+fn fused_mixed_chain(c: &mut Criterion) {
+    let mut g = Graph::new();
+    let x = g.input("x", [N], DType::F32);
+    let k = |g: &mut Graph, v: f64| g.scalar(v, DType::F32);
+    let (c15, c025, c1, c0) = (
+        k(&mut g, 1.5),
+        k(&mut g, 0.25),
+        k(&mut g, 1.0),
+        k(&mut g, 0.0),
+    );
+    let mut v = g.mul(x, c15).unwrap();
+    v = g.add(v, c025).unwrap();
+    v = g.tanh(v).unwrap();
+    v = g.mul(v, x).unwrap();
+    v = g.sub(v, c1).unwrap();
+    v = g.abs(v).unwrap();
+    v = g.sqrt(v).unwrap();
+    v = g.exp(v).unwrap();
+    v = g.max(v, c0).unwrap();
+    g.set_outputs(vec![v]);
+    let exe = compile(&g).unwrap();
+    let xs: Vec<f32> = (0..N).map(|i| ((i as f32) * 1e-3).sin() * 3.0).collect();
+    let xt = Tensor::from_slice(&xs, [N]);
+    let mut outs = vec![Tensor::zeros([N], DType::F32)];
+    exe.run_into(&[&xt], &mut outs).unwrap();
+    let mut hand = vec![0.0f32; N];
+    mixed_by_hand(&xs, &mut hand);
+    assert_eq!(outs[0].as_slice::<f32>().unwrap(), &hand[..]);
+    let mut grp = c.benchmark_group("chain9_transcendental_1M_f32");
+    grp.bench_function("compiled", |b| {
+        b.iter(|| exe.run_into(&[black_box(&xt)], &mut outs).unwrap())
+    });
+    grp.bench_function("hand_loop", |b| {
+        b.iter(|| mixed_by_hand(black_box(&xs), &mut hand))
     });
     grp.finish();
 }
@@ -149,7 +197,7 @@ fn matmul(c: &mut Criterion) {
 /// 50 dependent ops: `v = v * c`, `v + c`, `max(v, c)`, `v - c`, `v / c`, repeated.
 fn scalar_by_hand(mut v: f64) -> f64 {
     for i in 0..50 {
-        let c = 1.0 + i as f64 * 0.01;
+        let c = 1.0 + (i + 1) as f64 * 0.01;
         v = match i % 5 {
             0 => v * c,
             1 => v + c,
@@ -166,7 +214,7 @@ fn scalar_region(c: &mut Criterion) {
     let x = g.input("x", (), DType::F64);
     let mut v = x;
     for i in 0..50 {
-        let k = g.scalar(1.0 + i as f64 * 0.01, DType::F64);
+        let k = g.scalar(1.0 + (i + 1) as f64 * 0.01, DType::F64);
         v = match i % 5 {
             0 => g.mul(v, k).unwrap(),
             1 => g.add(v, k).unwrap(),
@@ -189,5 +237,11 @@ fn scalar_region(c: &mut Criterion) {
     grp.finish();
 }
 
-criterion_group!(benches, fused_chain, matmul, scalar_region);
+criterion_group!(
+    benches,
+    fused_chain,
+    fused_mixed_chain,
+    matmul,
+    scalar_region
+);
 criterion_main!(benches);

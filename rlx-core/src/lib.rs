@@ -5,8 +5,11 @@
 //! [`Shape`] and [`DType`]. Modules, in pipeline order:
 //!
 //! - [`dtype`], [`shape`], [`op`]: what a value is and what can be done to it;
-//! - [`infer`]: shape and dtype inference, one exhaustive `match` over ops;
+//! - [`infer`](mod@infer): shape and dtype inference, one exhaustive `match` over ops;
 //! - [`graph`]: the arena and its builder (one method per op);
+//! - [`passes`]: dead-code elimination, CSE, constant folding, algebraic
+//!   simplification, and [`optimize`] running them to a fixed point;
+//! - [`vmap`](mod@vmap): batching, one rule per op;
 //! - [`autodiff`]: VJP/JVP rule tables, the two drivers and the transforms
 //!   (`grad`, `jvp`, `hessian`, `jacobian`, ...), all graph to graph;
 //! - [`error`]: the one error type, re-exported as `rlx::Error`.
@@ -21,11 +24,15 @@ pub mod error;
 pub mod graph;
 pub mod infer;
 pub mod op;
+pub mod passes;
 pub mod shape;
+pub mod vmap;
 
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Graph, GraphInput, Node, NodeId};
 pub use infer::{infer, TensorType};
 pub use op::{BinaryOp, CmpOp, CustomOp, CustomRef, Literal, Op, ReduceOp, UnaryOp};
+pub use passes::optimize;
 pub use shape::Shape;
+pub use vmap::vmap;

@@ -15,6 +15,7 @@
 
 pub mod compile;
 mod eager;
+mod format;
 pub mod function;
 mod interp;
 pub mod kernels;

@@ -1,6 +1,7 @@
-//! Compiled results against a naive reference evaluator (tests/common), for
-//! every op, f32/f64, broadcasting, 0-d and size-0 values (tests/naive); matmul edge
-//! cases; buffer reuse; input and output errors; concurrency.
+//! Compiled results against `rlx_runtime::interpret` and a naive reference
+//! evaluator (tests/naive) for every op, f32/f64 (and half precision),
+//! broadcasting, 0-d and size-0 values, random graphs; matmul edge cases;
+//! buffer reuse; input and output errors; concurrency.
 
 mod naive;
 
@@ -38,13 +39,35 @@ fn check(g: &Graph, inputs: &[&Tensor], rtol: f64, what: &str) -> Executable {
             &format!("{what}: output {j}"),
         );
     }
+    // The reference interpreter (per-op reference kernels) agrees too.
+    let interp =
+        rlx_runtime::interpret(g, inputs).unwrap_or_else(|e| panic!("{what}: interpret: {e}"));
+    for (j, (t, r)) in got.iter().zip(&interp).enumerate() {
+        assert_eq!(
+            t.shape(),
+            r.shape(),
+            "{what}: output {j} shape vs interpret"
+        );
+        assert_eq!(
+            t.dtype(),
+            r.dtype(),
+            "{what}: output {j} dtype vs interpret"
+        );
+        assert_close(
+            &t.to_f64_vec().unwrap(),
+            &r.to_f64_vec().unwrap(),
+            rtol,
+            &format!("{what}: output {j} vs interpret"),
+        );
+    }
     // A second (warm) run gives the same values.
     let again = exe.run(inputs).unwrap();
     for (a, b) in got.iter().zip(&again) {
-        assert_eq!(
-            a.to_f64_vec().unwrap(),
-            b.to_f64_vec().unwrap(),
-            "{what}: warm run"
+        assert_close(
+            &a.to_f64_vec().unwrap(),
+            &b.to_f64_vec().unwrap(),
+            0.0,
+            &format!("{what}: warm run"),
         );
     }
     exe
@@ -106,13 +129,25 @@ fn every_binary_op_with_broadcasting() {
             let ab = g.binary(op, a, b).unwrap();
             let abs_ = g.binary(op, ab, s).unwrap();
             let sb = g.binary(op, s, b).unwrap();
-            g.set_outputs(vec![abs_, sb]);
+            // 0-d operands: a scalar region (both orders, and a NaN operand).
+            let t = g.input("t", (), dtype);
+            let st = g.binary(op, s, t).unwrap();
+            let ts = g.binary(op, t, s).unwrap();
+            let nan = g.scalar(f64::NAN, dtype);
+            let sn = g.binary(op, s, nan).unwrap();
+            g.set_outputs(vec![abs_, sb, st, ts, sn]);
             let av = tensor(&values(4, 3, 0.2, 2.0), &[4, 1], dtype);
             let mut bvals = values(3, 4, -2.0, 2.0);
             bvals[1] = 0.0;
             let bv = tensor(&bvals, &[3], dtype);
             let sv = tensor(&[0.7], &[], dtype);
-            check(&g, &[&av, &bv, &sv], tol(dtype), &format!("{op:?} {dtype}"));
+            let tv = tensor(&[-1.25], &[], dtype);
+            check(
+                &g,
+                &[&av, &bv, &sv, &tv],
+                tol(dtype),
+                &format!("{op:?} {dtype}"),
+            );
         }
     }
 }
@@ -431,7 +466,7 @@ fn scalar_region_of_fifty_dependent_ops() {
     let x = g.input("x", (), DType::F64);
     let mut v = x;
     for i in 0..50 {
-        let c = g.scalar(1.0 + i as f64 * 0.01, DType::F64);
+        let c = g.scalar(1.0 + (i + 1) as f64 * 0.01, DType::F64);
         v = match i % 5 {
             0 => g.mul(v, c).unwrap(),
             1 => g.add(v, c).unwrap(),
@@ -655,4 +690,217 @@ fn fused_chain_is_one_loop_and_matches_per_element_math() {
     assert_eq!(exe.stats().fused_nodes, 8);
     assert_eq!(exe.stats().buffers, 0);
     let _ = Shape::scalar();
+}
+
+#[test]
+fn fused_loops_across_blocks_with_broadcast_leaves() {
+    // 3 x 1500 = 4500 elements: several blocks, rows wrapping mid-block.
+    for dtype in [DType::F64, DType::F32, DType::F16, DType::I64] {
+        let mut g = Graph::new();
+        let x = g.input("x", [3, 1500], dtype);
+        let row = g.input("row", [1500], dtype);
+        let col = g.input("col", [3, 1], dtype);
+        let s = g.input("s", (), dtype);
+        let a = g.add(x, row).unwrap();
+        let b = g.mul(a, col).unwrap();
+        // `x` is read in place by `add` and through a register by `compare`.
+        let c = g.compare(CmpOp::Gt, b, x).unwrap();
+        let d = g.select(c, b, s).unwrap();
+        let e = g.sub(d, s).unwrap();
+        let bc = g.broadcast(col, [2, 3, 1500]).unwrap();
+        let f = g.max(bc, e).unwrap();
+        g.set_outputs(vec![e, f, c]);
+        let int = |v: Vec<f64>| {
+            v.iter()
+                .map(|x| (x * 4.0).round() / 4.0)
+                .collect::<Vec<_>>()
+        };
+        let xv = tensor(&int(values(4500, 91, -3.0, 3.0)), &[3, 1500], dtype);
+        let rv = tensor(&int(values(1500, 92, -3.0, 3.0)), &[1500], dtype);
+        let cv = tensor(&[1.0, -2.0, 0.5], &[3, 1], dtype);
+        let sv = tensor(&[0.25], &[], dtype);
+        let exe = check(
+            &g,
+            &[&xv, &rv, &cv, &sv],
+            tol(dtype),
+            &format!("blocks {dtype}"),
+        );
+        assert_eq!(exe.stats().fused_loops, 2, "{:?}", exe.stats());
+    }
+}
+
+#[test]
+fn stored_members_feed_later_steps_and_outputs() {
+    // `t` is needed by the fused chain, by a reduction and as an output.
+    let mut g = Graph::new();
+    let x = g.input("x", [2000], DType::F32);
+    let t = g.tanh(x).unwrap();
+    let u = g.mul(t, t).unwrap();
+    let s = g.sum_all(t).unwrap();
+    let v = g.mul(u, s).unwrap();
+    g.set_outputs(vec![v, t, u]);
+    let xv = tensor(&values(2000, 93, -2.0, 2.0), &[2000], DType::F32);
+    check(&g, &[&xv], 1e-5, "stored members");
+}
+
+#[test]
+fn long_reductions_use_partial_results() {
+    for dtype in [DType::F64, DType::F32, DType::I64] {
+        for op in ReduceOp::ALL {
+            if op == ReduceOp::Mean && dtype == DType::I64 {
+                continue;
+            }
+            for axes in [&[1usize][..], &[0, 1], &[0]] {
+                let mut g = Graph::new();
+                let x = g.input("x", [3, 1003], dtype);
+                let r = g.reduce(op, x, axes).unwrap();
+                g.set_outputs(vec![r]);
+                // Products of many values overflow; keep them near 1.
+                let vals: Vec<f64> = match op {
+                    ReduceOp::Prod => values(3009, 95, 0.999, 1.001),
+                    _ => values(3009, 96, -50.0, 50.0)
+                        .iter()
+                        .map(|v| v.round())
+                        .collect(),
+                };
+                let vals = if dtype == DType::I64 && op == ReduceOp::Prod {
+                    vec![1.0; 3009]
+                } else {
+                    vals
+                };
+                let xv = tensor(&vals, &[3, 1003], dtype);
+                let rtol = if dtype == DType::F32 { 1e-5 } else { 1e-12 };
+                check(&g, &[&xv], rtol, &format!("long {op:?} {axes:?} {dtype}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn parallel_branches_merge_into_one_loop() {
+    // exp(x) and sin(y) start separate chains; their sum joins them.
+    let mut g = Graph::new();
+    let x = g.input("x", [3000], DType::F64);
+    let y = g.input("y", [3000], DType::F64);
+    let a = g.exp(x).unwrap();
+    let a2 = g.mul(a, x).unwrap();
+    let b = g.sin(y).unwrap();
+    let b2 = g.square(b).unwrap();
+    let c = g.add(a2, b2).unwrap();
+    let d = g.sub(c, b).unwrap();
+    g.set_outputs(vec![d]);
+    let xv = tensor(&values(3000, 97, -1.0, 1.0), &[3000], DType::F64);
+    let yv = tensor(&values(3000, 98, -1.0, 1.0), &[3000], DType::F64);
+    let exe = check(&g, &[&xv, &yv], 1e-12, "merge");
+    assert_eq!(exe.stats().fused_loops, 1, "{:?}", exe.stats());
+    assert_eq!(exe.stats().buffers, 0, "{:?}", exe.stats());
+}
+
+/// Random DAGs over a pool of values of shapes [4, 5], [5], [4, 1] and []:
+/// element-wise ops with broadcasting, reductions, reshapes, transposes,
+/// matrix products and stop-gradients, with several outputs. Exercises
+/// grouping, sealing, merging and buffer reuse against the naive evaluator.
+#[test]
+fn random_graphs_match_the_reference() {
+    let mut seed = 12345u64;
+    let mut next = move |n: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((seed >> 33) as usize) % n
+    };
+    for case in 0..150 {
+        let mut g = Graph::new();
+        let x = g.input("x", [4, 5], DType::F64);
+        let y = g.input("y", [5], DType::F64);
+        let z = g.input("z", [4, 1], DType::F64);
+        let s = g.input("s", (), DType::F64);
+        let mut pool: Vec<NodeId> = vec![x, y, z, s];
+        for _ in 0..(8 + next(20)) {
+            let a = pool[next(pool.len())];
+            let b = pool[next(pool.len())];
+            let made = match next(12) {
+                0 => g.add(a, b),
+                1 => g.mul(a, b),
+                2 => g.sub(a, b),
+                3 => g.tanh(a),
+                4 => g.sin(a),
+                5 => {
+                    let r = g.shape(a).rank();
+                    if r == 0 {
+                        g.exp(a)
+                    } else {
+                        g.sum(a, &[next(r)])
+                    }
+                }
+                6 => g.max(a, b),
+                7 => {
+                    let c = g.compare(CmpOp::Gt, a, b);
+                    c.and_then(|c| g.select(c, a, b))
+                }
+                8 => {
+                    if g.shape(a).dims() == [4, 5] {
+                        let t = g.transpose(a, &[1, 0]).unwrap();
+                        g.matmul(a, t)
+                    } else {
+                        g.neg(a)
+                    }
+                }
+                9 => {
+                    let n = g.shape(a).numel();
+                    g.reshape(a, [n])
+                }
+                10 => g.stop_gradient(a),
+                _ => {
+                    if g.shape(a).rank() == 2 && g.shape(a).dims() == [4, 5] {
+                        g.sum(a, &[0, 1])
+                    } else {
+                        g.square(a)
+                    }
+                }
+            };
+            if let Ok(v) = made {
+                pool.push(v);
+            }
+        }
+        let k = 1 + next(3);
+        let outs: Vec<NodeId> = (0..k).map(|_| pool[4 + next(pool.len() - 4)]).collect();
+        g.set_outputs(outs);
+        let xv = tensor(&values(20, 200 + case, -1.0, 1.0), &[4, 5], DType::F64);
+        let yv = tensor(&values(5, 300 + case, -1.0, 1.0), &[5], DType::F64);
+        let zv = tensor(&values(4, 400 + case, -1.0, 1.0), &[4, 1], DType::F64);
+        let sv = tensor(&values(1, 500 + case, -1.0, 1.0), &[], DType::F64);
+        check(
+            &g,
+            &[&xv, &yv, &zv, &sv],
+            1e-9,
+            &format!("random graph {case}:\n{g}"),
+        );
+    }
+}
+
+#[test]
+fn zero_d_integers_and_mixed_dtypes() {
+    // 0-d i64 values run in a (one-element) fused loop; the f64 part after
+    // the cast is a scalar region; bool masks select between branches.
+    let mut g = Graph::new();
+    let n = g.input("n", (), DType::I64);
+    let x = g.input("x", (), DType::F32);
+    let three = g.full(3.0, (), DType::I64);
+    let m = g.mul(n, three).unwrap();
+    let p = g.powi(m, 2).unwrap();
+    let f = g.cast(p, DType::F64).unwrap();
+    let xf = g.cast(x, DType::F64).unwrap();
+    let s = g.add(f, xf).unwrap();
+    let pos = g.compare(CmpOp::Gt, s, f).unwrap();
+    let neg = g.neg(s).unwrap();
+    let r = g.select(pos, s, neg).unwrap();
+    let h = g.cast(r, DType::F16).unwrap();
+    let h2 = g.sqrt(h).unwrap();
+    g.set_outputs(vec![r, p, h2, pos]);
+    for (nv, xv) in [(2.0, 0.5), (-3.0, -1.25), (0.0, 0.0)] {
+        let nt = tensor(&[nv], &[], DType::I64);
+        let xt = tensor(&[xv], &[], DType::F32);
+        check(&g, &[&nt, &xt], 1e-3, &format!("mixed 0-d n={nv} x={xv}"));
+    }
 }

@@ -11,7 +11,7 @@
 //!   computed in one execution: all basis vectors are batched with
 //!   [`vmap`](crate::vmap::vmap) of the JVP (forward mode) or VJP (reverse
 //!   mode) graph and fed as constants;
-//! - every result goes through one cleanup call site ([`finish`]).
+//! - every result goes through one cleanup call site (`finish`).
 
 use crate::autodiff::{jvp_nodes, vjp_nodes};
 use crate::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
@@ -359,74 +359,18 @@ fn jac_rev_core(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
 }
 
 /// Batches `g` over a new leading axis of length `size` for the inputs with
-/// `flags[i]`; every output gets the leading axis (the `vmap` contract).
-///
-/// This is the one place that batches: until `crate::vmap::vmap` is on
-/// `main`, it unrolls the batch into `size` inlined copies of `g`, stacked
-/// along axis 0 — still one execution, but a graph `size` times larger.
+/// `flags[i]` (the one place the Jacobian transforms batch; see
+/// [`vmap`](crate::vmap::vmap)). The derivative graph is batched after
+/// differentiation, so custom rules inside it are kept.
 fn batched(g: &Graph, flags: &[bool], size: usize) -> Result<Graph> {
-    let mut r = Graph::new();
-    let mut ins = Vec::with_capacity(g.inputs().len());
-    for (inp, &f) in g.inputs().iter().zip(flags) {
-        let ty = g.ty(inp.node);
-        let shape = if f {
-            let mut d = vec![size];
-            d.extend_from_slice(ty.shape.dims());
-            Shape::new(d)
-        } else {
-            ty.shape
-        };
-        ins.push(r.input(inp.name.clone(), shape, ty.dtype));
-    }
-    let mut stacks: Vec<Vec<NodeId>> = vec![Vec::with_capacity(size); g.outputs().len()];
-    for k in 0..size {
-        let mut args = Vec::with_capacity(ins.len());
-        for ((&x, &f), inp) in ins.iter().zip(flags).zip(g.inputs()) {
-            args.push(if f {
-                let s = r.slice(x, 0, k, 1)?;
-                r.reshape(s, g.shape(inp.node).clone())?
-            } else {
-                x
-            });
-        }
-        let outs = r.inline(g, &args)?;
-        for (stack, (o, &go)) in stacks.iter_mut().zip(outs.into_iter().zip(g.outputs())) {
-            let mut d = vec![1];
-            d.extend_from_slice(g.shape(go).dims());
-            stack.push(r.reshape(o, d)?);
-        }
-    }
-    let mut outs = Vec::with_capacity(stacks.len());
-    for (stack, &go) in stacks.iter().zip(g.outputs()) {
-        outs.push(if stack.is_empty() {
-            let mut d = vec![0];
-            d.extend_from_slice(g.shape(go).dims());
-            r.full(0.0, d, g.dtype(go))
-        } else {
-            r.concat(stack, 0)?
-        });
-    }
-    r.set_outputs(outs);
-    Ok(r)
+    crate::vmap::vmap(g, flags, size)
 }
 
-/// The one cleanup call site of every transform: checks the result and
-/// drops the nodes no output needs (`crate::passes::optimize` replaces this
-/// once it is on `main`).
+/// The one cleanup call site of every transform:
+/// [`optimize`](crate::passes::optimize) (CSE, constant folding, algebraic
+/// simplification, dead-code elimination; inputs and outputs keep their order).
 pub(crate) fn finish(g: Graph) -> Result<Graph> {
-    let mut r = Graph::new();
-    let ins: Vec<NodeId> = g
-        .inputs()
-        .iter()
-        .map(|i| {
-            let ty = g.ty(i.node);
-            r.input(i.name.clone(), ty.shape, ty.dtype)
-        })
-        .collect();
-    let outs = r.inline(&g, &ins)?;
-    r.set_outputs(outs);
-    r.verify()?;
-    Ok(r)
+    crate::passes::optimize(&g)
 }
 
 // ---- small helpers ----

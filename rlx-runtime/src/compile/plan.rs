@@ -13,7 +13,8 @@
 //!   0-d groups without `i64`, as a scalar region). A node joins the group
 //!   of an operand of the same shape unless that group is *sealed*; a group
 //!   is sealed as soon as a node outside it reads one of its members, which
-//!   keeps "run the whole group at its last member" a valid schedule;
+//!   keeps "run the whole group at its last member" a valid schedule. A node
+//!   reading several open groups of its shape merges them;
 //! - every other node is its own step.
 //!
 //! Values that outlive their step live in buffer slots. Slots are assigned
@@ -31,7 +32,7 @@ use super::fused::{Access, Bank, FusedStep, Instr, Leaf, Out, Reg, Src};
 use super::matmul::{MatMulStep, MatView};
 use super::movement::{CopyStep, Strided};
 use super::reduce::ReduceStep;
-use super::scalar::{binary_fn, unary_fn, SInstr, SType, ScalarStep};
+use super::scalar::{binary_instr, unary_fn, SInstr, SType, ScalarStep};
 use super::solve::SolveStep;
 use crate::storage::Storage;
 
@@ -250,12 +251,31 @@ pub(crate) fn build(g: &Graph) -> Result<Plan> {
         }
         let fusable = is_fusable(&n.op);
         let mut joined = None;
+        let mut merge: Vec<u32> = Vec::new();
         for p in &n.inputs {
             if let Some(gid) = group[p.index()] {
                 let gr = &groups[gid as usize];
-                if joined.is_none() && fusable && !gr.sealed && gr.shape == n.shape {
-                    joined = Some(gid);
+                if fusable && !gr.sealed && gr.shape == n.shape {
+                    match joined {
+                        None => joined = Some(gid),
+                        Some(j) if j != gid && !merge.contains(&gid) => merge.push(gid),
+                        Some(_) => {}
+                    }
                 }
+            }
+        }
+        // Operands in several open groups of this shape: merge them. No
+        // outside node has read an open group yet, so running the union at
+        // its last member is still a valid schedule.
+        if let Some(j) = joined {
+            for gid in merge {
+                let moved = std::mem::take(&mut groups[gid as usize].members);
+                for &m in &moved {
+                    group[m as usize] = Some(j);
+                }
+                let into = &mut groups[j as usize].members;
+                into.extend(moved);
+                into.sort_unstable();
             }
         }
         for p in &n.inputs {
@@ -554,6 +574,7 @@ impl Builder<'_> {
                     a_shape: s,
                     n: nn,
                     k,
+                    dtype: n.dtype,
                 };
                 self.push(i, StepKind::Solve(step), vec![self.root[a], self.root[bb]]);
             }
@@ -806,7 +827,21 @@ impl Builder<'_> {
                     x: reg_src(srcs[0]),
                     dst: dst_reg(),
                 },
-                other => unreachable!("`{}` is not element-wise", other.name()),
+                other @ (Op::Input { .. }
+                | Op::Constant(_)
+                | Op::Reduce { .. }
+                | Op::MatMul
+                | Op::Transpose { .. }
+                | Op::Reshape { .. }
+                | Op::Concat { .. }
+                | Op::Slice { .. }
+                | Op::Gather { .. }
+                | Op::ScatterAdd { .. }
+                | Op::Softmax { .. }
+                | Op::LogSoftmax { .. }
+                | Op::Solve
+                | Op::StopGradient
+                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             if let Out::Reg(r) = dst {
                 if !native(n.dtype) {
@@ -901,12 +936,7 @@ impl Builder<'_> {
                     },
                     (other, None) => unreachable!("`{}` has a scalar function", other.name()),
                 },
-                Op::Binary(op) => SInstr::Binary {
-                    f: binary_fn(*op, stype(n.dtype)),
-                    a: o(0),
-                    b: o(1),
-                    dst,
-                },
+                Op::Binary(op) => binary_instr(*op, stype(n.dtype), o(0), o(1), dst),
                 Op::Compare(op) => SInstr::Compare {
                     op: *op,
                     a: o(0),
@@ -924,7 +954,21 @@ impl Builder<'_> {
                     x: o(0),
                     dst,
                 },
-                other => unreachable!("`{}` is not element-wise", other.name()),
+                other @ (Op::Input { .. }
+                | Op::Constant(_)
+                | Op::Reduce { .. }
+                | Op::MatMul
+                | Op::Transpose { .. }
+                | Op::Reshape { .. }
+                | Op::Concat { .. }
+                | Op::Slice { .. }
+                | Op::Gather { .. }
+                | Op::ScatterAdd { .. }
+                | Op::Softmax { .. }
+                | Op::LogSoftmax { .. }
+                | Op::Solve
+                | Op::StopGradient
+                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             reg_of.insert(m, dst);
             if self.stored[m as usize] {

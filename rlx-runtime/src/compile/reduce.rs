@@ -7,7 +7,8 @@
 //! an element-wise combine with a row of accumulators when it is kept.
 //!
 //! Floats accumulate in `f64` scratch (more accurate than the element
-//! type for `f32` and half precision); integers accumulate in `i64` with
+//! type for `f32` and half precision), a reduced innermost axis in eight
+//! interleaved partial results; integers accumulate in `i64` with
 //! wrapping arithmetic. Over zero elements: sum 0, product 1, mean NaN,
 //! max -∞ and min +∞ (`i64::MIN`/`i64::MAX` for integers). NaN propagates
 //! through max and min.
@@ -128,8 +129,21 @@ impl ReduceStep {
                 .sum();
             let row = &x[off..off + inner];
             if s_in == 0 {
+                // Eight independent partial results, so the fold is not one
+                // long dependency chain (the order is fixed: deterministic).
+                let mut lanes = [A::identity(op); 8];
+                let chunks = row.chunks_exact(8);
+                let rest = chunks.remainder();
+                for c in chunks {
+                    for (l, &v) in lanes.iter_mut().zip(c) {
+                        *l = A::combine(op, *l, to(v));
+                    }
+                }
                 let mut a = acc[o];
-                for &v in row {
+                for l in lanes {
+                    a = A::combine(op, a, l);
+                }
+                for &v in rest {
                     a = A::combine(op, a, to(v));
                 }
                 acc[o] = a;

@@ -82,6 +82,42 @@ pub(crate) enum SInstr {
         x: u32,
         dst: u32,
     },
+    /// `dst = a + b` in `f64` (the common arithmetic is inline: no call).
+    AddF64 {
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
+    /// `dst = a - b` in `f64`.
+    SubF64 {
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
+    /// `dst = a * b` in `f64`.
+    MulF64 {
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
+    /// `dst = a / b` in `f64`.
+    DivF64 {
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
+    /// `dst = max(a, b)` in `f64` (a NaN operand gives NaN).
+    MaxF64 {
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
+    /// `dst = min(a, b)` in `f64`.
+    MinF64 {
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
     /// `dst = f(a, b)`, `f` the op specialised to the value type.
     Binary {
         f: fn(f64, f64) -> f64,
@@ -165,6 +201,24 @@ pub(crate) fn unary_fn(op: UnaryOp, ty: SType) -> Option<fn(f64) -> f64> {
     each_unary!(op, pick)
 }
 
+/// The instruction computing `dst = op(a, b)` on values of type `ty`.
+pub(crate) fn binary_instr(op: BinaryOp, ty: SType, a: u32, b: u32, dst: u32) -> SInstr {
+    match (op, ty) {
+        (BinaryOp::Add, SType::F64) => SInstr::AddF64 { a, b, dst },
+        (BinaryOp::Sub, SType::F64) => SInstr::SubF64 { a, b, dst },
+        (BinaryOp::Mul, SType::F64) => SInstr::MulF64 { a, b, dst },
+        (BinaryOp::Div, SType::F64) => SInstr::DivF64 { a, b, dst },
+        (BinaryOp::Max, SType::F64) => SInstr::MaxF64 { a, b, dst },
+        (BinaryOp::Min, SType::F64) => SInstr::MinF64 { a, b, dst },
+        _ => SInstr::Binary {
+            f: binary_fn(op, ty),
+            a,
+            b,
+            dst,
+        },
+    }
+}
+
 /// The binary op `op` on values of type `ty`, as a plain function.
 pub(crate) fn binary_fn(op: BinaryOp, ty: SType) -> fn(f64, f64) -> f64 {
     macro_rules! pick {
@@ -200,7 +254,14 @@ impl ScalarStep {
                     sub(x);
                     Some(*dst)
                 }
-                SInstr::Binary { a, b, dst, .. } | SInstr::Compare { a, b, dst, .. } => {
+                SInstr::Binary { a, b, dst, .. }
+                | SInstr::AddF64 { a, b, dst }
+                | SInstr::SubF64 { a, b, dst }
+                | SInstr::MulF64 { a, b, dst }
+                | SInstr::DivF64 { a, b, dst }
+                | SInstr::MaxF64 { a, b, dst }
+                | SInstr::MinF64 { a, b, dst }
+                | SInstr::Compare { a, b, dst, .. } => {
                     sub(a);
                     sub(b);
                     Some(*dst)
@@ -259,6 +320,30 @@ impl ScalarStep {
                 }
                 SInstr::Powi { n, ty, x, dst } => {
                     acc = s_unary(UnaryOp::Powi(n), ty, get!(x));
+                    r[dst as usize] = acc;
+                }
+                SInstr::AddF64 { a, b, dst } => {
+                    acc = get!(a) + get!(b);
+                    r[dst as usize] = acc;
+                }
+                SInstr::SubF64 { a, b, dst } => {
+                    acc = get!(a) - get!(b);
+                    r[dst as usize] = acc;
+                }
+                SInstr::MulF64 { a, b, dst } => {
+                    acc = get!(a) * get!(b);
+                    r[dst as usize] = acc;
+                }
+                SInstr::DivF64 { a, b, dst } => {
+                    acc = get!(a) / get!(b);
+                    r[dst as usize] = acc;
+                }
+                SInstr::MaxF64 { a, b, dst } => {
+                    acc = math::binary(BinaryOp::Max, get!(a), get!(b));
+                    r[dst as usize] = acc;
+                }
+                SInstr::MinF64 { a, b, dst } => {
+                    acc = math::binary(BinaryOp::Min, get!(a), get!(b));
                     r[dst as usize] = acc;
                 }
                 SInstr::Binary { f, a, b, dst } => {

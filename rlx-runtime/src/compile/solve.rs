@@ -2,10 +2,12 @@
 //!
 //! Each batch item is copied into `f64` scratch (`n·n` for `A`, `n·k` for
 //! `B`), eliminated with row pivoting applied to both, and back-substituted
-//! in place; no allocation. A column without a non-zero pivot gives
-//! [`Error::SingularMatrix`] naming the column.
+//! in place; no allocation. As in the reference kernel, a matrix is
+//! singular when at some column the largest remaining pivot candidate is
+//! `<= n · ε · max|A|` (ε of the operand dtype): [`Error::SingularMatrix`]
+//! names that column. NaN entries are not "singular"; they propagate.
 
-use rlx_core::{Error, Result, Shape};
+use rlx_core::{DType, Error, Result, Shape};
 
 use super::exec::Env;
 use super::plan::Val;
@@ -22,6 +24,17 @@ pub(crate) struct SolveStep {
     pub(crate) batches: usize,
     pub(crate) n: usize,
     pub(crate) k: usize,
+    pub(crate) dtype: DType,
+}
+
+/// Machine epsilon of the operand dtype.
+fn eps(d: DType) -> f64 {
+    match d {
+        DType::F32 => f32::EPSILON as f64,
+        DType::F16 => half::f16::EPSILON.to_f64(),
+        DType::BF16 => half::bf16::EPSILON.to_f64(),
+        DType::F64 | DType::I64 | DType::Bool => f64::EPSILON,
+    }
 }
 
 /// `f64` scratch for one batch item.
@@ -46,18 +59,20 @@ impl SolveStep {
         for bi in 0..self.batches {
             read(a, bi * n * n, lu);
             read(b, bi * n * k, x);
+            let max = lu.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let tol = n as f64 * eps(self.dtype) * max;
             for col in 0..n {
                 // Pivot: the largest magnitude in this column at or below the diagonal.
                 let mut p = col;
                 let mut best = lu[col * n + col].abs();
                 for r in col + 1..n {
                     let v = lu[r * n + col].abs();
-                    if v > best || (best.is_nan() && !v.is_nan()) {
+                    if v > best {
                         best = v;
                         p = r;
                     }
                 }
-                if best == 0.0 || !best.is_finite() {
+                if best <= tol {
                     return Err(Error::SingularMatrix {
                         op: "solve",
                         shape: self.a_shape.clone(),

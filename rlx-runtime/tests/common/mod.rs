@@ -1,16 +1,75 @@
-//! Shared support of the autodiff tests: running graphs in f64, random
-//! points and directions, finite differences.
+//! Shared support of the autodiff tests: running graphs, random points and
+//! directions, finite differences.
 //!
-//! `run` evaluates a graph with a small f64 reference evaluator written
-//! here, independently of the runtime's kernels, so derivative rules are
-//! checked against plain math (bool and i64 values are held as 0/1 and
-//! integral f64).
+//! `run` executes a graph with the runtime's reference interpreter
+//! (`rlx_runtime::interpret`) and cross-checks every result against the
+//! compiled plan (`rlx_runtime::compile`) and against a small f64 evaluator
+//! written here from plain math, independently of the kernels (bool and i64
+//! values held as 0/1 and integral f64), so a derivative test fails whether
+//! the rule, the kernel or the compiler is wrong, and says which.
 #![allow(dead_code)]
 
 use rlx_core::{BinaryOp, CmpOp, DType, Graph, Literal, NodeId, Op, ReduceOp, Shape, UnaryOp};
+use rlx_runtime::{compile, interpret, Storage, Tensor};
 
-/// Evaluates `g` on `inputs` (one flat row-major vector per input).
+/// Runs `g` on `inputs` (one flat row-major vector per input, converted to
+/// the declared dtypes) with the interpreter; checks against [`reference`].
 pub fn run(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    assert_eq!(inputs.len(), g.inputs().len(), "number of inputs");
+    let ts: Vec<Tensor> = g
+        .inputs()
+        .iter()
+        .zip(inputs)
+        .map(|(inp, v)| {
+            let ty = g.ty(inp.node);
+            Tensor::from_storage(Storage::from_f64(ty.dtype, v.iter().copied()), ty.shape).unwrap()
+        })
+        .collect();
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let out: Vec<Vec<f64>> = interpret(g, &refs)
+        .unwrap_or_else(|e| panic!("interpret: {e}\n{g}"))
+        .iter()
+        .map(|t| t.to_f64_vec().unwrap())
+        .collect();
+    let compiled: Vec<Vec<f64>> = compile(g)
+        .and_then(|exe| exe.run(&refs))
+        .unwrap_or_else(|e| panic!("compile: {e}\n{g}"))
+        .iter()
+        .map(|t| t.to_f64_vec().unwrap())
+        .collect();
+    let want = reference(g, inputs);
+    // f32/f16 kernels round differently from f64-then-round: compare loosely there
+    let tol = if g
+        .nodes()
+        .iter()
+        .any(|n| n.dtype.is_float() && n.dtype != DType::F64)
+    {
+        1e-4
+    } else {
+        1e-9
+    };
+    for (k, (a, b)) in out.iter().zip(&want).enumerate() {
+        let same = a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs())
+            });
+        assert!(
+            same,
+            "output {k}: interpreter {a:?} != reference {b:?}\n{g}"
+        );
+    }
+    for (k, (a, b)) in compiled.iter().zip(&out).enumerate() {
+        let same = a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs())
+            });
+        assert!(same, "output {k}: compiled {a:?} != interpreter {b:?}\n{g}");
+    }
+    out
+}
+
+/// Evaluates `g` with the f64 reference evaluator of this module.
+pub fn reference(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
     g.verify().unwrap();
     assert_eq!(inputs.len(), g.inputs().len(), "number of inputs");
     let mut vals: Vec<Vec<f64>> = Vec::with_capacity(g.len());
@@ -172,7 +231,7 @@ fn eval_op(op: &Op, args: &[(&[f64], &Shape)], out: &Shape, dt: DType) -> Vec<f6
         Op::Solve => solve(args[0], args[1]),
         Op::Custom(c) => {
             let ins: Vec<Vec<f64>> = args.iter().map(|(x, _)| x.to_vec()).collect();
-            run(&c.forward, &ins).remove(0)
+            reference(&c.forward, &ins).remove(0)
         }
     }
     .into_iter()

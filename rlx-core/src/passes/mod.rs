@@ -1,0 +1,205 @@
+//! Graph-to-graph optimisation passes.
+//!
+//! Every pass is a function `fn(&Graph) -> Result<Graph>` that builds a new
+//! graph and leaves its argument untouched. Shared guarantees:
+//! - inputs keep their order, names, shapes and dtypes (they are declared
+//!   first in the result, whatever their position in the argument);
+//! - outputs keep their order, shapes and dtypes; an output may become an
+//!   input node or a constant directly;
+//! - the result holds only inputs and nodes some output needs, so every pass
+//!   also removes dead code;
+//! - the result passes [`Graph::verify`] (checked before returning).
+//!
+//! Passes, in the order [`optimize`] runs them:
+//! - [`cse`]: common-subexpression elimination by hash-consing
+//!   `(op, operands, shape, dtype)`; constants merge when bitwise equal,
+//!   inputs never merge;
+//! - [`fold_constants`] (module [`fold`]): evaluates element-wise and
+//!   data-movement ops whose operands are all constants, only where the
+//!   result is exactly what the runtime's kernels give;
+//! - [`simplify()`] (module [`simplify`](mod@simplify)): algebraic identities (`x*1`, `x+0`,
+//!   `x*0`, chains of reshapes/transposes/broadcasts, ...);
+//! - [`dce`]: dead-code elimination.
+//!
+//! [`strip_stop_gradient`] is not part of [`optimize`]: autodiff needs
+//! `stop_gradient` nodes, execution does not.
+
+pub mod fold;
+pub mod simplify;
+
+use std::collections::HashMap;
+
+use crate::{BinaryOp, CmpOp, DType, Graph, Node, NodeId, Op, Result, Shape};
+
+pub use fold::fold_constants;
+pub use simplify::simplify;
+
+/// Upper bound on the rounds of [`optimize`]; each round runs every pass once.
+pub const MAX_ROUNDS: usize = 16;
+
+/// Runs [`cse`], [`fold_constants`], [`simplify()`] and [`dce`] in rounds until
+/// a round changes nothing (at most [`MAX_ROUNDS`] rounds).
+///
+/// ```
+/// use rlx_core::{passes::optimize, DType, Graph, Op, UnaryOp};
+/// let mut g = Graph::new();
+/// let x = g.input("x", [3], DType::F64);
+/// let one = g.scalar(1.0, DType::F64);
+/// let y = g.mul(x, one).unwrap();      // x * 1 -> x
+/// let a = g.neg(y).unwrap();
+/// let b = g.neg(a).unwrap();           // -(-x) -> x
+/// let e1 = g.exp(b).unwrap();
+/// let e2 = g.exp(x).unwrap();          // same as e1 after simplification
+/// let s = g.add(e1, e2).unwrap();
+/// g.set_outputs(vec![s]);
+/// let o = optimize(&g).unwrap();
+/// assert_eq!(o.len(), 3, "{o}");       // x, exp(x), add
+/// assert_eq!(o.nodes()[1].op, Op::Unary(UnaryOp::Exp));
+/// ```
+pub fn optimize(g: &Graph) -> Result<Graph> {
+    let mut cur = dce(g)?;
+    for _ in 0..MAX_ROUNDS {
+        let next = dce(&simplify(&fold_constants(&cse(&cur)?)?)?)?;
+        if next == cur {
+            break;
+        }
+        cur = next;
+    }
+    Ok(cur)
+}
+
+/// Dead-code elimination: keeps the inputs and the nodes some output needs.
+///
+/// ```
+/// use rlx_core::{passes::dce, DType, Graph};
+/// let mut g = Graph::new();
+/// let x = g.input("x", [2], DType::F32);
+/// let _unused = g.exp(x).unwrap();
+/// let y = g.sin(x).unwrap();
+/// g.set_outputs(vec![y]);
+/// assert_eq!(dce(&g).unwrap().len(), 2);
+/// ```
+pub fn dce(g: &Graph) -> Result<Graph> {
+    rewrite(g, |out, node, args| Ok(copy(out, node, args)))
+}
+
+/// Common-subexpression elimination: two nodes with the same op, the same
+/// (already merged) operands, shape and dtype become one; `a + b` and
+/// `b + a` count as the same (also `*`, and, or, `==`, `!=`). Constants merge
+/// when their literals are bitwise equal (so `0.0` and `-0.0` stay apart and
+/// NaNs with equal bits merge); inputs never merge; custom ops merge only
+/// when they share one rule set (`CustomRef` compares by identity).
+pub fn cse(g: &Graph) -> Result<Graph> {
+    let mut seen: HashMap<(Op, Vec<NodeId>, Shape, DType), NodeId> = HashMap::new();
+    rewrite(g, |out, node, args| {
+        let mut operands = args.to_vec();
+        if commutes(&node.op) {
+            operands.sort_unstable();
+        }
+        let key = (node.op.clone(), operands, node.shape.clone(), node.dtype);
+        if let Some(&id) = seen.get(&key) {
+            return Ok(id);
+        }
+        let id = copy(out, node, args);
+        seen.insert(key, id);
+        Ok(id)
+    })
+}
+
+/// Whether swapping the two operands gives the same value (NaN payloads
+/// aside): `a + b`, `a * b`, logical and/or, `==` and `!=` (min/max may
+/// not, on NaN and signed zeros).
+fn commutes(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Binary(BinaryOp::Add | BinaryOp::Mul | BinaryOp::And | BinaryOp::Or)
+            | Op::Compare(CmpOp::Eq | CmpOp::Ne)
+    )
+}
+
+/// Replaces every `stop_gradient(x)` by `x`. Run it only on graphs that will
+/// not be differentiated again (before execution): the derivative rules need
+/// the marker.
+pub fn strip_stop_gradient(g: &Graph) -> Result<Graph> {
+    rewrite(g, |out, node, args| match node.op {
+        Op::StopGradient => Ok(args[0]),
+        _ => Ok(copy(out, node, args)),
+    })
+}
+
+/// Copies `node` into `out` with operands `args` (already mapped).
+pub(crate) fn copy(out: &mut Graph, node: &Node, args: &[NodeId]) -> NodeId {
+    out.push_unchecked(Node {
+        op: node.op.clone(),
+        inputs: args.to_vec(),
+        shape: node.shape.clone(),
+        dtype: node.dtype,
+    })
+}
+
+/// The driver every pass uses: declares `g`'s inputs in a new graph, then
+/// visits the live non-input nodes of `g` in order, calling `f(out, node,
+/// mapped_operands)` which returns the node of `out` that replaces `node`
+/// (a copy, an earlier node or a new computation of the same type). The
+/// result is verified, and each replacement's type is checked against the
+/// original so a wrong rewrite is an error naming the node, never a silent
+/// change of meaning.
+pub(crate) fn rewrite(
+    g: &Graph,
+    mut f: impl FnMut(&mut Graph, &Node, &[NodeId]) -> Result<NodeId>,
+) -> Result<Graph> {
+    let mut out = Graph::new();
+    let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
+    for inp in g.inputs() {
+        let ty = g.try_node(inp.node)?.ty();
+        map[inp.node.index()] = Some(out.input(inp.name.clone(), ty.shape, ty.dtype));
+    }
+    let live = g.live_nodes();
+    for (i, node) in g.nodes().iter().enumerate() {
+        if !live[i] || map[i].is_some() {
+            continue;
+        }
+        let mut args = Vec::with_capacity(node.inputs.len());
+        for j in &node.inputs {
+            match map.get(j.index()).copied().flatten() {
+                Some(a) => args.push(a),
+                None => {
+                    return Err(crate::Error::InvalidGraph {
+                        node: i as u32,
+                        message: format!("operand {j} is not an earlier node"),
+                        context: g.context(i),
+                    })
+                }
+            }
+        }
+        let id = f(&mut out, node, &args)?;
+        let got = out.node(id);
+        if got.shape != node.shape || got.dtype != node.dtype {
+            return Err(crate::Error::InvalidGraph {
+                node: i as u32,
+                message: format!(
+                    "a rewrite changed the type from {}{} to {}{} (a bug in rlx's passes)",
+                    node.dtype, node.shape, got.dtype, got.shape
+                ),
+                context: g.context(i),
+            });
+        }
+        map[i] = Some(id);
+    }
+    let mut outs = Vec::with_capacity(g.outputs().len());
+    for o in g.outputs() {
+        g.try_node(*o)?;
+        outs.push(map[o.index()].expect("outputs are live"));
+    }
+    out.set_outputs(outs);
+    if out.live_nodes().iter().any(|l| !l) {
+        // A rewrite orphaned some copied nodes (folded operands, the inner
+        // node of `neg(neg(x))`): one plain copy drops them.
+        return dce(&out);
+    }
+    out.verify()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,601 @@
+//! Algebraic simplification.
+//!
+//! Each rule replaces a node by a cheaper node of exactly the same shape and
+//! dtype. When the simpler value has a smaller shape (the `0` in `x + 0`
+//! broadcast `x` to a bigger shape), it is broadcast back to the node's shape;
+//! a rule that cannot produce the node's type does not fire.
+//!
+//! Rules (`0` and `1` are constants whose elements all equal that value):
+//! - `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`, `x / 1`, `x ^ 1`,
+//!   `powi(x, 1)`, `mul_zero(x, 1)`, `mul_zero(1, x)` → `x`; `0 - x`,
+//!   `x * -1`, `-1 * x` → `-x`;
+//! - `x + (-y)`, `(-y) + x` → `x - y`; `x - (-y)` → `x + y` (exact in IEEE);
+//! - `x * 0`, `0 * x`, `mul_zero(0, x)`, `mul_zero(x, 0)` → zeros;
+//! - `x and true`, `x or false` → `x`; `x and false` → false, `x or true` → true;
+//! - `neg(neg(x))` → `x`; `cast` to the operand's dtype → `x`; a round trip
+//!   through a wider type (`f32 -> f64 -> f32`, `f16 -> f32 -> f16`,
+//!   `bool -> any -> bool`) → `x`;
+//! - `reshape(reshape(x))` → one reshape, reshape or broadcast to the
+//!   operand's own shape → `x`; `broadcast(broadcast(x))` → one broadcast;
+//! - `transpose(transpose(x))` → one transpose, or `x` when the permutations
+//!   cancel; identity transposes → `x`;
+//! - reductions over no axes, full-range slices, one-operand concats → `x`;
+//! - `select(c, a, b)` with a constant all-true / all-false `c` → `a` / `b`;
+//!   `select(c, a, a)` → `a`;
+//! - `stop_gradient` is kept (the autodiff rules need it; see
+//!   [`strip_stop_gradient`](super::strip_stop_gradient)).
+//!
+//! IEEE deviations, the same ones JAX/XLA make: `x * 0` is 0 even when `x` is
+//! NaN or infinite (IEEE gives NaN), and the sign of a zero result may
+//! differ (`x + 0` for `x = -0.0` is `-0.0`, IEEE gives `+0.0`; `x * 0` gives
+//! `+0.0` for negative `x`; `0 - x` for `x = 0` gives `-0.0`). `mul_zero(0, x)`
+//! is exact: that op is defined as 0 wherever its first operand is 0.
+
+use super::{copy, rewrite};
+use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
+
+/// Applies the algebraic identities listed in the module docs.
+///
+/// ```
+/// use rlx_core::{passes::simplify, DType, Graph, Op};
+/// let mut g = Graph::new();
+/// let x = g.input("x", [3], DType::F64);
+/// let zero = g.full(0.0, [2, 3], DType::F64);
+/// let y = g.add(x, zero).unwrap(); // [3] + [2, 3] -> broadcast of x
+/// g.set_outputs(vec![y]);
+/// let s = simplify(&g).unwrap();
+/// let out = s.node(s.outputs()[0]);
+/// assert!(matches!(out.op, Op::Broadcast { .. }));
+/// assert_eq!(out.shape.dims(), &[2, 3]);
+/// ```
+pub fn simplify(g: &Graph) -> Result<Graph> {
+    rewrite(g, |out, node, args| match rule(out, node, args)? {
+        Some(id) => Ok(id),
+        None => Ok(copy(out, node, args)),
+    })
+}
+
+/// The value every element of constant node `id` has, if it is one.
+fn splat_value(g: &Graph, id: NodeId) -> Option<f64> {
+    match &g.node(id).op {
+        Op::Constant(lit) => match lit {
+            Literal::Splat(v) => Some(*v),
+            Literal::SplatI64(v) => Some(*v as f64),
+            Literal::F64(d) => {
+                let first = *d.first()?;
+                d.iter()
+                    .all(|x| x.to_bits() == first.to_bits())
+                    .then_some(first)
+            }
+            Literal::I64(d) => {
+                let first = *d.first()?;
+                d.iter().all(|&x| x == first).then_some(first as f64)
+            }
+        },
+        _ => None,
+    }
+}
+
+fn is_value(g: &Graph, id: NodeId, v: f64) -> bool {
+    // `==` so that both zeros count as zero.
+    splat_value(g, id).is_some_and(|x| x == v)
+}
+
+/// `cand` given `node`'s type: itself when the shapes agree, a broadcast
+/// when it has a smaller shape that broadcasts, `None` otherwise.
+fn fit(out: &mut Graph, node: &Node, cand: NodeId) -> Result<Option<NodeId>> {
+    let c = out.node(cand);
+    if c.dtype != node.dtype {
+        return Ok(None);
+    }
+    if c.shape == node.shape {
+        return Ok(Some(cand));
+    }
+    if !c.shape.broadcasts_to(&node.shape) {
+        return Ok(None);
+    }
+    out.broadcast(cand, node.shape.clone()).map(Some)
+}
+
+fn filled(out: &mut Graph, node: &Node, v: f64) -> Option<NodeId> {
+    Some(out.full(v, node.shape.clone(), node.dtype))
+}
+
+/// The replacement for `node` (operands already mapped to `args`), if a rule applies.
+fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>> {
+    match &node.op {
+        Op::Input { .. } | Op::Constant(_) => Ok(None),
+        Op::Binary(b) => binary_rule(out, node, *b, args[0], args[1]),
+        Op::Unary(u) => {
+            let x = args[0];
+            match u {
+                UnaryOp::Neg => match &out.node(x).op {
+                    Op::Unary(UnaryOp::Neg) => {
+                        let inner = out.node(x).inputs[0];
+                        fit(out, node, inner)
+                    }
+                    _ => Ok(None),
+                },
+                UnaryOp::Powi(1) => fit(out, node, x),
+                UnaryOp::Exp
+                | UnaryOp::Expm1
+                | UnaryOp::Ln
+                | UnaryOp::Log1p
+                | UnaryOp::Sin
+                | UnaryOp::Cos
+                | UnaryOp::Tan
+                | UnaryOp::Tanh
+                | UnaryOp::Sinh
+                | UnaryOp::Cosh
+                | UnaryOp::Asin
+                | UnaryOp::Acos
+                | UnaryOp::Atan
+                | UnaryOp::Sigmoid
+                | UnaryOp::Sqrt
+                | UnaryOp::Rsqrt
+                | UnaryOp::Recip
+                | UnaryOp::Square
+                | UnaryOp::Powi(_)
+                | UnaryOp::Abs
+                | UnaryOp::Sign
+                | UnaryOp::Relu
+                | UnaryOp::Gelu
+                | UnaryOp::Silu
+                | UnaryOp::Erf
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Round
+                | UnaryOp::Not => Ok(None),
+            }
+        }
+        Op::Compare(_) => Ok(None),
+        Op::Select => {
+            let (c, a, b) = (args[0], args[1], args[2]);
+            if a == b {
+                return fit(out, node, a);
+            }
+            match splat_value(out, c) {
+                Some(v) if v != 0.0 => fit(out, node, a),
+                Some(_) => fit(out, node, b),
+                None => Ok(None),
+            }
+        }
+        Op::Cast(d) => {
+            let x = args[0];
+            if out.dtype(x) == *d {
+                return fit(out, node, x);
+            }
+            // cast(cast(y, wide), y.dtype) -> y when `wide` holds every value of y's dtype.
+            if let Op::Cast(mid) = out.node(x).op {
+                let y = out.node(x).inputs[0];
+                if out.dtype(y) == *d && lossless(*d, mid) {
+                    return fit(out, node, y);
+                }
+            }
+            Ok(None)
+        }
+        Op::Reduce { axes, .. } => {
+            if axes.is_empty() {
+                fit(out, node, args[0])
+            } else {
+                Ok(None)
+            }
+        }
+        Op::Transpose { perm } => {
+            let x = args[0];
+            let (src, perm) = match &out.node(x).op {
+                // out axis i = x axis perm[i] = src axis p1[perm[i]]
+                Op::Transpose { perm: p1 } => (
+                    out.node(x).inputs[0],
+                    perm.iter().map(|&p| p1[p]).collect::<Vec<usize>>(),
+                ),
+                _ => (x, perm.clone()),
+            };
+            if perm.iter().enumerate().all(|(i, &p)| i == p) {
+                return fit(out, node, src);
+            }
+            if src == x {
+                return Ok(None);
+            }
+            out.transpose(src, &perm).map(Some)
+        }
+        Op::Reshape { shape } => {
+            let x = args[0];
+            let src = match &out.node(x).op {
+                Op::Reshape { .. } => out.node(x).inputs[0],
+                _ => x,
+            };
+            if out.shape(src) == shape {
+                return fit(out, node, src);
+            }
+            if src == x {
+                return Ok(None);
+            }
+            out.reshape(src, shape.clone()).map(Some)
+        }
+        Op::Broadcast { shape } => {
+            let x = args[0];
+            let src = match &out.node(x).op {
+                Op::Broadcast { .. } => out.node(x).inputs[0],
+                _ => x,
+            };
+            if out.shape(src) == shape {
+                return fit(out, node, src);
+            }
+            if src == x {
+                return Ok(None);
+            }
+            out.broadcast(src, shape.clone()).map(Some)
+        }
+        Op::Slice { axis, start, len } => {
+            let x = args[0];
+            if *start == 0 && out.shape(x).dims().get(*axis) == Some(len) {
+                fit(out, node, x)
+            } else {
+                Ok(None)
+            }
+        }
+        Op::Concat { .. } => {
+            if args.len() == 1 {
+                fit(out, node, args[0])
+            } else {
+                Ok(None)
+            }
+        }
+        Op::MatMul
+        | Op::Gather { .. }
+        | Op::ScatterAdd { .. }
+        | Op::Softmax { .. }
+        | Op::LogSoftmax { .. }
+        | Op::Solve
+        | Op::StopGradient
+        | Op::Custom(_) => Ok(None),
+    }
+}
+
+/// Whether every value of dtype `from` converts to `to` and back unchanged.
+fn lossless(from: DType, to: DType) -> bool {
+    match from {
+        DType::Bool => true,
+        DType::F16 | DType::BF16 => matches!(to, DType::F32 | DType::F64),
+        DType::F32 => to == DType::F64,
+        DType::F64 | DType::I64 => false,
+    }
+}
+
+/// `y` if `id` is `neg(y)`.
+fn negated(g: &Graph, id: NodeId) -> Option<NodeId> {
+    match g.node(id).op {
+        Op::Unary(UnaryOp::Neg) => Some(g.node(id).inputs[0]),
+        _ => None,
+    }
+}
+
+fn binary_rule(
+    out: &mut Graph,
+    node: &Node,
+    b: BinaryOp,
+    x: NodeId,
+    y: NodeId,
+) -> Result<Option<NodeId>> {
+    let is = |out: &Graph, id: NodeId, v: f64| is_value(out, id, v);
+    match b {
+        BinaryOp::Add => {
+            if is(out, y, 0.0) {
+                fit(out, node, x)
+            } else if is(out, x, 0.0) {
+                fit(out, node, y)
+            } else if let Some(ny) = negated(out, y) {
+                out.sub(x, ny).map(Some)
+            } else if let Some(nx) = negated(out, x) {
+                out.sub(y, nx).map(Some)
+            } else {
+                Ok(None)
+            }
+        }
+        BinaryOp::Sub => {
+            if is(out, y, 0.0) {
+                fit(out, node, x)
+            } else if is(out, x, 0.0) {
+                let n = out.neg(y)?;
+                fit(out, node, n)
+            } else if let Some(ny) = negated(out, y) {
+                out.add(x, ny).map(Some)
+            } else {
+                Ok(None)
+            }
+        }
+        BinaryOp::Mul | BinaryOp::MulZero => {
+            if is(out, x, 0.0) || is(out, y, 0.0) {
+                Ok(filled(out, node, 0.0))
+            } else if is(out, y, 1.0) {
+                fit(out, node, x)
+            } else if is(out, x, 1.0) {
+                fit(out, node, y)
+            } else if b == BinaryOp::Mul && is(out, y, -1.0) {
+                let n = out.neg(x)?;
+                fit(out, node, n)
+            } else if b == BinaryOp::Mul && is(out, x, -1.0) {
+                let n = out.neg(y)?;
+                fit(out, node, n)
+            } else {
+                Ok(None)
+            }
+        }
+        BinaryOp::Div | BinaryOp::Pow => {
+            if is(out, y, 1.0) {
+                fit(out, node, x)
+            } else {
+                Ok(None)
+            }
+        }
+        BinaryOp::And => match (splat_value(out, x), splat_value(out, y)) {
+            (_, Some(v)) if v != 0.0 => fit(out, node, x),
+            (Some(v), _) if v != 0.0 => fit(out, node, y),
+            (_, Some(_)) | (Some(_), _) => Ok(filled(out, node, 0.0)),
+            (None, None) => Ok(None),
+        },
+        BinaryOp::Or => match (splat_value(out, x), splat_value(out, y)) {
+            (_, Some(0.0)) => fit(out, node, x),
+            (Some(0.0), _) => fit(out, node, y),
+            (_, Some(_)) | (Some(_), _) => Ok(filled(out, node, 1.0)),
+            (None, None) => Ok(None),
+        },
+        BinaryOp::Min | BinaryOp::Max | BinaryOp::Atan2 => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Shape, UnaryOp};
+
+    fn ops(g: &Graph) -> Vec<String> {
+        g.nodes().iter().map(|n| n.op.to_string()).collect()
+    }
+
+    #[test]
+    fn add_zero_and_mul_one_return_x() {
+        let mut g = Graph::new();
+        let x = g.input("x", [3], DType::F32);
+        let z = g.scalar(0.0, DType::F32);
+        let one = g.full(1.0, [3], DType::F32);
+        let a = g.add(x, z).unwrap();
+        let b = g.mul(one, a).unwrap();
+        let c = g.div(b, one).unwrap();
+        let d = g.sub(c, z).unwrap();
+        g.set_outputs(vec![d]);
+        assert_eq!(g.len(), 7);
+        let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
+        assert_eq!(s.to_string(), "%0 = input#0 \"x\"() : f32[3]\nreturn (%0)");
+    }
+
+    #[test]
+    fn add_zero_that_broadcasts_becomes_a_broadcast() {
+        let mut g = Graph::new();
+        let x = g.input("x", [3], DType::F64);
+        let z = g.full(0.0, [2, 1], DType::F64);
+        let y = g.add(z, x).unwrap();
+        g.set_outputs(vec![y]);
+        let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
+        assert_eq!(
+            s.to_string(),
+            "%0 = input#0 \"x\"() : f64[3]\n%1 = broadcast [2, 3](%0) : f64[2, 3]\nreturn (%1)"
+        );
+    }
+
+    #[test]
+    fn mul_zero_gives_zeros_of_the_broadcast_shape_and_dtype() {
+        let mut g = Graph::new();
+        let x = g.input("x", [2, 3], DType::BF16);
+        let z = g.scalar(-0.0, DType::BF16);
+        let y = g.mul(x, z).unwrap();
+        let w = g.mul_zero(z, x).unwrap();
+        g.set_outputs(vec![y, w]);
+        let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
+        for o in s.outputs() {
+            let n = s.node(*o);
+            assert_eq!(n.op, Op::Constant(Literal::Splat(0.0)));
+            assert_eq!(
+                (n.shape.clone(), n.dtype),
+                (Shape::from([2, 3]), DType::BF16)
+            );
+        }
+        // Zeros are never merged into a non-constant: x * 0 where x is i64 too.
+        let mut g = Graph::new();
+        let x = g.input("x", [4], DType::I64);
+        let z = g.scalar(0.0, DType::I64);
+        let y = g.mul(z, x).unwrap();
+        g.set_outputs(vec![y]);
+        let s = simplify(&g).unwrap();
+        assert_eq!(
+            s.node(s.outputs()[0]).op,
+            Op::Constant(Literal::SplatI64(0))
+        );
+    }
+
+    #[test]
+    fn zero_minus_x_is_neg_and_double_neg_cancels() {
+        let mut g = Graph::new();
+        let x = g.input("x", [2], DType::F64);
+        let z = g.scalar(0.0, DType::F64);
+        let y = g.sub(z, x).unwrap();
+        let n = g.neg(y).unwrap();
+        g.set_outputs(vec![y, n]);
+        let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
+        assert_eq!(ops(&s), vec!["input #0", "neg"]);
+        assert_eq!(s.outputs()[1], s.input_ids()[0]);
+    }
+
+    #[test]
+    fn lossless_cast_round_trips_cancel() {
+        let mut g = Graph::new();
+        let h = g.input("h", [2], DType::F16);
+        let d = g.input("d", [2], DType::F64);
+        let h32 = g.cast(h, DType::F32).unwrap();
+        let h16 = g.cast(h32, DType::F16).unwrap(); // == h
+        let d32 = g.cast(d, DType::F32).unwrap();
+        let d64 = g.cast(d32, DType::F64).unwrap(); // rounds: kept
+        g.set_outputs(vec![h16, d64]);
+        let s = simplify(&g).unwrap();
+        assert_eq!(s.outputs()[0], s.input_ids()[0]);
+        assert_eq!(s.node(s.outputs()[1]).op, Op::Cast(DType::F64));
+        assert_eq!(s.len(), 4, "{s}");
+    }
+
+    #[test]
+    fn negations_fold_into_add_and_sub() {
+        let mut g = Graph::new();
+        let x = g.input("x", [2], DType::F64);
+        let y = g.input("y", [2, 2], DType::F64);
+        let ny = g.neg(y).unwrap();
+        let a = g.add(x, ny).unwrap(); // x - y
+        let b = g.add(ny, x).unwrap(); // x - y
+        let c = g.sub(x, ny).unwrap(); // x + y
+        let m1 = g.scalar(-1.0, DType::F64);
+        let d = g.mul(m1, x).unwrap(); // -x
+        g.set_outputs(vec![a, b, c, d]);
+        let s = crate::passes::optimize(&g).unwrap();
+        assert_eq!(
+            s.to_string(),
+            "%0 = input#0 \"x\"() : f64[2]\n%1 = input#1 \"y\"() : f64[2, 2]\n\
+             %2 = sub(%0, %1) : f64[2, 2]\n%3 = add(%0, %1) : f64[2, 2]\n\
+             %4 = neg(%0) : f64[2]\nreturn (%2, %2, %3, %4)"
+        );
+    }
+
+    #[test]
+    fn reshape_transpose_broadcast_chains_collapse() {
+        let mut g = Graph::new();
+        let x = g.input("x", [2, 3, 4], DType::F32);
+        let t1 = g.transpose(x, &[1, 2, 0]).unwrap(); // [3, 4, 2]
+        let t2 = g.transpose(t1, &[2, 0, 1]).unwrap(); // back to [2, 3, 4]
+        let t3 = g.transpose(t1, &[1, 0, 2]).unwrap(); // [4, 3, 2]
+        let r1 = g.reshape(x, [6, 4]).unwrap();
+        let r2 = g.reshape(r1, [24]).unwrap();
+        let r3 = g.reshape(r2, [2, 3, 4]).unwrap();
+        let y = g.input("y", [4], DType::F32);
+        let b1 = g.broadcast(y, [3, 4]).unwrap();
+        let b2 = g.broadcast(b1, [2, 3, 4]).unwrap();
+        g.set_outputs(vec![t2, t3, r2, r3, b2]);
+        let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
+        let o = s.outputs();
+        let x2 = s.input_ids()[0];
+        assert_eq!(o[0], x2, "{s}");
+        assert_eq!(
+            s.node(o[1]).op,
+            Op::Transpose {
+                perm: vec![2, 1, 0]
+            }
+        );
+        assert_eq!(s.node(o[1]).inputs, vec![x2]);
+        assert_eq!(
+            s.node(o[2]).op,
+            Op::Reshape {
+                shape: Shape::from([24])
+            }
+        );
+        assert_eq!(s.node(o[2]).inputs, vec![x2]);
+        assert_eq!(o[3], x2);
+        assert_eq!(s.node(o[4]).inputs, s.input_ids()[1..].to_vec());
+        assert!(matches!(s.node(o[4]).op, Op::Broadcast { .. }));
+        assert_eq!(s.len(), 5, "{s}");
+    }
+
+    #[test]
+    fn identity_ops_pushed_without_the_builder_are_removed() {
+        // The builder already skips these, but other passes push them raw.
+        let mut g = Graph::new();
+        let x = g.input("x", [2, 3], DType::F64);
+        let r = g
+            .push(
+                Op::Reduce {
+                    op: crate::ReduceOp::Sum,
+                    axes: vec![],
+                },
+                &[x],
+            )
+            .unwrap();
+        let c = g.push(Op::Cast(DType::F64), &[r]).unwrap();
+        let sl = g
+            .push(
+                Op::Slice {
+                    axis: 1,
+                    start: 0,
+                    len: 3,
+                },
+                &[c],
+            )
+            .unwrap();
+        let cc = g.push(Op::Concat { axis: 0 }, &[sl]).unwrap();
+        let b = g
+            .push(
+                Op::Broadcast {
+                    shape: Shape::from([2, 3]),
+                },
+                &[cc],
+            )
+            .unwrap();
+        let p = g.push(Op::Unary(UnaryOp::Powi(1)), &[b]).unwrap();
+        let sg = g.stop_gradient(p).unwrap();
+        g.set_outputs(vec![sg]);
+        let s = crate::passes::optimize(&g).unwrap();
+        assert_eq!(ops(&s), vec!["input #0", "stop_gradient"], "{s}");
+        let t = crate::passes::strip_stop_gradient(&s).unwrap();
+        assert_eq!(t.outputs(), &t.input_ids()[..]);
+    }
+
+    #[test]
+    fn select_with_constant_condition_or_equal_branches() {
+        let mut g = Graph::new();
+        let a = g.input("a", [3], DType::F64);
+        let b = g.input("b", [2, 3], DType::F64);
+        let t = g.full(1.0, [2, 3], DType::Bool);
+        let f = g.scalar(0.0, DType::Bool);
+        let m = g.input("m", [3], DType::Bool);
+        let s1 = g.select(t, a, b).unwrap();
+        let s2 = g.select(f, a, b).unwrap();
+        let s3 = g.select(m, a, a).unwrap();
+        g.set_outputs(vec![s1, s2, s3]);
+        let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
+        let ins = s.input_ids();
+        assert!(matches!(s.node(s.outputs()[0]).op, Op::Broadcast { .. }));
+        assert_eq!(s.node(s.outputs()[0]).inputs, vec![ins[0]]);
+        assert_eq!(s.outputs()[1], ins[1]);
+        assert_eq!(s.outputs()[2], ins[0]);
+    }
+
+    #[test]
+    fn logical_identities() {
+        let mut g = Graph::new();
+        let m = g.input("m", [2], DType::Bool);
+        let t = g.scalar(1.0, DType::Bool);
+        let f = g.scalar(0.0, DType::Bool);
+        let a = g.and(m, t).unwrap();
+        let b = g.or(f, m).unwrap();
+        let c = g.and(f, m).unwrap();
+        let d = g.or(m, t).unwrap();
+        g.set_outputs(vec![a, b, c, d]);
+        let s = simplify(&g).unwrap();
+        let o = s.outputs();
+        assert_eq!((o[0], o[1]), (s.input_ids()[0], s.input_ids()[0]));
+        assert_eq!(s.node(o[2]).op, Op::Constant(Literal::Splat(0.0)));
+        assert_eq!(s.node(o[3]).op, Op::Constant(Literal::Splat(1.0)));
+        assert_eq!(s.shape(o[3]), &Shape::from([2]));
+    }
+
+    #[test]
+    fn rules_never_change_the_node_type() {
+        // x: [3] f64; 1: [2, 3] f32 -- not combinable, so no rule can fire on
+        // a dtype mismatch; and `x * 1` with a bigger `1` broadcasts `x`.
+        let mut g = Graph::new();
+        let x = g.input("x", [1, 3], DType::F64);
+        let one = g.full(1.0, [4, 1, 1], DType::F64);
+        let y = g.mul(x, one).unwrap();
+        g.set_outputs(vec![y]);
+        let s = simplify(&g).unwrap();
+        let o = s.node(s.outputs()[0]);
+        assert_eq!(o.shape, Shape::from([4, 1, 3]));
+        assert!(matches!(o.op, Op::Broadcast { .. }));
+    }
+}

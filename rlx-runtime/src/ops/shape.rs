@@ -1,0 +1,224 @@
+//! Shape, layout and indexing ops: reshape, broadcast, transpose, concat,
+//! slice, gather, scatter-add, select, cast, stop-gradient.
+
+use rlx_core::{DType, Op, Result, Shape};
+
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// The same elements in a new shape (row-major order).
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let x = Tensor::arange(6, rlx_runtime::DType::F64).reshape([2, 3]);
+    /// assert_eq!(x.shape().dims(), &[2, 3]);
+    /// ```
+    #[track_caller]
+    pub fn reshape(&self, shape: impl Into<Shape>) -> Tensor {
+        self.op1(Op::Reshape {
+            shape: shape.into(),
+        })
+    }
+
+    /// [`Tensor::reshape`] returning an error if the element counts differ.
+    #[track_caller]
+    pub fn try_reshape(&self, shape: impl Into<Shape>) -> Result<Tensor> {
+        self.try_op1(Op::Reshape {
+            shape: shape.into(),
+        })
+    }
+
+    /// NumPy broadcast to `shape`.
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let x = Tensor::from_slice(&[1.0f64, 2.0], [2]).broadcast_to([3, 2]);
+    /// assert_eq!(x.to_vec::<f64>().unwrap(), vec![1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Tensor {
+        self.op1(Op::Broadcast {
+            shape: shape.into(),
+        })
+    }
+
+    /// [`Tensor::broadcast_to`] returning an error if the shapes do not broadcast.
+    #[track_caller]
+    pub fn try_broadcast_to(&self, shape: impl Into<Shape>) -> Result<Tensor> {
+        self.try_op1(Op::Broadcast {
+            shape: shape.into(),
+        })
+    }
+
+    /// Permutes the axes: output axis `i` is input axis `perm[i]`.
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let x = Tensor::zeros([2, 3, 4], rlx_runtime::DType::F32).transpose(&[2, 0, 1]);
+    /// assert_eq!(x.shape().dims(), &[4, 2, 3]);
+    /// ```
+    #[track_caller]
+    pub fn transpose(&self, perm: &[usize]) -> Tensor {
+        self.op1(Op::Transpose {
+            perm: perm.to_vec(),
+        })
+    }
+
+    /// [`Tensor::transpose`] returning an error for an invalid permutation.
+    #[track_caller]
+    pub fn try_transpose(&self, perm: &[usize]) -> Result<Tensor> {
+        self.try_op1(Op::Transpose {
+            perm: perm.to_vec(),
+        })
+    }
+
+    /// Swaps the last two axes (the matrix transpose of each batch item);
+    /// 0-d and 1-d tensors are returned unchanged, as NumPy's `.T` does.
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let a = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
+    /// assert_eq!(a.t().to_vec::<f64>().unwrap(), vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    /// ```
+    #[track_caller]
+    pub fn t(&self) -> Tensor {
+        let r = self.rank();
+        if r < 2 {
+            return self.clone();
+        }
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        self.transpose(&perm)
+    }
+
+    /// Joins tensors along `axis` (equal shapes elsewhere).
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let a = Tensor::from_slice(&[1.0f64, 2.0], [1, 2]);
+    /// let b = Tensor::from_slice(&[3.0f64, 4.0], [1, 2]);
+    /// let c = Tensor::concat(&[&a, &b], 0);
+    /// assert_eq!(c.shape().dims(), &[2, 2]);
+    /// ```
+    #[track_caller]
+    pub fn concat(tensors: &[&Tensor], axis: usize) -> Tensor {
+        Tensor::apply_or_panic(Op::Concat { axis }, tensors)
+    }
+
+    /// [`Tensor::concat`] returning an error on mismatched shapes.
+    #[track_caller]
+    pub fn try_concat(tensors: &[&Tensor], axis: usize) -> Result<Tensor> {
+        Tensor::apply(Op::Concat { axis }, tensors)
+    }
+
+    /// Elements `start..start + len` along `axis`.
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let q = Tensor::from_slice(&[0.0f64, 1.0, 2.0, 3.0], [4]);
+    /// assert_eq!(q.slice(0, 1, 2).to_vec::<f64>().unwrap(), vec![1.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn slice(&self, axis: usize, start: usize, len: usize) -> Tensor {
+        self.op1(Op::Slice { axis, start, len })
+    }
+
+    /// [`Tensor::slice`] returning an error when out of range.
+    #[track_caller]
+    pub fn try_slice(&self, axis: usize, start: usize, len: usize) -> Result<Tensor> {
+        self.try_op1(Op::Slice { axis, start, len })
+    }
+
+    /// `take` along `axis` with `i64` indices: the result has shape
+    /// `x.shape[..axis] ++ idx.shape ++ x.shape[axis + 1..]`. An index out of
+    /// range (or negative) is an error.
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let x = Tensor::from_slice(&[10.0f64, 20.0, 30.0], [3]);
+    /// let i = Tensor::from_slice(&[2i64, 0, 2], [3]);
+    /// assert_eq!(x.gather(&i, 0).to_vec::<f64>().unwrap(), vec![30.0, 10.0, 30.0]);
+    /// ```
+    #[track_caller]
+    pub fn gather(&self, idx: &Tensor, axis: usize) -> Tensor {
+        self.op2(Op::Gather { axis }, idx)
+    }
+
+    /// [`Tensor::gather`] returning an error instead of panicking.
+    #[track_caller]
+    pub fn try_gather(&self, idx: &Tensor, axis: usize) -> Result<Tensor> {
+        self.try_op2(Op::Gather { axis }, idx)
+    }
+
+    /// A copy of `self` with `updates` added at `idx` along `axis` (repeated
+    /// indices accumulate); the transpose of [`Tensor::gather`].
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let x = Tensor::zeros([3], rlx_runtime::DType::F64);
+    /// let i = Tensor::from_slice(&[0i64, 2, 0], [3]);
+    /// let u = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]);
+    /// assert_eq!(x.scatter_add(&i, &u, 0).to_vec::<f64>().unwrap(), vec![4.0, 0.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn scatter_add(&self, idx: &Tensor, updates: &Tensor, axis: usize) -> Tensor {
+        Tensor::apply_or_panic(Op::ScatterAdd { axis }, &[self, idx, updates])
+    }
+
+    /// [`Tensor::scatter_add`] returning an error instead of panicking.
+    #[track_caller]
+    pub fn try_scatter_add(&self, idx: &Tensor, updates: &Tensor, axis: usize) -> Result<Tensor> {
+        Tensor::apply(Op::ScatterAdd { axis }, &[self, idx, updates])
+    }
+
+    /// `mask ? a : b` element-wise (`self` is the `bool` mask), with
+    /// broadcasting of all three. Callable as `Tensor::select(&mask, &a, &b)`
+    /// or `mask.select(&a, &b)`.
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let x = Tensor::from_slice(&[-1.0f64, 2.0], [2]);
+    /// let y = Tensor::select(&x.gt_scalar(0.0), &x, &x.neg());
+    /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![1.0, 2.0]);
+    /// let z = x.lt_scalar(0.0).select(&x.scalar_like(0.0), &x);
+    /// assert_eq!(z.to_vec::<f64>().unwrap(), vec![0.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn select(&self, a: &Tensor, b: &Tensor) -> Tensor {
+        Tensor::apply_or_panic(Op::Select, &[self, a, b])
+    }
+
+    /// [`Tensor::select`] returning an error instead of panicking.
+    #[track_caller]
+    pub fn try_select(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        Tensor::apply(Op::Select, &[self, a, b])
+    }
+
+    /// Converts to `dtype` (a same-dtype cast returns a clone). Floats to
+    /// `i64` truncate toward zero; to `bool`, non-zero is `true`.
+    ///
+    /// ```
+    /// # use rlx_runtime::{DType, Tensor};
+    /// let x = Tensor::from_slice(&[1.7f64, -1.7], [2]).cast(DType::I64);
+    /// assert_eq!(x.to_vec::<i64>().unwrap(), vec![1, -1]);
+    /// ```
+    #[track_caller]
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        self.op1(Op::Cast(dtype))
+    }
+
+    /// The same values, with a zero derivative.
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let x = Tensor::scalar(3.0f64);
+    /// assert_eq!(x.stop_gradient().item::<f64>().unwrap(), 3.0);
+    /// ```
+    #[track_caller]
+    pub fn stop_gradient(&self) -> Tensor {
+        self.op1(Op::StopGradient)
+    }
+}
