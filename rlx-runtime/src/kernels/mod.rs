@@ -22,7 +22,7 @@ mod matmul;
 mod reduce;
 pub mod scalar;
 mod softmax;
-mod solve;
+pub(crate) mod solve;
 
 use rlx_core::{DType, Error, Op, Result, Shape};
 
