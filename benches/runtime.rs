@@ -197,7 +197,7 @@ fn matmul(c: &mut Criterion) {
 /// 50 dependent ops: `v = v * c`, `v + c`, `max(v, c)`, `v - c`, `v / c`, repeated.
 fn scalar_by_hand(mut v: f64) -> f64 {
     for i in 0..50 {
-        let c = 1.0 + i as f64 * 0.01;
+        let c = 1.0 + (i + 1) as f64 * 0.01;
         v = match i % 5 {
             0 => v * c,
             1 => v + c,
@@ -214,7 +214,7 @@ fn scalar_region(c: &mut Criterion) {
     let x = g.input("x", (), DType::F64);
     let mut v = x;
     for i in 0..50 {
-        let k = g.scalar(1.0 + i as f64 * 0.01, DType::F64);
+        let k = g.scalar(1.0 + (i + 1) as f64 * 0.01, DType::F64);
         v = match i % 5 {
             0 => g.mul(v, k).unwrap(),
             1 => g.add(v, k).unwrap(),

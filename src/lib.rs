@@ -4,7 +4,7 @@
 //! exact gradients, Jacobians, Hessians and JVPs of it from generated
 //! companion functions:
 //!
-//! ```ignore
+//! ```
 //! use rlx::prelude::*;
 //!
 //! #[differentiable]
@@ -14,9 +14,17 @@
 //!     0.5 * k * (r - rest).powi(2)
 //! }
 //!
+//! # fn main() -> rlx::Result<()> {
 //! let q = Tensor::from_slice(&[0.0, 0.0, 1.2, 0.1], [4]);
 //! let e = spring_energy(&q, 10.0, 1.0);
 //! let (dq, dk, drest) = grad_spring_energy(&q, 10.0, 1.0)?;
+//! assert_eq!(dq.shape().dims(), &[4]);
+//! // dE/drest = -k (r - rest)
+//! let r = (1.2f64 * 1.2 + 0.1 * 0.1).sqrt();
+//! assert!((drest + 10.0 * (r - 1.0)).abs() < 1e-12);
+//! assert!((dk - e / 10.0).abs() < 1e-12);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! Parameters: `Tensor`/`&Tensor` and `f32`/`f64` are runtime inputs and

@@ -3,77 +3,39 @@
 //! of the plain call, composition, errors and thread safety.
 
 use rlx::prelude::*;
-use rlx::{autodiff, compile, BinaryOp, Graph, Op, ReduceOp, TensorType, UnaryOp};
-
-/// Element-wise and reduction helpers written over `Tensor::apply`; plain
-/// functions over `Tensor` compose with traced code.
-mod ops {
-    use super::*;
-    pub fn bin(op: BinaryOp, a: &Tensor, b: &Tensor) -> Tensor {
-        Tensor::apply_or_panic(Op::Binary(op), &[a, b])
-    }
-    pub fn mul(a: &Tensor, b: &Tensor) -> Tensor {
-        bin(BinaryOp::Mul, a, b)
-    }
-    pub fn add(a: &Tensor, b: &Tensor) -> Tensor {
-        bin(BinaryOp::Add, a, b)
-    }
-    pub fn un(op: UnaryOp, a: &Tensor) -> Tensor {
-        Tensor::apply_or_panic(Op::Unary(op), &[a])
-    }
-    pub fn sin(a: &Tensor) -> Tensor {
-        un(UnaryOp::Sin, a)
-    }
-    pub fn exp(a: &Tensor) -> Tensor {
-        un(UnaryOp::Exp, a)
-    }
-    pub fn sum(a: &Tensor, axes: &[usize]) -> Tensor {
-        Tensor::apply_or_panic(
-            Op::Reduce {
-                op: ReduceOp::Sum,
-                axes: axes.to_vec(),
-            },
-            &[a],
-        )
-    }
-    pub fn sum_all(a: &Tensor) -> Tensor {
-        let axes: Vec<usize> = (0..a.rank()).collect();
-        sum(a, &axes)
-    }
-}
-use ops::*;
+use rlx::{autodiff, compile, Graph, TensorType};
 
 /// E(q, k) = k · Σ sin(q_i) q_i + Σ exp(k q_i) / 10
 #[differentiable]
 fn energy(q: &Tensor, k: f64) -> f64 {
-    let a = mul(&sum_all(&mul(&sin(q), q)), &k);
-    let b = sum_all(&exp(&mul(q, &k)));
-    add(&a, &mul(&b, &Tensor::scalar(0.1f64)))
+    let a = (q.sin() * q).sum_all() * &k;
+    let b = (q * &k).exp().sum_all();
+    a + b * 0.1
 }
 
 /// y_i = sin(x_i) · Σ_j x_j (a dense Jacobian)
 #[differentiable]
 fn field(x: &Tensor) -> Tensor {
-    mul(&sin(x), &sum_all(x))
+    x.sin() * x.sum_all()
 }
 
-/// Row-local: y_n = Σ_j sin(x_nj) x_n0-free form, y_n = Σ_j exp(x_nj) sin(x_nj)
+/// Row-local: y_n = Σ_j exp(x_nj) sin(x_nj)
 #[differentiable]
 fn rows(x: &Tensor) -> Tensor {
-    sum(&mul(&exp(x), &sin(x)), &[1])
+    (x.exp() * x.sin()).sum(&[1])
 }
 
 /// Uses another differentiable function's plain call and a companion.
 #[differentiable]
 fn outer(x: &Tensor) -> Tensor {
-    let inner = sum_all(&field(x));
+    let inner = field(x).sum_all();
     let g = grad_sumsin(x).unwrap();
-    add(&inner, &sum_all(&g))
+    inner + g.sum_all()
 }
 
 #[differentiable]
 fn sumsin(x: &Tensor) -> Tensor {
-    sum_all(&mul(&sin(x), x))
+    (x.sin() * x).sum_all()
 }
 
 /// The gradient of `sumsin`, differentiable again (nesting).
@@ -82,11 +44,15 @@ fn grad_of_sumsin(x: &Tensor) -> Tensor {
     grad_sumsin(x).unwrap()
 }
 
+/// The line of the multiplication in `needs_three`, which fails for inputs
+/// that are not of length 3.
+const NEEDS_THREE_LINE: u32 = line!() + 6;
+
 /// A function that is wrong for some input shapes (a shape error in traced code).
 #[differentiable]
 fn needs_three(x: &Tensor) -> Tensor {
     let w = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]);
-    sum_all(&mul(x, &w))
+    (x * &w).sum_all()
 }
 
 thread_local! {
@@ -97,13 +63,13 @@ thread_local! {
 #[differentiable]
 fn captures(x: &Tensor) -> Tensor {
     let c = CAPTURED.with(|c| c.clone());
-    sum_all(&mul(x, &c))
+    (x * &c).sum_all()
 }
 
 /// f32 parameters and result.
 #[differentiable]
 fn single(a: f32, b: &Tensor) -> f32 {
-    mul(&a, &sum_all(&mul(b, b)))
+    (b * b).sum_all() * &a
 }
 
 // ---------------------------------------------------------------------------
@@ -396,7 +362,8 @@ fn a_shape_error_in_traced_code_names_the_line_and_the_signature() {
     assert!(needs_three(&t(&[1.0, 2.0, 3.0])).item::<f64>().is_ok());
     let err = expect_err(grad_needs_three(&t(&[1.0, 2.0])));
     let msg = err.to_string();
-    assert!(msg.contains("macro_companions.rs:"), "{msg}");
+    let at = format!("macro_companions.rs:{NEEDS_THREE_LINE}:");
+    assert!(msg.contains(&at), "expected {at} in: {msg}");
     assert!(msg.contains("needs_three(x: f64[2])"), "{msg}");
     assert!(
         matches!(err.root(), rlx::Error::ShapeMismatch { .. }),
@@ -414,7 +381,7 @@ fn a_shape_error_in_traced_code_names_the_line_and_the_signature() {
 fn errors_inside_a_nested_companion_surface_as_the_outer_err() {
     #[differentiable]
     fn wraps(x: &Tensor) -> Tensor {
-        sum_all(&grad_needs_three(x).unwrap())
+        grad_needs_three(x).unwrap().sum_all()
     }
     assert!(grad_wraps(&t(&[1.0, 2.0, 3.0])).is_ok());
     let err = expect_err(grad_wraps(&t(&[1.0, 2.0])));

@@ -23,7 +23,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// Two operand shapes are incompatible for an op.
-    #[error("`{op}`: shapes {lhs} and {rhs} are incompatible\n  = note: {expected}")]
+    #[error("`{op}`: shapes {lhs} and {rhs} are incompatible\n  = note: expected {expected}")]
     ShapeMismatch {
         /// The op being built.
         op: &'static str,

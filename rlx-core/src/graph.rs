@@ -3,7 +3,7 @@
 //! Invariants (checked by [`Graph::verify`]):
 //! - every operand of node `%i` is an earlier node `%j`, `j < i`, so insertion
 //!   order is a topological order;
-//! - each node's shape and dtype equal what [`infer`] gives for its op and
+//! - each node's shape and dtype equal what [`infer()`] gives for its op and
 //!   operands (inputs and constants carry their declared type);
 //! - `Op::Input { index }` nodes and `Graph::inputs()` agree one to one;
 //! - outputs name existing nodes.
@@ -557,7 +557,7 @@ impl Graph {
                 op: "sum_to",
                 lhs: xs,
                 rhs: shape.clone(),
-                expected: "the target shape must broadcast to the operand's shape".into(),
+                expected: "a target shape that broadcasts to the operand's shape".into(),
             });
         }
         let lead = xs.rank() - shape.rank();

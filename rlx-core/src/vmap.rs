@@ -18,6 +18,23 @@
 //! batch axis in the wrong place. It is reshaped to `[size, 1, .., 1, ..s]`
 //! first, which puts the batch axis at position 0 of the result.
 //!
+//! The rules, for `B = size` and a node whose unbatched result has rank `r`:
+//!
+//! | op | batched form |
+//! | --- | --- |
+//! | unary, cast, stop_gradient | the same op |
+//! | binary, compare, select | batched operands padded to rank `r + 1`, unbatched ones as they are |
+//! | matmul | the same padding (batch dimensions broadcast; matrix axes stay last, so there is no vector case: both operands have rank >= 2) |
+//! | reduce, softmax, log_softmax, slice | axes shifted by one |
+//! | transpose | `[0, perm + 1]` |
+//! | reshape, broadcast | target `[B, ..shape]` (broadcast pads its operand first) |
+//! | concat | unbatched operands broadcast to `[B, ..]`, axis shifted |
+//! | gather | batched `x`: axis shifted; batched `idx`: gather, then move the batch axis to the front; both: see below |
+//! | scatter_add | operand and updates broadcast to `[B, ..]`; batched `idx`: see below |
+//! | solve | the unbatched side broadcast to `[B, ..]` (solve does not broadcast) |
+//! | custom | see below |
+//! | input, constant | never batched |
+//!
 //! Custom ops with a batched operand are replaced by their inlined, batched
 //! forward graph: the result computes the same values, but its derivatives
 //! come from differentiating the forward graph, not from the op's custom

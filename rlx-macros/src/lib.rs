@@ -1,18 +1,19 @@
 //! The `#[differentiable]` attribute of rlx.
 //!
 //! Pipeline, one module per step:
-//! - [`parse`](mod@parse): the `fn` and the attribute arguments to our model
+//! - `parse`: the `fn` and the attribute arguments to our model
 //!   (parameter kinds, outputs, `wrt`);
-//! - [`check`](mod@check): rejects what cannot be traced soundly
+//! - `check`: rejects what cannot be traced soundly
 //!   (`async`, `unsafe`, `self`, generics, `?`, `loop`, `match`/`while` on
-//!   traced values, ...), using [`traced`] to tell traced bindings from
+//!   traced values, ...), using `traced` to tell traced bindings from
 //!   static ones;
-//! - [`rewrite`](mod@rewrite): comparisons and `if`/`else` on traced
+//! - `rewrite`: comparisons and `if`/`else` on traced
 //!   values to mask ops and selects;
-//! - [`expand`](mod@expand): the plain function, its companions, the tracer.
+//! - `expand`: the plain function, its companions, the tracer.
 //!
 //! On errors the output still holds the user's function and every companion
 //! with the right signatures, next to the `compile_error!`s.
+#![deny(missing_docs)]
 
 use proc_macro::TokenStream;
 

@@ -18,21 +18,32 @@ pub(crate) fn eval(op: &Op, inputs: &[&Concrete]) -> Result<Tensor> {
         .collect();
     let refs: Vec<&TensorType> = tys.iter().collect();
     let out = infer(op, &refs)?;
-    // Ops that keep the values as they are share the storage.
-    if matches!(op, Op::Reshape { .. } | Op::StopGradient) {
-        return Ok(Tensor {
-            repr: Repr::Concrete(Concrete {
-                storage: Arc::clone(&inputs[0].storage),
-                shape: out.shape,
-                origin: trace::current_id(),
-            }),
-        });
-    }
-    let mut storage = Storage::zeros(out.dtype, out.shape.numel());
-    let operands: Vec<Operand<'_>> = inputs
+    // A value computed from a tensor captured from outside the current trace
+    // is itself captured: it keeps that foreign origin, so that the trace
+    // still refuses it (see `crate::trace`).
+    let here = trace::current_id();
+    let origin = inputs
         .iter()
-        .map(|c| Operand::new(&c.storage, &c.shape))
-        .collect();
-    eval_into(op, &operands, &out.shape, &mut storage)?;
-    Tensor::from_storage(storage, out.shape)
+        .map(|c| c.origin)
+        .find(|&o| o != here)
+        .unwrap_or(here);
+    // Ops that keep the values as they are share the storage.
+    let storage = if matches!(op, Op::Reshape { .. } | Op::StopGradient) {
+        Arc::clone(&inputs[0].storage)
+    } else {
+        let mut storage = Storage::zeros(out.dtype, out.shape.numel());
+        let operands: Vec<Operand<'_>> = inputs
+            .iter()
+            .map(|c| Operand::new(&c.storage, &c.shape))
+            .collect();
+        eval_into(op, &operands, &out.shape, &mut storage)?;
+        Arc::new(storage)
+    };
+    Ok(Tensor {
+        repr: Repr::Concrete(Concrete {
+            storage,
+            shape: out.shape,
+            origin,
+        }),
+    })
 }

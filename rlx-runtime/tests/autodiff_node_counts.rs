@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use rlx_core::autodiff::grad;
+use rlx_core::autodiff::{grad, hessian};
 use rlx_core::{Graph, ReduceOp};
 
 /// Nodes an output needs (what execution would run).
@@ -123,4 +123,31 @@ fn lennard_jones_gradient_graph_is_small_and_correct() {
         let s: f64 = (0..n).map(|i| out[1][i * 3 + c]).sum();
         assert!(s.abs() < 1e-9, "net force {s}");
     }
+    // Hessian [n, 3, n, 3]: symmetric, and translation invariance makes
+    // Σ_j H[i, a, j, b] = 0; H · v matches finite differences of ∇E
+    let h = run(&hessian(&g, &[0]).unwrap(), std::slice::from_ref(&x));
+    let m = n * 3;
+    for p in 0..m {
+        for q in 0..m {
+            assert!(
+                (h[1][p * m + q] - h[1][q * m + p]).abs() < 1e-9 * (1.0 + h[1][p * m + q].abs())
+            );
+        }
+        for b in 0..3 {
+            let s: f64 = (0..n).map(|j| h[1][p * m + j * 3 + b]).sum();
+            assert!(
+                s.abs() < 1e-8 * (1.0 + h[1][p * m + p].abs()),
+                "row {p}: {s}"
+            );
+        }
+    }
+    let hv: Vec<f64> = (0..m).map(|p| dot(&h[1][p * m..(p + 1) * m], &v)).collect();
+    let want = fd(
+        &d,
+        std::slice::from_ref(&x),
+        std::slice::from_ref(&v),
+        1,
+        1e-6,
+    );
+    assert_close(&hv, &want, 1e-5, "H v vs finite difference of the gradient");
 }

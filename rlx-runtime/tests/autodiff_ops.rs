@@ -1,13 +1,14 @@
 //! One test per op, each from a one-line table entry: the JVP against
 //! central finite differences along a random direction, the VJP against the
-//! JVP through `⟨u, J v⟩ = ⟨Jᵀ u, v⟩`, and (for ops whose second derivative
+//! JVP through `⟨u, J v⟩ = ⟨Jᵀ u, v⟩`, the batched Jacobians of both modes
+//! against the JVP and VJP (`J v`, `uᵀ J`), and (for ops whose second derivative
 //! exists at the sampled points) the Hessian-vector product of `⟨u, f(x)⟩`
 //! against finite differences of its gradient.
 
 mod common;
 
 use common::*;
-use rlx_core::autodiff::{grad, hvp, jvp, vjp};
+use rlx_core::autodiff::{grad, hvp, jacfwd, jacrev, jvp, vjp};
 use rlx_core::{CmpOp, DType, Graph, NodeId, ReduceOp, UnaryOp};
 
 const H: f64 = 1e-5;
@@ -74,6 +75,31 @@ fn check(
         1e-10,
         &format!("{name}: <u, Jv> vs <J^T u, v>"),
     );
+
+    // Jacobians in one batched execution, both modes: J v = jvp, uᵀ J = vjp.
+    for (mode, jac) in [
+        ("jacfwd", jacfwd(&g, &wrt).unwrap()),
+        ("jacrev", jacrev(&g, &wrt).unwrap()),
+    ] {
+        let blocks = run(&jac, &x);
+        let mut jv_from_j = vec![0.0; y.len()];
+        for (i, vi) in v.iter().enumerate() {
+            let b = &blocks[1 + i];
+            let ut_j: Vec<f64> = (0..vi.len())
+                .map(|c| (0..y.len()).map(|r| u[r] * b[r * vi.len() + c]).sum())
+                .collect();
+            assert_close(
+                &ut_j,
+                &outs[1 + i],
+                1e-9,
+                &format!("{name}: {mode} u^T J[{i}] vs vjp"),
+            );
+            for (r, acc) in jv_from_j.iter_mut().enumerate() {
+                *acc += dot(&b[r * vi.len()..(r + 1) * vi.len()], vi);
+            }
+        }
+        assert_close(&jv_from_j, &jv, 1e-9, &format!("{name}: {mode} J v vs jvp"));
+    }
 
     if second {
         // s(x) = ⟨u, f(x)⟩; H v from forward-over-reverse vs fd of ∇s.

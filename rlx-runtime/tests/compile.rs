@@ -1,6 +1,7 @@
-//! Compiled results against a naive reference evaluator (tests/common), for
-//! every op, f32/f64, broadcasting, 0-d and size-0 values (tests/naive); matmul edge
-//! cases; buffer reuse; input and output errors; concurrency.
+//! Compiled results against `rlx_runtime::interpret` and a naive reference
+//! evaluator (tests/naive) for every op, f32/f64 (and half precision),
+//! broadcasting, 0-d and size-0 values, random graphs; matmul edge cases;
+//! buffer reuse; input and output errors; concurrency.
 
 mod naive;
 
@@ -36,6 +37,27 @@ fn check(g: &Graph, inputs: &[&Tensor], rtol: f64, what: &str) -> Executable {
             &w.data,
             rtol,
             &format!("{what}: output {j}"),
+        );
+    }
+    // The reference interpreter (per-op reference kernels) agrees too.
+    let interp =
+        rlx_runtime::interpret(g, inputs).unwrap_or_else(|e| panic!("{what}: interpret: {e}"));
+    for (j, (t, r)) in got.iter().zip(&interp).enumerate() {
+        assert_eq!(
+            t.shape(),
+            r.shape(),
+            "{what}: output {j} shape vs interpret"
+        );
+        assert_eq!(
+            t.dtype(),
+            r.dtype(),
+            "{what}: output {j} dtype vs interpret"
+        );
+        assert_close(
+            &t.to_f64_vec().unwrap(),
+            &r.to_f64_vec().unwrap(),
+            rtol,
+            &format!("{what}: output {j} vs interpret"),
         );
     }
     // A second (warm) run gives the same values.
@@ -444,7 +466,7 @@ fn scalar_region_of_fifty_dependent_ops() {
     let x = g.input("x", (), DType::F64);
     let mut v = x;
     for i in 0..50 {
-        let c = g.scalar(1.0 + i as f64 * 0.01, DType::F64);
+        let c = g.scalar(1.0 + (i + 1) as f64 * 0.01, DType::F64);
         v = match i % 5 {
             0 => g.mul(v, c).unwrap(),
             1 => g.add(v, c).unwrap(),
@@ -854,5 +876,31 @@ fn random_graphs_match_the_reference() {
             1e-9,
             &format!("random graph {case}:\n{g}"),
         );
+    }
+}
+
+#[test]
+fn zero_d_integers_and_mixed_dtypes() {
+    // 0-d i64 values run in a (one-element) fused loop; the f64 part after
+    // the cast is a scalar region; bool masks select between branches.
+    let mut g = Graph::new();
+    let n = g.input("n", (), DType::I64);
+    let x = g.input("x", (), DType::F32);
+    let three = g.full(3.0, (), DType::I64);
+    let m = g.mul(n, three).unwrap();
+    let p = g.powi(m, 2).unwrap();
+    let f = g.cast(p, DType::F64).unwrap();
+    let xf = g.cast(x, DType::F64).unwrap();
+    let s = g.add(f, xf).unwrap();
+    let pos = g.compare(CmpOp::Gt, s, f).unwrap();
+    let neg = g.neg(s).unwrap();
+    let r = g.select(pos, s, neg).unwrap();
+    let h = g.cast(r, DType::F16).unwrap();
+    let h2 = g.sqrt(h).unwrap();
+    g.set_outputs(vec![r, p, h2, pos]);
+    for (nv, xv) in [(2.0, 0.5), (-3.0, -1.25), (0.0, 0.0)] {
+        let nt = tensor(&[nv], &[], DType::I64);
+        let xt = tensor(&[xv], &[], DType::F32);
+        check(&g, &[&nt, &xt], 1e-3, &format!("mixed 0-d n={nv} x={xv}"));
     }
 }

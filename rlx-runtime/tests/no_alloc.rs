@@ -1,7 +1,7 @@
 //! A warm `run_into` performs no heap allocation: proven with a counting
 //! global allocator on a graph with fused chains, a scalar region, a matrix
-//! product with a transposed operand, a reduction, a solve, a softmax and a
-//! slice.
+//! product with a transposed operand, a reduction, a solve, a slice, and a
+//! softmax and a gather (both through the reference kernels).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -89,7 +89,10 @@ fn warm_run_into_allocates_nothing() {
     // Softmax and slice.
     let sm = g.softmax(p, 1).unwrap();
     let sl = g.slice(sm, 0, 1, 3).unwrap();
-    g.set_outputs(vec![out0, sl, sol]);
+    // A gather through the reference kernels.
+    let idx = g.input("idx", [3], DType::I64);
+    let ga = g.gather(sl, idx, 1).unwrap();
+    g.set_outputs(vec![out0, ga, sol]);
 
     let exe = compile(&g).unwrap();
     let xv = Tensor::from_vec((0..30).map(|i| (i as f64 * 0.37).sin()).collect(), [6, 5]);
@@ -100,7 +103,8 @@ fn warm_run_into_allocates_nothing() {
     }
     let avt = Tensor::from_vec(av, [4, 4]);
     let kv = Tensor::scalar(0.8f64);
-    let inputs = [&xv, &wv, &avt, &kv];
+    let iv = Tensor::from_vec(vec![3i64, 0, 2], [3]);
+    let inputs = [&xv, &wv, &avt, &kv, &iv];
     let mut outs: Vec<Tensor> = exe
         .output_types()
         .iter()

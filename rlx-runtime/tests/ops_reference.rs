@@ -615,6 +615,19 @@ fn reductions_over_any_axes() {
 }
 
 #[test]
+fn long_f32_sums_do_not_accumulate_rounding() {
+    // 2^20 copies of 0.1f32: a naive f32 running sum is off by ~1e-3
+    // relative; the exact sum rounded once is within f32's half ulp.
+    let n = 1 << 20;
+    let x = Tensor::full(0.1, [n], DType::F32);
+    let exact = n as f64 * f64::from(0.1f32);
+    let got = f64::from(x.sum_all().item::<f32>().unwrap());
+    assert!(((got - exact) / exact).abs() < 1e-7, "{got} vs {exact}");
+    let mean = f64::from(x.mean_all().item::<f32>().unwrap());
+    assert!((mean - f64::from(0.1f32)).abs() < 1e-8, "{mean}");
+}
+
+#[test]
 fn integer_reductions() {
     let x = Tensor::from_slice(&[3i64, -1, 4, 1, -5, 9], [2, 3]);
     assert_eq!(x.sum(&[1]).to_vec::<i64>().unwrap(), vec![6, 5]);
@@ -648,8 +661,9 @@ fn ref_matmul(a: &[f64], sa: &[usize], b: &[f64], sb: &[usize]) -> (Vec<f64>, Ve
 #[test]
 fn matmul_batched_and_broadcast() {
     let mut rng = Rng(23);
-    let cases: [(&[usize], &[usize]); 6] = [
+    let cases: [(&[usize], &[usize]); 7] = [
         (&[2, 3], &[3, 4]),
+        (&[3, 7], &[2, 7, 70]),
         (&[2, 1, 2, 3], &[3, 3, 4]),
         (&[1, 1], &[1, 5]),
         (&[2, 0], &[0, 3]),
@@ -1149,6 +1163,11 @@ fn traced_tensors_record_ops_and_errors() {
     assert!(format!("{x:?}").starts_with("Tensor(traced %0: f64[3]"));
     let g = t.finish(&[&y]).unwrap();
     g.verify().unwrap();
+    let ops: Vec<&str> = g.nodes().iter().map(|n| n.op.name()).collect();
+    assert_eq!(
+        ops,
+        ["input", "sin", "constant", "mul", "constant", "add", "sum"]
+    );
     let out = interpret(&g, &[&Tensor::from_slice(&[0.0f64, 0.0, 0.0], [3])]).unwrap();
     assert_eq!(out[0].item::<f64>().unwrap(), 3.0);
 
@@ -1173,6 +1192,24 @@ fn traced_tensors_record_ops_and_errors() {
     let y = &x * &captured;
     let err = t.finish(&[&y]).unwrap_err();
     assert!(err.to_string().contains("created outside"), "{err}");
+
+    // ... also after eager arithmetic on it inside the trace, while values
+    // created inside the trace are legal constants.
+    let t = Trace::enter();
+    let x = t.input("x", [3], DType::F64);
+    let local = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]).exp() * 2.0;
+    let ok = &x * &local;
+    let laundered = (captured.sin() + 1.0).reshape([3]);
+    let y = &ok + &laundered;
+    let err = t.finish(&[&y]).unwrap_err();
+    assert!(err.to_string().contains("created outside"), "{err}");
+    let t = Trace::enter();
+    let x = t.input("x", [3], DType::F64);
+    let local = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]).exp() * 2.0;
+    let g = t.finish(&[&(&x * &local)]).unwrap();
+    let out = interpret(&g, &[&Tensor::from_slice(&[1.0f64, 1.0, 1.0], [3])]).unwrap();
+    let want: Vec<f64> = [1.0f64, 2.0, 3.0].iter().map(|v| v.exp() * 2.0).collect();
+    assert_eq!(vals(&out[0]), want);
 }
 
 #[test]
@@ -1219,6 +1256,35 @@ fn eval_into_reports_bad_calls() {
             got: 1
         }
     ));
+    // Shapes that do not agree with the output are refused, not indexed out of bounds.
+    let s3 = Shape::from([3]);
+    let mut out3 = Storage::F64(vec![0.0; 3]);
+    let ops = [
+        Op::Binary(BinaryOp::Mul),
+        Op::Concat { axis: 0 },
+        Op::MatMul,
+    ];
+    for op in &ops {
+        let e = eval_into(
+            op,
+            &[Operand::new(&x, &s), Operand::new(&x, &s)],
+            &s3,
+            &mut out3,
+        );
+        let msg = e.unwrap_err().to_string();
+        assert!(msg.contains("[2], [2]") && msg.contains("[3]"), "{msg}");
+    }
+    let e = eval_into(
+        &Op::Slice {
+            axis: 0,
+            start: 1,
+            len: 3,
+        },
+        &[Operand::new(&x, &s)],
+        &s3,
+        &mut out3,
+    );
+    assert!(e.is_err());
     // A constant fills its literal, converted to the output dtype.
     let mut c = Storage::I64(vec![0; 3]);
     let lit = rlx_core::Literal::F64(vec![1.9, -2.0, 3.0].into());

@@ -78,6 +78,11 @@ fn check(
         .collect();
     let outs = build(&mut g, &ids);
     g.set_outputs(outs);
+    check_graph(name, &g, ins, patterns);
+}
+
+/// [`check`] for a graph built elsewhere; `ins` describes its inputs.
+fn check_graph(name: &str, g: &Graph, ins: &[In], patterns: Option<&[&[bool]]>) {
     g.verify().unwrap();
     let all: Vec<Vec<bool>> = (1..1u32 << ins.len())
         .map(|m| (0..ins.len()).map(|k| m & (1 << k) != 0).collect())
@@ -89,7 +94,7 @@ fn check(
     let size = 3;
     let mut rng = Rng::new(name.len() as u64 * 7919 + 17);
     for flags in &pats {
-        let b = vmap(&g, flags, size).unwrap_or_else(|e| panic!("{name} {flags:?}: {e}"));
+        let b = vmap(g, flags, size).unwrap_or_else(|e| panic!("{name} {flags:?}: {e}"));
         let items: Vec<Vec<Vec<f64>>> = (0..size)
             .map(|_| ins.iter().map(|i| item(&mut rng, i)).collect())
             .collect();
@@ -110,7 +115,7 @@ fn check(
             .collect();
         let mut want: Vec<Vec<f64>> = vec![Vec::new(); g.outputs().len()];
         for k in 0..size {
-            for (w, o) in want.iter_mut().zip(run(&g, &per_item(k))) {
+            for (w, o) in want.iter_mut().zip(run(g, &per_item(k))) {
                 w.extend(o);
             }
         }
@@ -312,4 +317,95 @@ fn custom_ops_and_unbatched_outputs() {
         let e = g.exp(x[1]).unwrap();
         vec![c, k, e]
     });
+}
+
+#[test]
+fn nested_vmap() {
+    // vmap of a graph that vmap produced (offset gathers, padded matmuls).
+    let mut g = Graph::new();
+    let x = g.input("x", [1, 3], DType::F64);
+    let w = g.input("w", [3, 4], DType::F64);
+    let i = g.input("i", [2], DType::I64);
+    let m = g.matmul(x, w).unwrap();
+    let t = g.tanh(m).unwrap();
+    let p = g.gather(t, i, 1).unwrap();
+    g.set_outputs(vec![p]);
+    let inner = vmap(&g, &[true, false, true], 2).unwrap();
+    check_graph(
+        "nested",
+        &inner,
+        &[f(&[2, 1, 3]), f(&[3, 4]), idx(&[2, 2], 4)],
+        None,
+    );
+}
+
+#[test]
+fn vmap_of_derivative_graphs() {
+    use rlx_core::autodiff::{grad, jvp};
+    let mut g = Graph::new();
+    let x = g.input("x", [3], DType::F64);
+    let w = g.input("w", [2, 3], DType::F64);
+    let h = g.mul(w, x).unwrap();
+    let s = g.sin(h).unwrap();
+    let l = g.log_softmax(s, 1).unwrap();
+    let y = g.sum_all(l).unwrap();
+    g.set_outputs(vec![y]);
+    let d = grad(&g, &[0, 1]).unwrap();
+    check_graph("grad", &d, &[f(&[3]), f(&[2, 3])], None);
+    let t = jvp(&g, &[0]).unwrap();
+    check_graph("jvp", &t, &[f(&[3]), f(&[2, 3]), f(&[3])], None);
+}
+
+/// Random compositions of ops over inputs of different ranks, every
+/// batching pattern: catches rules that are right alone but leave the batch
+/// axis where the next rule does not expect it.
+#[test]
+fn random_graphs() {
+    let mut rng = Rng::new(99);
+    let ins = [f(&[2, 3]), f(&[3]), f(&[]), idx(&[2], 3)];
+    for case in 0..60 {
+        let mut g = Graph::new();
+        let ids: Vec<NodeId> = ins
+            .iter()
+            .enumerate()
+            .map(|(k, i)| g.input(format!("in{k}"), Shape::from(&i.shape[..]), i.dtype))
+            .collect();
+        let mut pool = ids[..3].to_vec();
+        let steps = 2 + (rng.uniform(0.0, 8.0) as usize);
+        for _ in 0..steps {
+            let pick = |rng: &mut Rng, n: usize| (rng.uniform(0.0, n as f64) as usize).min(n - 1);
+            let x = pool[pick(&mut rng, pool.len())];
+            let y = pool[pick(&mut rng, pool.len())];
+            let xs = g.shape(x).clone();
+            let r = match pick(&mut rng, 12) {
+                0 => g.add(x, y),
+                1 => g.mul(x, y),
+                2 => g.sin(x),
+                3 if xs.rank() > 0 => g.sum(x, &[xs.rank() - 1]),
+                4 if xs.rank() == 2 => g.transpose(x, &[1, 0]),
+                5 => g.reshape(x, [xs.numel()]),
+                6 => g.broadcast(x, {
+                    let mut d = vec![2];
+                    d.extend_from_slice(xs.dims());
+                    d
+                }),
+                7 if xs.rank() > 0 && xs.dim(xs.rank() - 1) == 3 => {
+                    g.gather(x, ids[3], xs.rank() - 1)
+                }
+                8 if xs.rank() > 0 => g.softmax(x, 0),
+                9 if xs.rank() == 2 => {
+                    let t = g.transpose(x, &[1, 0]).unwrap();
+                    g.matmul(x, t)
+                }
+                10 => g.compare(CmpOp::Gt, x, y).and_then(|m| g.select(m, x, y)),
+                _ => g.concat(&[x, y], 0),
+            };
+            if let Ok(id) = r {
+                pool.push(id);
+            }
+        }
+        let n = pool.len();
+        g.set_outputs(vec![pool[n - 1], pool[n / 2]]);
+        check_graph(&format!("random case {case}"), &g, &ins, None);
+    }
 }

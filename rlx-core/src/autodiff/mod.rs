@@ -2,7 +2,7 @@
 //!
 //! What this module owns:
 //! - [`vjp_rules`] and [`jvp_rules`]: one reverse-mode and one forward-mode
-//!   rule per [`Op`](crate::Op), each an exhaustive `match`. A rule is a pure
+//!   rule per [`Op`], each an exhaustive `match`. A rule is a pure
 //!   function: a node, the incoming cotangent (or the operand tangents) and
 //!   the [`Graph`] builder in, one `Option<NodeId>` per operand (or for the
 //!   output) out, `None` meaning zero. Rules emit graph nodes, never numbers,

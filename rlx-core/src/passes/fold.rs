@@ -12,8 +12,10 @@
 //! `ceil`, `round`, `relu`, `add`, `sub`, `mul`, `div`, `mul_zero`, `min`,
 //! `max`, comparisons, logical ops and casts whose rounding is unambiguous.
 //! Transcendental functions (`exp`, `sin`, `pow`, ...) differ between libm
-//! implementations and between the f32 and f64 paths, reductions depend on
-//! summation order: they are never folded. Arithmetic follows the kernels'
+//! implementations and between the f32 and f64 paths: they are never
+//! folded. Reductions are folded only over splats and only where the order
+//! of accumulation cannot matter (sums of zeros or of small integers, their
+//! means, max/min, products of one). Arithmetic follows the kernels'
 //! precision: f64 in f64, f32 in f32, f16/bf16 computed in f32 and rounded
 //! to the storage type (with `half`, round to nearest even). Cases whose
 //! result is not pinned down (`min`/`max`/`relu` of NaN or of zeros of
@@ -25,7 +27,9 @@
 use half::{bf16, f16};
 
 use super::{copy, rewrite};
-use crate::{BinaryOp, CmpOp, DType, Graph, Literal, Node, NodeId, Op, Result, Shape, UnaryOp};
+use crate::{
+    BinaryOp, CmpOp, DType, Graph, Literal, Node, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,
+};
 
 /// Largest non-splat constant (in elements) that folding creates.
 pub const MAX_FOLD_ELEMENTS: usize = 4096;
@@ -125,8 +129,15 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId]) -> Option<Literal> {
                 None
             })
         }
-        Op::Reduce { .. }
-        | Op::MatMul
+        Op::Reduce { op, axes } => {
+            let (lit, xs, xdt) = ops[0];
+            if !is_splat(lit) {
+                return None;
+            }
+            let count: usize = axes.iter().map(|&a| xs.dim(a)).product();
+            Some(splat(reduce_splat(*op, get(lit, xdt, 0), count, dt)?, dt))
+        }
+        Op::MatMul
         | Op::Gather { .. }
         | Op::ScatterAdd { .. }
         | Op::Softmax { .. }
@@ -423,6 +434,45 @@ fn binary(b: BinaryOp, x: V, y: V, dt: DType) -> Option<V> {
     r.map(V::F)
 }
 
+/// A reduction over `count > 0` copies of `v`, where the result does not
+/// depend on the order of accumulation: sums whose partial sums are all
+/// exact (integers below `2^24` in the f32 accumulator of f32/f16/bf16,
+/// `2^53` in f64), their means, max/min of a non-NaN value, products of 1
+/// and +0.
+fn reduce_splat(op: ReduceOp, v: V, count: usize, dt: DType) -> Option<V> {
+    if count == 0 {
+        return None;
+    }
+    let x = match v {
+        V::I(i) => {
+            return match op {
+                ReduceOp::Sum => i64::try_from(count).ok()?.checked_mul(i).map(V::I),
+                ReduceOp::Max | ReduceOp::Min => Some(V::I(i)),
+                ReduceOp::Prod if i == 0 || i == 1 => Some(V::I(i)),
+                ReduceOp::Prod | ReduceOp::Mean => None,
+            }
+        }
+        V::F(x) => x,
+    };
+    let limit = if dt == DType::F64 {
+        2f64.powi(53)
+    } else {
+        2f64.powi(24)
+    };
+    let exact_sum = x.fract() == 0.0 && (count as f64) * x.abs() <= limit;
+    let r = match op {
+        ReduceOp::Sum if x == 0.0 => 0.0,
+        ReduceOp::Sum if exact_sum => round_to(dt, count as f64 * x),
+        ReduceOp::Mean if x == 0.0 || exact_sum => x + 0.0,
+        ReduceOp::Max | ReduceOp::Min if !x.is_nan() => x,
+        ReduceOp::Prod if x == 1.0 || x.to_bits() == 0 => x,
+        ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Max | ReduceOp::Min | ReduceOp::Prod => {
+            return None
+        }
+    };
+    Some(V::F(r))
+}
+
 fn compare(c: CmpOp, x: V, y: V) -> Option<V> {
     let r = match (x, y) {
         (V::I(a), V::I(b)) => cmp(c, a, b),
@@ -631,6 +681,28 @@ mod tests {
             f.node(f.outputs()[1]).op,
             Op::Constant(Literal::Splat(-2.0))
         );
+    }
+
+    #[test]
+    fn folds_reductions_of_splats_only_when_order_cannot_matter() {
+        let mut g = Graph::new();
+        let threes = g.full(3.0, [4, 5], DType::F16);
+        let halves = g.full(0.5, [4, 5], DType::F32);
+        let s = g.sum(threes, &[0, 1]).unwrap(); // 60, exact
+        let m = g.reduce(ReduceOp::Mean, threes, &[1]).unwrap(); // 3
+        let mx = g.reduce(ReduceOp::Max, halves, &[0]).unwrap(); // 0.5
+        let h = g.sum(halves, &[1]).unwrap(); // not an integer sum: kept
+        let empty = g.full(1.0, [0, 3], DType::F64);
+        let e = g.sum(empty, &[0]).unwrap(); // empty reduction: kept
+        g.set_outputs(vec![s, m, mx, h, e]);
+        let f = fold_constants(&g).unwrap();
+        let o = f.outputs();
+        assert_eq!(f.node(o[0]).op, Op::Constant(Literal::Splat(60.0)));
+        assert_eq!(f.node(o[1]).op, Op::Constant(Literal::Splat(3.0)));
+        assert_eq!(f.shape(o[1]), &Shape::from([4]));
+        assert_eq!(f.node(o[2]).op, Op::Constant(Literal::Splat(0.5)));
+        assert!(matches!(f.node(o[3]).op, Op::Reduce { .. }), "{f}");
+        assert!(matches!(f.node(o[4]).op, Op::Reduce { .. }), "{f}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub mod simplify;
 
 use std::collections::HashMap;
 
-use crate::{DType, Graph, Node, NodeId, Op, Result, Shape};
+use crate::{BinaryOp, CmpOp, DType, Graph, Node, NodeId, Op, Result, Shape};
 
 pub use fold::fold_constants;
 pub use simplify::simplify;
@@ -84,19 +84,19 @@ pub fn dce(g: &Graph) -> Result<Graph> {
 }
 
 /// Common-subexpression elimination: two nodes with the same op, the same
-/// (already merged) operands, shape and dtype become one. Constants merge
+/// (already merged) operands, shape and dtype become one; `a + b` and
+/// `b + a` count as the same (also `*`, and, or, `==`, `!=`). Constants merge
 /// when their literals are bitwise equal (so `0.0` and `-0.0` stay apart and
 /// NaNs with equal bits merge); inputs never merge; custom ops merge only
 /// when they share one rule set (`CustomRef` compares by identity).
 pub fn cse(g: &Graph) -> Result<Graph> {
     let mut seen: HashMap<(Op, Vec<NodeId>, Shape, DType), NodeId> = HashMap::new();
     rewrite(g, |out, node, args| {
-        let key = (
-            node.op.clone(),
-            args.to_vec(),
-            node.shape.clone(),
-            node.dtype,
-        );
+        let mut operands = args.to_vec();
+        if commutes(&node.op) {
+            operands.sort_unstable();
+        }
+        let key = (node.op.clone(), operands, node.shape.clone(), node.dtype);
         if let Some(&id) = seen.get(&key) {
             return Ok(id);
         }
@@ -104,6 +104,17 @@ pub fn cse(g: &Graph) -> Result<Graph> {
         seen.insert(key, id);
         Ok(id)
     })
+}
+
+/// Whether swapping the two operands gives the same value (NaN payloads
+/// aside): `a + b`, `a * b`, logical and/or, `==` and `!=` (min/max may
+/// not, on NaN and signed zeros).
+fn commutes(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Binary(BinaryOp::Add | BinaryOp::Mul | BinaryOp::And | BinaryOp::Or)
+            | Op::Compare(CmpOp::Eq | CmpOp::Ne)
+    )
 }
 
 /// Replaces every `stop_gradient(x)` by `x`. Run it only on graphs that will

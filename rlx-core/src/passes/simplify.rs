@@ -12,7 +12,9 @@
 //! - `x + (-y)`, `(-y) + x` → `x - y`; `x - (-y)` → `x + y` (exact in IEEE);
 //! - `x * 0`, `0 * x`, `mul_zero(0, x)`, `mul_zero(x, 0)` → zeros;
 //! - `x and true`, `x or false` → `x`; `x and false` → false, `x or true` → true;
-//! - `neg(neg(x))` → `x`; `cast` to the operand's dtype → `x`;
+//! - `neg(neg(x))` → `x`; `cast` to the operand's dtype → `x`; a round trip
+//!   through a wider type (`f32 -> f64 -> f32`, `f16 -> f32 -> f16`,
+//!   `bool -> any -> bool`) → `x`;
 //! - `reshape(reshape(x))` → one reshape, reshape or broadcast to the
 //!   operand's own shape → `x`; `broadcast(broadcast(x))` → one broadcast;
 //! - `transpose(transpose(x))` → one transpose, or `x` when the permutations
@@ -30,7 +32,7 @@
 //! is exact: that op is defined as 0 wherever its first operand is 0.
 
 use super::{copy, rewrite};
-use crate::{BinaryOp, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
+use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
 
 /// Applies the algebraic identities listed in the module docs.
 ///
@@ -159,11 +161,18 @@ fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>>
             }
         }
         Op::Cast(d) => {
-            if out.dtype(args[0]) == *d {
-                fit(out, node, args[0])
-            } else {
-                Ok(None)
+            let x = args[0];
+            if out.dtype(x) == *d {
+                return fit(out, node, x);
             }
+            // cast(cast(y, wide), y.dtype) -> y when `wide` holds every value of y's dtype.
+            if let Op::Cast(mid) = out.node(x).op {
+                let y = out.node(x).inputs[0];
+                if out.dtype(y) == *d && lossless(*d, mid) {
+                    return fit(out, node, y);
+                }
+            }
+            Ok(None)
         }
         Op::Reduce { axes, .. } => {
             if axes.is_empty() {
@@ -241,6 +250,16 @@ fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>>
         | Op::Solve
         | Op::StopGradient
         | Op::Custom(_) => Ok(None),
+    }
+}
+
+/// Whether every value of dtype `from` converts to `to` and back unchanged.
+fn lossless(from: DType, to: DType) -> bool {
+    match from {
+        DType::Bool => true,
+        DType::F16 | DType::BF16 => matches!(to, DType::F32 | DType::F64),
+        DType::F32 => to == DType::F64,
+        DType::F64 | DType::I64 => false,
     }
 }
 
@@ -329,7 +348,7 @@ fn binary_rule(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DType, Shape, UnaryOp};
+    use crate::{Shape, UnaryOp};
 
     fn ops(g: &Graph) -> Vec<String> {
         g.nodes().iter().map(|n| n.op.to_string()).collect()
@@ -406,6 +425,22 @@ mod tests {
         let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
         assert_eq!(ops(&s), vec!["input #0", "neg"]);
         assert_eq!(s.outputs()[1], s.input_ids()[0]);
+    }
+
+    #[test]
+    fn lossless_cast_round_trips_cancel() {
+        let mut g = Graph::new();
+        let h = g.input("h", [2], DType::F16);
+        let d = g.input("d", [2], DType::F64);
+        let h32 = g.cast(h, DType::F32).unwrap();
+        let h16 = g.cast(h32, DType::F16).unwrap(); // == h
+        let d32 = g.cast(d, DType::F32).unwrap();
+        let d64 = g.cast(d32, DType::F64).unwrap(); // rounds: kept
+        g.set_outputs(vec![h16, d64]);
+        let s = simplify(&g).unwrap();
+        assert_eq!(s.outputs()[0], s.input_ids()[0]);
+        assert_eq!(s.node(s.outputs()[1]).op, Op::Cast(DType::F64));
+        assert_eq!(s.len(), 4, "{s}");
     }
 
     #[test]

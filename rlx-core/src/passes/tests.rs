@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::{BinaryOp, CmpOp, Literal, TensorType, UnaryOp};
+use crate::{Literal, TensorType, UnaryOp};
 
 #[test]
 fn dce_keeps_inputs_in_order_and_drops_unused_nodes() {
@@ -43,6 +43,26 @@ fn cse_merges_equal_expressions_but_not_inputs() {
     assert_ne!(c.node(o[2]).inputs, c.node(c.node(o[0]).inputs[0]).inputs);
     assert_ne!(o[4], o[5]);
     assert_eq!(c.len(), 9, "{c}"); // a, b, sin a, 2f32, mul, sin b, 2f64, 0, -0
+}
+
+#[test]
+fn cse_merges_commuted_operands_of_commutative_ops_only() {
+    let mut g = Graph::new();
+    let a = g.input("a", [3], DType::F64);
+    let b = g.input("b", [2, 3], DType::F64);
+    let s1 = g.add(a, b).unwrap();
+    let s2 = g.add(b, a).unwrap();
+    let d1 = g.sub(a, b).unwrap();
+    let d2 = g.sub(b, a).unwrap();
+    let m1 = g.max(a, b).unwrap();
+    let m2 = g.max(b, a).unwrap();
+    g.set_outputs(vec![s1, s2, d1, d2, m1, m2]);
+    let c = cse(&g).unwrap();
+    let o = c.outputs();
+    assert_eq!(o[0], o[1], "{c}");
+    assert_ne!(o[2], o[3]);
+    assert_ne!(o[4], o[5]);
+    assert_eq!(c.len(), 7, "{c}");
 }
 
 #[test]

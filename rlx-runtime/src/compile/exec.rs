@@ -16,10 +16,10 @@ use std::sync::Arc;
 use rlx_core::Result;
 
 use super::fused::Registers;
-use super::kernels::{self, Operand};
 use super::matmul::HalfScratch;
 use super::plan::{Dst, Loc, Plan, StepKind, Val};
 use super::solve::SolveScratch;
+use crate::kernels::{self, Operand};
 use crate::storage::Storage;
 use crate::tensor::{Repr, Tensor};
 

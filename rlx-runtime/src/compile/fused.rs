@@ -332,7 +332,7 @@ impl FusedStep {
                 start,
                 len,
             };
-            self.prefetch_next(env, targets, start + len);
+            self.prefetch_next(env, start + len);
             for ins in &self.body {
                 exec(ins, at, regs, targets, idx);
             }
@@ -344,7 +344,7 @@ impl FusedStep {
     /// while this block computes, so memory traffic overlaps the
     /// register-to-register passes (a plain loop gets this overlap for free).
     #[inline]
-    fn prefetch_next(&self, env: &Env<'_>, targets: &[Storage], next: usize) {
+    fn prefetch_next(&self, env: &Env<'_>, next: usize) {
         if next >= self.numel {
             return;
         }
@@ -353,7 +353,7 @@ impl FusedStep {
             .iter()
             .filter(|l| matches!(l.access, Access::Contig))
             .map(|l| env.get(l.val));
-        for st in contiguous.chain(targets.iter()) {
+        for st in contiguous {
             prefetch_block(st, next);
         }
     }
@@ -613,6 +613,10 @@ fn gather<S: Copy, T: Copy>(
                 if s_in == 0 {
                     let v = src[off];
                     dst.iter_mut().for_each(|o| *o = f(v));
+                } else if s_in == 1 {
+                    for (o, &v) in dst.iter_mut().zip(&src[off..off + run]) {
+                        *o = f(v);
+                    }
                 } else {
                     for (j, o) in dst.iter_mut().enumerate() {
                         *o = f(src[off + j * s_in]);

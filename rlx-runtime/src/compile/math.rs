@@ -6,10 +6,10 @@
 //! can vectorise it. The scalar region calls the same functions on blocks
 //! of length 1, so fused, scalar and per-op execution agree bit for bit.
 //!
-//! Semantics: floats follow IEEE 754 (NaN propagates through `relu`,
-//! `sign`, `min` and `max` follow Rust's `f32::min`/`f32::max`, which
-//! return the non-NaN operand); integers wrap on overflow instead of
-//! panicking; `f16`/`bf16` values are computed in `f32` by the callers.
+//! Semantics follow the reference kernels: floats follow IEEE 754 (NaN
+//! propagates through `relu`, `sign`, `min` and `max`); integers wrap on
+//! overflow instead of panicking; `f16`/`bf16` values are computed in `f32`
+//! by the callers.
 
 use rlx_core::{BinaryOp, CmpOp, UnaryOp};
 
@@ -49,10 +49,10 @@ pub(crate) trait Real:
     fn floor(self) -> Self;
     fn ceil(self) -> Self;
     fn round(self) -> Self;
-    fn min(self, o: Self) -> Self;
-    fn max(self, o: Self) -> Self;
     fn atan2(self, o: Self) -> Self;
     fn erf(self) -> Self;
+    fn erfc(self) -> Self;
+    fn is_nan(self) -> bool;
 }
 
 macro_rules! real_impl {
@@ -145,20 +145,20 @@ macro_rules! real_impl {
                 <$t>::round(self)
             }
             #[inline(always)]
-            fn min(self, o: Self) -> Self {
-                <$t>::min(self, o)
-            }
-            #[inline(always)]
-            fn max(self, o: Self) -> Self {
-                <$t>::max(self, o)
-            }
-            #[inline(always)]
             fn atan2(self, o: Self) -> Self {
                 <$t>::atan2(self, o)
             }
             #[inline(always)]
             fn erf(self) -> Self {
                 erf(self as f64) as $t
+            }
+            #[inline(always)]
+            fn erfc(self) -> Self {
+                erfc(self as f64) as $t
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
             }
         }
     };
@@ -207,6 +207,26 @@ pub(crate) fn erf(x: f64) -> f64 {
     }
 }
 
+/// The complementary error function `erfc(x) = 1 - erf(x)`, with full
+/// relative accuracy in the right tail (the continued fraction of [`erf`]
+/// for `x >= 2.5`).
+pub(crate) fn erfc(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    if x < 2.5 {
+        return 1.0 - erf(x);
+    }
+    if x > 27.3 {
+        return 0.0;
+    }
+    let mut f = x;
+    for k in (1..=60).rev() {
+        f = x + (k as f64 * 0.5) / f;
+    }
+    (-x * x).exp() / (f * std::f64::consts::PI.sqrt())
+}
+
 /// One unary op on a value, with the op known at the call site.
 #[inline(always)]
 pub(crate) fn unary<T: Real>(op: UnaryOp, x: T) -> T {
@@ -242,15 +262,16 @@ pub(crate) fn unary<T: Real>(op: UnaryOp, x: T) -> T {
             }
         }
         UnaryOp::Relu => {
-            if x < T::ZERO {
-                T::ZERO
-            } else {
+            if x > T::ZERO || x.is_nan() {
                 x
+            } else {
+                T::ZERO
             }
         }
+        // x Φ(x) = x erfc(-x/√2) / 2: erfc keeps its relative accuracy in the
+        // left tail, where 1 + erf(x/√2) cancels.
         UnaryOp::Gelu => {
-            x * T::from_f64(0.5)
-                * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf())
+            T::from_f64(0.5) * x * (-x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erfc()
         }
         UnaryOp::Silu => x / (T::ONE + (-x).exp()),
         UnaryOp::Erf => x.erf(),
@@ -271,8 +292,22 @@ pub(crate) fn binary<T: Real>(op: BinaryOp, a: T, b: T) -> T {
         BinaryOp::Mul => a * b,
         BinaryOp::Div => a / b,
         BinaryOp::Pow => a.powf(b),
-        BinaryOp::Min => a.min(b),
-        BinaryOp::Max => a.max(b),
+        // NaN-propagating, as the reference kernels (either operand NaN gives NaN).
+        // A NaN `a` is kept by the first test, a NaN `b` fails `a <= b`.
+        BinaryOp::Min => {
+            if a <= b || a.is_nan() {
+                a
+            } else {
+                b
+            }
+        }
+        BinaryOp::Max => {
+            if a >= b || a.is_nan() {
+                a
+            } else {
+                b
+            }
+        }
         BinaryOp::Atan2 => a.atan2(b),
         BinaryOp::MulZero => {
             if a == T::ZERO {
@@ -662,6 +697,11 @@ mod tests {
     #[test]
     fn relu_and_sign_propagate_nan() {
         assert!(unary(UnaryOp::Relu, f64::NAN).is_nan());
+        assert!(binary(BinaryOp::Max, f64::NAN, 1.0).is_nan());
+        assert!(binary(BinaryOp::Min, 1.0f32, f32::NAN).is_nan());
+        assert_eq!(binary(BinaryOp::Max, -1.0, 2.0), 2.0);
+        // erfc keeps relative accuracy far in the tail: erfc(5) = 1.5374597944280349e-12.
+        assert!((erfc(5.0) / 1.537_459_794_428_035e-12 - 1.0).abs() < 1e-13);
         assert!(unary(UnaryOp::Sign, f64::NAN).is_nan());
         assert_eq!(unary(UnaryOp::Sign, -3.0f32), -1.0);
         assert_eq!(binary(BinaryOp::MulZero, 0.0, f64::INFINITY), 0.0);

@@ -7,13 +7,14 @@
 //! concurrent calls each get their own and a warm call allocates nothing.
 //!
 //! Modules, in pipeline order:
-//! - [`plan`]: grouping of element-wise chains, step selection, buffer
+//! - `plan`: grouping of element-wise chains, step selection, buffer
 //!   planning by liveness;
-//! - [`fused`], [`scalar`]: block-wise fused loops and 0-d scalar regions,
-//!   with the op math in [`math`];
-//! - [`matmul`], [`reduce`], [`solve`], [`movement`], [`kernels`]: the
-//!   other steps;
-//! - [`exec`]: the per-call state and the step loop.
+//! - `fused`, `scalar`: block-wise fused loops and 0-d scalar regions,
+//!   with the op math in `math`;
+//! - `matmul`, `reduce`, `solve`, `movement`: the other specialised
+//!   steps; the remaining ops (gather, scatter-add, softmax, log-softmax)
+//!   call the reference kernels, [`crate::kernels::eval_into`];
+//! - `exec`: the per-call state and the step loop.
 //!
 //! Invariants: a plan is only built from a graph that passes
 //! [`Graph::verify`], so shapes and dtypes seen by the steps are the
@@ -22,7 +23,6 @@
 
 mod exec;
 mod fused;
-mod kernels;
 #[macro_use]
 mod math;
 mod matmul;
@@ -88,11 +88,12 @@ fn prepare(g: &Graph) -> Result<Graph> {
     optimize(g)
 }
 
-/// The single call site of the optimisation pipeline. `rlx_core::passes::optimize`
-/// is not on `main` yet; when it lands, this becomes
-/// `rlx_core::passes::optimize(&g)`.
+/// The optimisation pipeline: `stop_gradient` only matters to autodiff, then
+/// the fixed-point pipeline of `rlx_core::passes` (CSE, constant folding,
+/// algebraic simplification, DCE).
 fn optimize(g: Graph) -> Result<Graph> {
-    Ok(g)
+    let g = rlx_core::passes::strip_stop_gradient(&g)?;
+    rlx_core::passes::optimize(&g)
 }
 
 impl Executable {

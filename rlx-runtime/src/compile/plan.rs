@@ -574,6 +574,7 @@ impl Builder<'_> {
                     a_shape: s,
                     n: nn,
                     k,
+                    dtype: n.dtype,
                 };
                 self.push(i, StepKind::Solve(step), vec![self.root[a], self.root[bb]]);
             }
@@ -826,7 +827,21 @@ impl Builder<'_> {
                     x: reg_src(srcs[0]),
                     dst: dst_reg(),
                 },
-                other => unreachable!("`{}` is not element-wise", other.name()),
+                other @ (Op::Input { .. }
+                | Op::Constant(_)
+                | Op::Reduce { .. }
+                | Op::MatMul
+                | Op::Transpose { .. }
+                | Op::Reshape { .. }
+                | Op::Concat { .. }
+                | Op::Slice { .. }
+                | Op::Gather { .. }
+                | Op::ScatterAdd { .. }
+                | Op::Softmax { .. }
+                | Op::LogSoftmax { .. }
+                | Op::Solve
+                | Op::StopGradient
+                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             if let Out::Reg(r) = dst {
                 if !native(n.dtype) {
@@ -939,7 +954,21 @@ impl Builder<'_> {
                     x: o(0),
                     dst,
                 },
-                other => unreachable!("`{}` is not element-wise", other.name()),
+                other @ (Op::Input { .. }
+                | Op::Constant(_)
+                | Op::Reduce { .. }
+                | Op::MatMul
+                | Op::Transpose { .. }
+                | Op::Reshape { .. }
+                | Op::Concat { .. }
+                | Op::Slice { .. }
+                | Op::Gather { .. }
+                | Op::ScatterAdd { .. }
+                | Op::Softmax { .. }
+                | Op::LogSoftmax { .. }
+                | Op::Solve
+                | Op::StopGradient
+                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             reg_of.insert(m, dst);
             if self.stored[m as usize] {

@@ -106,7 +106,7 @@ pub(crate) enum SInstr {
         b: u32,
         dst: u32,
     },
-    /// `dst = max(a, b)` in `f64` (`f64::max`: a NaN operand gives the other).
+    /// `dst = max(a, b)` in `f64` (a NaN operand gives NaN).
     MaxF64 {
         a: u32,
         b: u32,

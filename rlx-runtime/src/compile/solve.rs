@@ -1,15 +1,18 @@
 //! Dense linear solves `A X = B` by LU with partial pivoting.
 //!
 //! Each batch item is copied into `f64` scratch (`n·n` for `A`, `n·k` for
-//! `B`), eliminated with row pivoting applied to both, and back-substituted
-//! in place; no allocation. A column without a non-zero pivot gives
-//! [`Error::SingularMatrix`] naming the column.
+//! `B`) and solved in place by the reference kernel's elimination
+//! (`kernels::solve::factor_and_solve`); no allocation. As in the reference kernel, a matrix is
+//! singular when at some column the largest remaining pivot candidate is
+//! `<= n · ε · max|A|` (ε of the operand dtype): [`Error::SingularMatrix`]
+//! names that column. NaN entries are not "singular"; they propagate.
 
-use rlx_core::{Error, Result, Shape};
+use rlx_core::{DType, Error, Result, Shape};
 
 use super::exec::Env;
 use super::plan::Val;
 use super::reduce::write_f64;
+use crate::kernels::solve::{eps, factor_and_solve};
 use crate::storage::Storage;
 
 /// A compiled solve.
@@ -22,6 +25,7 @@ pub(crate) struct SolveStep {
     pub(crate) batches: usize,
     pub(crate) n: usize,
     pub(crate) k: usize,
+    pub(crate) dtype: DType,
 }
 
 /// `f64` scratch for one batch item.
@@ -46,56 +50,13 @@ impl SolveStep {
         for bi in 0..self.batches {
             read(a, bi * n * n, lu);
             read(b, bi * n * k, x);
-            for col in 0..n {
-                // Pivot: the largest magnitude in this column at or below the diagonal.
-                let mut p = col;
-                let mut best = lu[col * n + col].abs();
-                for r in col + 1..n {
-                    let v = lu[r * n + col].abs();
-                    if v > best || (best.is_nan() && !v.is_nan()) {
-                        best = v;
-                        p = r;
-                    }
+            factor_and_solve(n, k, lu, x, eps(self.dtype)).map_err(|column| {
+                Error::SingularMatrix {
+                    op: "solve",
+                    shape: self.a_shape.clone(),
+                    column,
                 }
-                if best == 0.0 || !best.is_finite() {
-                    return Err(Error::SingularMatrix {
-                        op: "solve",
-                        shape: self.a_shape.clone(),
-                        column: col,
-                    });
-                }
-                if p != col {
-                    for j in 0..n {
-                        lu.swap(p * n + j, col * n + j);
-                    }
-                    for j in 0..k {
-                        x.swap(p * k + j, col * k + j);
-                    }
-                }
-                let d = lu[col * n + col];
-                for r in col + 1..n {
-                    let f = lu[r * n + col] / d;
-                    if f == 0.0 {
-                        continue;
-                    }
-                    for j in col..n {
-                        lu[r * n + j] -= f * lu[col * n + j];
-                    }
-                    for j in 0..k {
-                        x[r * k + j] -= f * x[col * k + j];
-                    }
-                }
-            }
-            // Back substitution.
-            for r in (0..n).rev() {
-                for j in 0..k {
-                    let mut v = x[r * k + j];
-                    for c in r + 1..n {
-                        v -= lu[r * n + c] * x[c * k + j];
-                    }
-                    x[r * k + j] = v / lu[r * n + r];
-                }
-            }
+            })?;
             write_f64(x, out, bi * n * k);
         }
         Ok(())

@@ -10,6 +10,9 @@ use super::scalar::{Float, Real};
 use super::{dtype_error, same_float, Operand};
 use crate::storage::Storage;
 
+/// Output columns accumulated at once.
+const COLS: usize = 32;
+
 #[allow(clippy::too_many_arguments)]
 fn run<T: Float>(
     so: &[usize],
@@ -28,12 +31,24 @@ fn run<T: Float>(
     walk(batch, [&ta, &tb], [0, 0], |[ia, ib]| {
         let (a0, b0) = (ia * m * k, ib * k * n);
         for i in 0..m {
-            for j in 0..n {
-                let mut acc = <T::C as Real>::ZERO;
+            // A block of output columns accumulates on the stack, so rows of
+            // `b` are read contiguously and halves still sum in f32.
+            for j0 in (0..n).step_by(COLS) {
+                let w = COLS.min(n - j0);
+                let mut acc = [<T::C as Real>::ZERO; COLS];
                 for p in 0..k {
-                    acc += a[a0 + i * k + p].load() * b[b0 + p * n + j].load();
+                    let av = a[a0 + i * k + p].load();
+                    let row = &b[b0 + p * n + j0..b0 + p * n + j0 + w];
+                    for (c, bv) in acc[..w].iter_mut().zip(row) {
+                        *c += av * bv.load();
+                    }
                 }
-                out[c0 + i * n + j] = T::store(acc);
+                for (o, c) in out[c0 + i * n + j0..c0 + i * n + j0 + w]
+                    .iter_mut()
+                    .zip(&acc)
+                {
+                    *o = T::store(*c);
+                }
             }
         }
         c0 += m * n;

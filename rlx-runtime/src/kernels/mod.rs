@@ -22,7 +22,7 @@ mod matmul;
 mod reduce;
 pub mod scalar;
 mod softmax;
-mod solve;
+pub(crate) mod solve;
 
 use rlx_core::{DType, Error, Op, Result, Shape};
 
@@ -169,7 +169,117 @@ fn check(op: &Op, inputs: &[Operand<'_>], out_shape: &Shape, out: &Storage) -> R
             ),
         });
     }
+    if !shapes_fit(op, inputs, out_shape.dims()) {
+        let shapes: Vec<String> = inputs.iter().map(|x| x.shape.to_string()).collect();
+        return Err(Error::InvalidArgument {
+            op: op.name(),
+            message: format!(
+                "operands of shapes {} do not give an output of shape {out_shape}",
+                shapes.join(", ")
+            ),
+        });
+    }
     Ok(())
+}
+
+/// Whether `src` broadcasts to `out` (NumPy rules).
+fn fits(src: &[usize], out: &[usize]) -> bool {
+    src.len() <= out.len()
+        && src
+            .iter()
+            .zip(&out[out.len() - src.len()..])
+            .all(|(&s, &o)| s == 1 || s == o)
+}
+
+/// Whether the operand shapes and the output shape agree for `op`, so that
+/// no kernel indexes out of bounds. Checked without allocating.
+fn shapes_fit(op: &Op, inputs: &[Operand<'_>], so: &[usize]) -> bool {
+    let d = |k: usize| inputs[k].dims();
+    match op {
+        Op::Input { .. } | Op::Constant(_) | Op::Custom(_) | Op::Solve => true,
+        Op::Unary(_) | Op::Cast(_) => d(0) == so,
+        Op::Softmax { axis } | Op::LogSoftmax { axis } => d(0) == so && *axis < so.len(),
+        Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Broadcast { .. } => {
+            inputs.iter().all(|x| fits(x.dims(), so))
+        }
+        Op::Reduce { axes, .. } => {
+            let x = d(0);
+            let sorted = axes.windows(2).all(|w| w[0] < w[1]);
+            sorted
+                && axes.iter().all(|&a| a < x.len())
+                && x.len() - axes.len() == so.len()
+                && x.iter()
+                    .enumerate()
+                    .filter(|(i, _)| !axes.contains(i))
+                    .map(|(_, &v)| v)
+                    .eq(so.iter().copied())
+        }
+        Op::MatMul => {
+            let (a, b) = (d(0), d(1));
+            let (ra, rb, r) = (a.len(), b.len(), so.len());
+            ra >= 2
+                && rb >= 2
+                && r >= 2
+                && a[ra - 1] == b[rb - 2]
+                && so[r - 2] == a[ra - 2]
+                && so[r - 1] == b[rb - 1]
+                && fits(&a[..ra - 2], &so[..r - 2])
+                && fits(&b[..rb - 2], &so[..r - 2])
+        }
+        Op::Transpose { perm } => {
+            let x = d(0);
+            perm.len() == x.len()
+                && so.len() == x.len()
+                && perm
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &p)| p < x.len() && so[i] == x[p] && !perm[..i].contains(&p))
+        }
+        Op::Reshape { .. } | Op::StopGradient => {
+            d(0).iter().product::<usize>() == so.iter().product()
+        }
+        Op::Concat { axis } => {
+            *axis < so.len()
+                && inputs.iter().all(|x| {
+                    let xd = x.dims();
+                    xd.len() == so.len()
+                        && xd
+                            .iter()
+                            .zip(so)
+                            .enumerate()
+                            .all(|(i, (a, b))| i == *axis || a == b)
+                })
+                && inputs.iter().map(|x| x.dims()[*axis]).sum::<usize>() == so[*axis]
+        }
+        Op::Slice { axis, start, len } => {
+            let x = d(0);
+            *axis < x.len()
+                && x.len() == so.len()
+                && start.checked_add(*len).is_some_and(|e| e <= x[*axis])
+                && x.iter()
+                    .zip(so)
+                    .enumerate()
+                    .all(|(i, (&a, &b))| if i == *axis { b == *len } else { a == b })
+        }
+        Op::Gather { axis } => {
+            let (x, idx) = (d(0), d(1));
+            *axis < x.len() && gathered(x, idx, *axis, so)
+        }
+        Op::ScatterAdd { axis } => {
+            let (x, idx, upd) = (d(0), d(1), d(2));
+            *axis < x.len() && x == so && gathered(x, idx, *axis, upd)
+        }
+    }
+}
+
+/// Whether `out == x[..axis] ++ idx ++ x[axis + 1..]`.
+fn gathered(x: &[usize], idx: &[usize], axis: usize, out: &[usize]) -> bool {
+    out.len() == x.len() - 1 + idx.len()
+        && x[..axis]
+            .iter()
+            .chain(idx)
+            .chain(&x[axis + 1..])
+            .eq(out.iter())
 }
 
 /// The error for operand/output dtypes that do not fit together.

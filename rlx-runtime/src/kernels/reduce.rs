@@ -1,7 +1,8 @@
 //! Reductions over any set of axes.
 //!
 //! For each output element (a walk over the kept axes) the kernel walks the
-//! reduced axes and accumulates in the compute type (`f32` for `f16`/`bf16`).
+//! reduced axes and accumulates: sums, means and products in `f64` for every
+//! float dtype (the result is rounded once), max and min in the compute type.
 //! Empty reductions give the identity: sum 0, product 1, max -∞, min +∞;
 //! the mean of nothing is NaN (0/0). Max and min propagate NaN.
 
@@ -70,18 +71,15 @@ fn fold<T: Copy, C: Copy, O>(
 
 fn reduce_float<T: Float>(op: ReduceOp, s: &Split, x: &[T], out: &mut [T]) {
     type C<T> = <T as Float>::C;
+    // Sums and products accumulate in f64 whatever the dtype: a long f32
+    // sum then loses nothing to accumulated rounding.
+    let wide = |v: T| v.load().to_f64();
+    let narrow = |a: f64| T::store(C::<T>::from_f64(a));
     match op {
-        ReduceOp::Sum => fold(s, x, out, C::<T>::ZERO, |a, v| a + v.load(), T::store),
+        ReduceOp::Sum => fold(s, x, out, 0.0, |a, v| a + wide(v), narrow),
         ReduceOp::Mean => {
-            let n = C::<T>::from_f64(s.count as f64);
-            fold(
-                s,
-                x,
-                out,
-                C::<T>::ZERO,
-                |a, v| a + v.load(),
-                |a| T::store(a / n),
-            )
+            let n = s.count as f64;
+            fold(s, x, out, 0.0, |a, v| a + wide(v), |a| narrow(a / n))
         }
         ReduceOp::Max => fold(
             s,
@@ -99,7 +97,7 @@ fn reduce_float<T: Float>(op: ReduceOp, s: &Split, x: &[T], out: &mut [T]) {
             |a, v| min_nan(a, v.load()),
             T::store,
         ),
-        ReduceOp::Prod => fold(s, x, out, C::<T>::ONE, |a, v| a * v.load(), T::store),
+        ReduceOp::Prod => fold(s, x, out, 1.0, |a, v| a * wide(v), narrow),
     }
 }
 

@@ -17,7 +17,8 @@ pub fn solve_scratch_len(n: usize, k: usize) -> usize {
     n * n + n * k
 }
 
-fn eps(d: DType) -> f64 {
+/// Machine epsilon of a float dtype (the singularity tolerance is `n · ε · max|A|`).
+pub(crate) fn eps(d: DType) -> f64 {
     match d {
         DType::F32 => f32::EPSILON as f64,
         DType::F16 => half::f16::EPSILON.to_f64(),
@@ -97,7 +98,8 @@ pub fn solve_into(
 
 /// Gaussian elimination with partial pivoting on `[lu | x]`, then back
 /// substitution; `x` ends holding the solution. `Err(column)` if singular.
-fn factor_and_solve(
+/// Shared by this kernel and the compiler's solve step.
+pub(crate) fn factor_and_solve(
     n: usize,
     k: usize,
     lu: &mut [f64],

@@ -5,8 +5,9 @@
 //! broadcast with NumPy rules and, like the methods, panic on an eager shape
 //! error and record it in traced code.
 //!
-//! Scalars are `f64` only, on purpose: with impls for both `f32` and `f64`
-//! a literal such as `2.0 * &x` would be ambiguous and fail to infer. An
+//! Scalars are `f64` only, on purpose: with impls for both `f32` and `f64`,
+//! `(r - 1.5).sqrt()` no longer compiles (the method call needs the type of
+//! `r - 1.5` before Rust's float-literal fallback picks `f64`: E0282). An
 //! `f32` variable converts with `f64::from(v)`.
 //!
 //! ```

@@ -2,14 +2,15 @@
 //! directions, finite differences.
 //!
 //! `run` executes a graph with the runtime's reference interpreter
-//! (`rlx_runtime::interpret`) and cross-checks every result against a small
-//! f64 evaluator written here from plain math, independently of the kernels
-//! (bool and i64 values held as 0/1 and integral f64), so a derivative test
-//! fails whether the rule or the kernel is wrong, and says which.
+//! (`rlx_runtime::interpret`) and cross-checks every result against the
+//! compiled plan (`rlx_runtime::compile`) and against a small f64 evaluator
+//! written here from plain math, independently of the kernels (bool and i64
+//! values held as 0/1 and integral f64), so a derivative test fails whether
+//! the rule, the kernel or the compiler is wrong, and says which.
 #![allow(dead_code)]
 
 use rlx_core::{BinaryOp, CmpOp, DType, Graph, Literal, NodeId, Op, ReduceOp, Shape, UnaryOp};
-use rlx_runtime::{interpret, Storage, Tensor};
+use rlx_runtime::{compile, interpret, Storage, Tensor};
 
 /// Runs `g` on `inputs` (one flat row-major vector per input, converted to
 /// the declared dtypes) with the interpreter; checks against [`reference`].
@@ -27,6 +28,12 @@ pub fn run(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
     let refs: Vec<&Tensor> = ts.iter().collect();
     let out: Vec<Vec<f64>> = interpret(g, &refs)
         .unwrap_or_else(|e| panic!("interpret: {e}\n{g}"))
+        .iter()
+        .map(|t| t.to_f64_vec().unwrap())
+        .collect();
+    let compiled: Vec<Vec<f64>> = compile(g)
+        .and_then(|exe| exe.run(&refs))
+        .unwrap_or_else(|e| panic!("compile: {e}\n{g}"))
         .iter()
         .map(|t| t.to_f64_vec().unwrap())
         .collect();
@@ -50,6 +57,13 @@ pub fn run(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
             same,
             "output {k}: interpreter {a:?} != reference {b:?}\n{g}"
         );
+    }
+    for (k, (a, b)) in compiled.iter().zip(&out).enumerate() {
+        let same = a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs())
+            });
+        assert!(same, "output {k}: compiled {a:?} != interpreter {b:?}\n{g}");
     }
     out
 }

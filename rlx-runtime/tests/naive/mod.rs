@@ -100,10 +100,10 @@ fn unary(op: UnaryOp, x: f64) -> f64 {
             }
         }
         UnaryOp::Relu => {
-            if x < 0.0 {
-                0.0
-            } else {
+            if x > 0.0 || x.is_nan() {
                 x
+            } else {
+                0.0
             }
         }
         UnaryOp::Gelu => 0.5 * x * (1.0 + erf_ref(x / 2f64.sqrt())),
@@ -123,8 +123,20 @@ fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Mul => a * b,
         BinaryOp::Div => a / b,
         BinaryOp::Pow => a.powf(b),
-        BinaryOp::Min => a.min(b),
-        BinaryOp::Max => a.max(b),
+        BinaryOp::Min => {
+            if a.is_nan() || b.is_nan() {
+                f64::NAN
+            } else {
+                a.min(b)
+            }
+        }
+        BinaryOp::Max => {
+            if a.is_nan() || b.is_nan() {
+                f64::NAN
+            } else {
+                a.max(b)
+            }
+        }
         BinaryOp::Atan2 => a.atan2(b),
         BinaryOp::MulZero => {
             if a == 0.0 {
@@ -215,6 +227,8 @@ pub fn eval(g: &Graph, inputs: &[&Tensor]) -> Vec<Val> {
                     acc[o] = match op {
                         ReduceOp::Sum | ReduceOp::Mean => acc[o] + v,
                         ReduceOp::Prod => acc[o] * v,
+                        ReduceOp::Max if acc[o].is_nan() || v.is_nan() => f64::NAN,
+                        ReduceOp::Min if acc[o].is_nan() || v.is_nan() => f64::NAN,
                         ReduceOp::Max => acc[o].max(v),
                         ReduceOp::Min => acc[o].min(v),
                     };

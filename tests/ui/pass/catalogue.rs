@@ -1,20 +1,18 @@
 //! Every supported form in one file; `main` runs each and checks values.
 use rlx::prelude::*;
-use rlx::{BinaryOp, Op, ReduceOp, UnaryOp};
 
 // Plain helper functions over `Tensor` compose with traced code.
 fn mul(a: &Tensor, b: &Tensor) -> Tensor {
-    Tensor::apply_or_panic(Op::Binary(BinaryOp::Mul), &[a, b])
+    a * b
 }
 fn add(a: &Tensor, b: &Tensor) -> Tensor {
-    Tensor::apply_or_panic(Op::Binary(BinaryOp::Add), &[a, b])
+    a + b
 }
 fn sin(a: &Tensor) -> Tensor {
-    Tensor::apply_or_panic(Op::Unary(UnaryOp::Sin), &[a])
+    a.sin()
 }
 fn sum(a: &Tensor) -> Tensor {
-    let axes = (0..a.rank()).collect();
-    Tensor::apply_or_panic(Op::Reduce { op: ReduceOp::Sum, axes }, &[a])
+    a.sum_all()
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -98,6 +96,13 @@ fn shape_static(x: &Tensor) -> Tensor {
     }
 }
 
+/// Method chains and operators with scalars on either side.
+#[differentiable]
+fn chained(x: &Tensor, k: f64) -> f64 {
+    let y = (x * 2.0 - 1.0).tanh().square() * &k;
+    (1.0 - y).exp().mean_all() + k.sqrt()
+}
+
 /// `mut` parameters.
 #[differentiable]
 fn mutable(mut x: Tensor, mut k: usize) -> Tensor {
@@ -161,6 +166,28 @@ fn main() {
 
     let s = shape_static(&x).item::<f64>().unwrap();
     assert!(close(s, 1.1f64 * 1.1));
+
+    let k = 1.7f64;
+    let ch = chained(&x, k);
+    let want: f64 = xs
+        .iter()
+        .map(|x| (1.0 - (2.0 * x - 1.0).tanh().powi(2) * k).exp())
+        .sum::<f64>()
+        / 3.0
+        + k.sqrt();
+    assert!(close(ch, want));
+    let (gx, gk) = grad_chained(&x, k).unwrap();
+    assert_eq!(gx.shape().dims(), &[3]);
+    let dk: f64 = xs
+        .iter()
+        .map(|x| {
+            let t2 = (2.0 * x - 1.0).tanh().powi(2);
+            -t2 * (1.0 - t2 * k).exp()
+        })
+        .sum::<f64>()
+        / 3.0
+        + 0.5 / k.sqrt();
+    assert!(close(gk, dk));
 
     let m = mutable(x.clone(), 0).item::<f64>().unwrap();
     assert!(close(m, xs.iter().map(|x| x.sin()).sum()));

@@ -47,10 +47,15 @@ fn analyze(g: &Graph, inputs: &[State], n: usize) -> Vec<State> {
     for (i, node) in g.nodes().iter().enumerate() {
         let id = NodeId(i as u32);
         let ops: Vec<State> = node.inputs.iter().map(|j| st[j.index()]).collect();
-        let mixed = ops.iter().find_map(|s| match s {
-            State::Mixed(at) => Some(*at),
-            _ => None,
-        });
+        // A mix upstream stays a mix; keep the node where it first happened.
+        let upstream = ops
+            .iter()
+            .find_map(|s| match s {
+                State::Mixed(at) => Some(*at),
+                _ => None,
+            })
+            .unwrap_or(id);
+        let mixed = ops.iter().any(|s| matches!(s, State::Mixed(_)));
         let any_row = ops.contains(&State::Row);
         let row_rank = |k: usize| g.shape(node.inputs[k]).rank();
         let is_row = |k: usize| ops[k] == State::Row;
@@ -61,7 +66,7 @@ fn analyze(g: &Graph, inputs: &[State], n: usize) -> Vec<State> {
             Op::Constant(_) => State::Free,
             _ if !node.dtype.is_float() => State::Free,
             Op::StopGradient => State::Free,
-            _ if mixed.is_some() => State::Mixed(mixed.unwrap_or(id)),
+            _ if mixed => State::Mixed(upstream),
             _ if !any_row => State::Free,
             Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_) => {
                 ok((0..ops.len()).all(|k| !is_row(k) || row_rank(k) == out_rank))
