@@ -682,8 +682,12 @@ unary_builders! {
     neg => UnaryOp::Neg;
     /// `e^x`.
     exp => UnaryOp::Exp;
+    /// `e^x - 1`, accurate near 0.
+    expm1 => UnaryOp::Expm1;
     /// Natural logarithm.
     ln => UnaryOp::Ln;
+    /// `ln(1 + x)`, accurate near 0.
+    log1p => UnaryOp::Log1p;
     /// Sine.
     sin => UnaryOp::Sin;
     /// Cosine.
