@@ -16,8 +16,9 @@
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
+use super::chain::{self, Chain, Resolved, Stage, MAX_STAGES};
 use super::exec::Env;
-use super::math::{self, Arg};
+use super::math::{self, Arg, Real};
 use super::plan::Val;
 use crate::storage::Storage;
 
@@ -88,7 +89,7 @@ pub(crate) struct Leaf {
 }
 
 /// Where an element-wise op reads an operand.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Src {
     /// A register.
     Reg(Reg),
@@ -99,7 +100,7 @@ pub(crate) enum Src {
 }
 
 /// Where an element-wise op writes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Out {
     /// A register.
     Reg(Reg),
@@ -153,6 +154,8 @@ pub(crate) enum Instr {
         src: Reg,
         target: u32,
     },
+    /// A run of cheap float ops evaluated in vector registers.
+    Chain(Chain),
 }
 
 /// A compiled element-wise chain.
@@ -516,7 +519,35 @@ fn exec<'e>(
         Instr::Store { src, target } => {
             store(regs, src, &mut targets[target as usize], start, len);
         }
+        Instr::Chain(ref ch) => match ch.bank {
+            Bank::F32 => run_chain::<f32, { chain::LANES_F32 }>(ch, at, regs, targets),
+            Bank::F64 => run_chain::<f64, { chain::LANES_F64 }>(ch, at, regs, targets),
+            Bank::I64 | Bank::Bool => unreachable!("chains are formed in float banks only"),
+        },
     }
+}
+
+/// Runs a chain over the current block: resolves each stage's operand to
+/// a block slice or a scalar, then hands the block to the chain kernel.
+fn run_chain<T: Lanes + Real, const L: usize>(
+    ch: &Chain,
+    at: At<'_>,
+    regs: &mut Registers,
+    targets: &mut [Storage],
+) {
+    let (o, r) = operands::<T>(regs, targets, at, ch.dst);
+    let mut stages = [Resolved::NONE; MAX_STAGES];
+    for (s, st) in stages.iter_mut().zip(&ch.stages) {
+        *s = match *st {
+            Stage::Unary(u) => Resolved::Unary(u),
+            Stage::Binary {
+                op,
+                operand,
+                value_first,
+            } => Resolved::Binary(op, r.arg(operand), value_first),
+        };
+    }
+    chain::run::<T, L>(r.arg(ch.start), &stages[..ch.stages.len()], o);
 }
 
 /// `dst = c ? a : b` within one bank.
