@@ -6,9 +6,14 @@
 //! (add, mul, max, abs, sqrt, ...) those loads and stores cost more than
 //! the math. A [`Chain`] replaces a run of such ops, each consuming the
 //! previous one's result, by one instruction that walks the block in
-//! chunks of `L` lanes (four 256-bit vectors), keeps the chunk in
+//! chunks of eight vectors (64 `f32` lanes with AVX2), keeps the chunk in
 //! registers through every op and stores only the final value. The op of
 //! each stage is dispatched once per chunk, not per element.
+//!
+//! The chunk is a plain array that LLVM keeps in registers; how the lane
+//! loops are written matters (`iter_mut().for_each` keeps it there, while
+//! a `for` loop over a zip let it live on the stack with masked stores and
+//! ran 3.5x slower), so check the bench after touching [`apply`].
 //!
 //! Every stage applies `math::unary` / `math::binary` with the op a
 //! constant — the functions the per-op block loops use — so a chain's
@@ -25,11 +30,45 @@ use super::math::{self, Arg, Real};
 /// stages resolved for a block fit in a stack array.
 pub(crate) const MAX_STAGES: usize = 16;
 
-/// Lanes per chunk for `f32`: four 256-bit vectors.
-pub(crate) const LANES_F32: usize = 32;
+/// A float type chains run on, with its chunk widths: eight vectors, the
+/// most that stay in the 16 vector registers of x86-64 next to the
+/// temporaries of `min`/`max` (wider chunks spill and run several times
+/// slower; narrower ones spend more on per-stage dispatch).
+pub(crate) trait ChainReal: Real {
+    /// Lanes per chunk with AVX2 (eight 256-bit vectors).
+    const WIDE: usize;
+    /// Lanes per chunk without (eight 128-bit vectors).
+    const NARROW: usize;
+    /// [`run`] for this type.
+    fn run_chain(start: Arg<'_, Self>, stages: &[Resolved<'_, Self>], out: &mut [Self]);
+    /// The code [`run`] uses without AVX2, for tests on any CPU.
+    #[cfg(test)]
+    fn run_chain_portable(start: Arg<'_, Self>, stages: &[Resolved<'_, Self>], out: &mut [Self]);
+}
 
-/// Lanes per chunk for `f64`: four 256-bit vectors.
-pub(crate) const LANES_F64: usize = 16;
+impl ChainReal for f32 {
+    const WIDE: usize = 64;
+    const NARROW: usize = 32;
+    fn run_chain(start: Arg<'_, f32>, stages: &[Resolved<'_, f32>], out: &mut [f32]) {
+        run::<f32, { f32::WIDE }, { f32::NARROW }>(start, stages, out)
+    }
+    #[cfg(test)]
+    fn run_chain_portable(start: Arg<'_, f32>, stages: &[Resolved<'_, f32>], out: &mut [f32]) {
+        run_portable::<f32, { f32::NARROW }>(start, stages, out)
+    }
+}
+
+impl ChainReal for f64 {
+    const WIDE: usize = 32;
+    const NARROW: usize = 16;
+    fn run_chain(start: Arg<'_, f64>, stages: &[Resolved<'_, f64>], out: &mut [f64]) {
+        run::<f64, { f64::WIDE }, { f64::NARROW }>(start, stages, out)
+    }
+    #[cfg(test)]
+    fn run_chain_portable(start: Arg<'_, f64>, stages: &[Resolved<'_, f64>], out: &mut [f64]) {
+        run_portable::<f64, { f64::NARROW }>(start, stages, out)
+    }
+}
 
 /// A unary op a chain applies in registers (inline vector code, no call).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,11 +188,10 @@ impl<T> Resolved<'_, T> {
     pub(crate) const NONE: Self = Resolved::Unary(ChainUnary::Neg);
 }
 
-/// `out[i] = stages(start[i])` over one block: chunks of `L` lanes in
-/// registers, then the remaining elements one by one (AVX2 code where the
-/// CPU has it). `L` is [`LANES_F32`] or [`LANES_F64`]; slice operands are
-/// `out.len()` long.
-pub(crate) fn run<T: Real, const L: usize>(
+/// `out[i] = stages(start[i])` over one block: chunks of `WIDE` lanes in
+/// registers with AVX2 (`NARROW` without), then the remaining elements one
+/// by one. Slice operands are `out.len()` long.
+fn run<T: Real, const WIDE: usize, const NARROW: usize>(
     start: Arg<'_, T>,
     stages: &[Resolved<'_, T>],
     out: &mut [T],
@@ -161,9 +199,9 @@ pub(crate) fn run<T: Real, const L: usize>(
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2 (checked just above).
-        return unsafe { run_avx2::<T, L>(start, stages, out) };
+        return unsafe { run_avx2::<T, WIDE>(start, stages, out) };
     }
-    run_portable::<T, L>(start, stages, out)
+    run_portable::<T, NARROW>(start, stages, out)
 }
 
 /// [`run`] compiled for AVX2, so a chunk is four 256-bit registers.
@@ -393,21 +431,22 @@ mod tests {
 
     /// Every pair of stage kinds, on lengths with and without a tail,
     /// against the per-op block kernels (AVX2 and portable code).
-    fn every_pair<T: Real + std::fmt::Debug, const L: usize>() {
-        let n = 3 * L + 5;
+    fn every_pair<T: ChainReal + std::fmt::Debug>() {
+        let n = 3 * T::WIDE + 5;
         let x = values::<T>(n, 0);
         let y = values::<T>(n, 5);
-        for len in [n, L, L - 3, 0] {
+        for len in [n, T::WIDE, T::NARROW, T::NARROW - 3, 0] {
             let (x, kinds) = (&x[..len], kinds(&y[..len]));
             for a in &kinds {
                 for b in &kinds {
                     let st = [*a, *b];
                     let want = reference(Arg::Slice(x), &st, len);
                     let mut got = vec![T::ZERO; len];
-                    run::<T, L>(Arg::Slice(x), &st, &mut got);
+                    T::run_chain(Arg::Slice(x), &st, &mut got);
                     same(&got, &want, &format!("{st:?} len {len}"));
+                    // The code for CPUs without AVX2 (and its chunk width).
                     let mut portable = vec![T::ZERO; len];
-                    run_portable::<T, L>(Arg::Slice(x), &st, &mut portable);
+                    T::run_chain_portable(Arg::Slice(x), &st, &mut portable);
                     same(&portable, &want, &format!("portable {st:?} len {len}"));
                 }
             }
@@ -416,17 +455,17 @@ mod tests {
 
     #[test]
     fn every_stage_pair_matches_the_block_kernels_f32() {
-        every_pair::<f32, LANES_F32>();
+        every_pair::<f32>();
     }
 
     #[test]
     fn every_stage_pair_matches_the_block_kernels_f64() {
-        every_pair::<f64, LANES_F64>();
+        every_pair::<f64>();
     }
 
     #[test]
     fn scalar_start_and_long_chains() {
-        let n = 2 * LANES_F32 + 7;
+        let n = 2 * f32::WIDE + 7;
         let y = values::<f32>(n, 3);
         let stages: Vec<Resolved<'_, f32>> = (0..MAX_STAGES)
             .map(|k| match k % 4 {
@@ -437,7 +476,7 @@ mod tests {
             })
             .collect();
         let mut got = vec![0.0f32; n];
-        run::<f32, LANES_F32>(Arg::Scalar(-3.5), &stages, &mut got);
+        f32::run_chain(Arg::Scalar(-3.5), &stages, &mut got);
         let want = reference(Arg::Scalar(-3.5), &stages, n);
         same(&got, &want, "scalar start");
     }

@@ -890,11 +890,7 @@ impl Builder<'_> {
         self.stats.fused_nodes += members.len();
         self.stats.chained_nodes += chained;
         self.steps.push(Step {
-            kind: StepKind::Fused(FusedStep {
-                numel: gr.shape.numel(),
-                leaves,
-                body,
-            }),
+            kind: StepKind::Fused(FusedStep::new(gr.shape.numel(), leaves, body)),
             targets,
             reads,
         });
