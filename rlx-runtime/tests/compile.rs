@@ -688,8 +688,106 @@ fn fused_chain_is_one_loop_and_matches_per_element_math() {
     );
     assert_eq!(exe.stats().fused_loops, 1);
     assert_eq!(exe.stats().fused_nodes, 8);
+    // mul, add (its broadcast row loaded first) | tanh | square .. max.
+    assert_eq!(exe.stats().chained_nodes, 7);
     assert_eq!(exe.stats().buffers, 0);
     let _ = Shape::scalar();
+}
+
+/// Bit-exact equality of two tensors' values (any NaN equals any NaN;
+/// signed zeros must match).
+fn assert_same_bits(got: &Tensor, want: &Tensor, what: &str) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    let (g, w) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let same = (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits();
+        assert!(same, "{what}: element {i}: got {a:?}, want {b:?}");
+    }
+}
+
+/// The chain of the runtime benchmark plus one using every chainable op
+/// (both operand orders, a broadcast row, NaN/inf/-0 inputs), on sizes
+/// around the chunk and block widths: register chains give exactly the
+/// per-op reference kernels' values.
+#[test]
+fn register_chains_match_the_reference_kernels_bit_for_bit() {
+    for dtype in [DType::F32, DType::F64, DType::F16] {
+        for dims in [[0, 8], [1, 1], [3, 21], [1, 69], [5, 431], [64, 64]] {
+            let mut g = Graph::new();
+            let x = g.input("x", dims, dtype);
+            let y = g.input("y", dims, dtype);
+            let b = g.input("b", [dims[1]], dtype);
+            let k = |g: &mut Graph, v: f64| g.scalar(v, dtype);
+            let (c15, c025, c0, c1, c2, nz) = (
+                k(&mut g, 1.5),
+                k(&mut g, 0.25),
+                k(&mut g, 0.0),
+                k(&mut g, 1.0),
+                k(&mut g, 2.0),
+                k(&mut g, -0.0),
+            );
+            // The benchmark chain: one instruction streaming x to the output.
+            let mut v = g.mul(x, c15).unwrap();
+            v = g.add(v, c025).unwrap();
+            v = g.max(v, c0).unwrap();
+            v = g.mul(v, x).unwrap();
+            v = g.sub(v, c1).unwrap();
+            v = g.abs(v).unwrap();
+            v = g.sqrt(v).unwrap();
+            let bench = g.min(v, c2).unwrap();
+            // Every chainable op, with slice and splat operands on both sides.
+            let mut w = g.relu(y).unwrap();
+            w = g.div(w, x).unwrap();
+            w = g.sub(c025, w).unwrap();
+            w = g.max(nz, w).unwrap();
+            w = g.min(w, y).unwrap();
+            w = g.add(w, b).unwrap();
+            w = g.neg(w).unwrap();
+            w = g.square(w).unwrap();
+            w = g.recip(w).unwrap();
+            w = g.min(nz, w).unwrap();
+            w = g.max(w, x).unwrap();
+            w = g.abs(w).unwrap();
+            w = g.rsqrt(w).unwrap();
+            w = g.div(c1, w).unwrap();
+            w = g.mul(y, w).unwrap();
+            let mid = w;
+            w = g.sub(w, y).unwrap();
+            w = g.max(w, b).unwrap();
+            let every = g.min(c15, w).unwrap();
+            let n = dims[0] * dims[1];
+            let special = [f64::NAN, -0.0, 0.0, f64::INFINITY, f64::NEG_INFINITY, -1.5];
+            let with_special = |seed: u64| {
+                let mut v = values(n, seed, -3.0, 3.0);
+                for (i, e) in v.iter_mut().enumerate().filter(|(i, _)| i % 7 == 3) {
+                    *e = special[(i / 7) % special.len()];
+                }
+                v
+            };
+            let xv = tensor(&with_special(71), &dims, dtype);
+            let yv = tensor(&with_special(72), &dims, dtype);
+            let bv = tensor(&values(dims[1], 73, -1.0, 1.0), &[dims[1]], dtype);
+            // Once with the chain's middle value as an output too (which
+            // splits the chain there), once without.
+            for outs in [vec![bench, every], vec![every, mid, bench]] {
+                let mut g = g.clone();
+                g.set_outputs(outs);
+                let what = format!("{dtype} {dims:?}");
+                let exe = compile(&g).unwrap();
+                let got = exe.run(&[&xv, &yv, &bv]).unwrap();
+                let want = rlx_runtime::interpret(&g, &[&xv, &yv, &bv]).unwrap();
+                for (j, (t, r)) in got.iter().zip(&want).enumerate() {
+                    assert_same_bits(t, r, &format!("{what} output {j}"));
+                }
+                let st = exe.stats();
+                if dtype == DType::F16 {
+                    assert_eq!(st.chained_nodes, 0, "{what}: half precision never chains");
+                } else {
+                    assert!(st.chained_nodes >= 20, "{what}: {st:?}");
+                }
+            }
+        }
+    }
 }
 
 #[test]

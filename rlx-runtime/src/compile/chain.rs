@@ -40,20 +40,20 @@ pub(crate) trait ChainReal: Real {
     /// Lanes per chunk without (eight 128-bit vectors).
     const NARROW: usize;
     /// [`run`] for this type.
-    fn run_chain(start: Arg<'_, Self>, stages: &[Resolved<'_, Self>], out: &mut [Self]);
+    fn run_chain(start: Start<'_, Self>, stages: &[Resolved<'_, Self>], out: &mut [Self]);
     /// The code [`run`] uses without AVX2, for tests on any CPU.
     #[cfg(test)]
-    fn run_chain_portable(start: Arg<'_, Self>, stages: &[Resolved<'_, Self>], out: &mut [Self]);
+    fn run_chain_portable(start: Start<'_, Self>, stages: &[Resolved<'_, Self>], out: &mut [Self]);
 }
 
 impl ChainReal for f32 {
     const WIDE: usize = 64;
     const NARROW: usize = 32;
-    fn run_chain(start: Arg<'_, f32>, stages: &[Resolved<'_, f32>], out: &mut [f32]) {
+    fn run_chain(start: Start<'_, f32>, stages: &[Resolved<'_, f32>], out: &mut [f32]) {
         run::<f32, { f32::WIDE }, { f32::NARROW }>(start, stages, out)
     }
     #[cfg(test)]
-    fn run_chain_portable(start: Arg<'_, f32>, stages: &[Resolved<'_, f32>], out: &mut [f32]) {
+    fn run_chain_portable(start: Start<'_, f32>, stages: &[Resolved<'_, f32>], out: &mut [f32]) {
         run_portable::<f32, { f32::NARROW }>(start, stages, out)
     }
 }
@@ -61,11 +61,11 @@ impl ChainReal for f32 {
 impl ChainReal for f64 {
     const WIDE: usize = 32;
     const NARROW: usize = 16;
-    fn run_chain(start: Arg<'_, f64>, stages: &[Resolved<'_, f64>], out: &mut [f64]) {
+    fn run_chain(start: Start<'_, f64>, stages: &[Resolved<'_, f64>], out: &mut [f64]) {
         run::<f64, { f64::WIDE }, { f64::NARROW }>(start, stages, out)
     }
     #[cfg(test)]
-    fn run_chain_portable(start: Arg<'_, f64>, stages: &[Resolved<'_, f64>], out: &mut [f64]) {
+    fn run_chain_portable(start: Start<'_, f64>, stages: &[Resolved<'_, f64>], out: &mut [f64]) {
         run_portable::<f64, { f64::NARROW }>(start, stages, out)
     }
 }
@@ -162,7 +162,9 @@ pub(crate) enum Stage {
     },
 }
 
-/// A run of cheap float ops: `dst = stages(start)`.
+/// A run of cheap float ops: `dst = stages(start)`. The destination is
+/// never a register a stage reads; it may be the start's register (the
+/// chain then runs in place, see [`Chain::in_place`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Chain {
     /// `F32` or `F64`.
@@ -171,8 +173,24 @@ pub(crate) struct Chain {
     pub(crate) start: Src,
     /// At most [`MAX_STAGES`] stages, in order.
     pub(crate) stages: Vec<Stage>,
-    /// Where the final value goes; never a register a stage reads.
+    /// Where the final value goes.
     pub(crate) dst: Out,
+}
+
+impl Chain {
+    /// Whether the chain starts from the register it writes.
+    pub(crate) fn in_place(&self) -> bool {
+        matches!((self.start, self.dst), (Src::Reg(a), Out::Reg(b)) if a == b)
+    }
+}
+
+/// Where a chain's first value comes from, for the current block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Start<'a, T> {
+    /// An operand: a block-long slice or a scalar.
+    Arg(Arg<'a, T>),
+    /// The output slice itself: the chain runs in place on its register.
+    Out,
 }
 
 /// A stage with its operand resolved for the current block.
@@ -192,7 +210,7 @@ impl<T> Resolved<'_, T> {
 /// registers with AVX2 (`NARROW` without), then the remaining elements one
 /// by one. Slice operands are `out.len()` long.
 fn run<T: Real, const WIDE: usize, const NARROW: usize>(
-    start: Arg<'_, T>,
+    start: Start<'_, T>,
     stages: &[Resolved<'_, T>],
     out: &mut [T],
 ) {
@@ -211,7 +229,7 @@ fn run<T: Real, const WIDE: usize, const NARROW: usize>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn run_avx2<T: Real, const L: usize>(
-    start: Arg<'_, T>,
+    start: Start<'_, T>,
     stages: &[Resolved<'_, T>],
     out: &mut [T],
 ) {
@@ -220,7 +238,7 @@ unsafe fn run_avx2<T: Real, const L: usize>(
 
 #[inline(always)]
 fn run_portable<T: Real, const L: usize>(
-    start: Arg<'_, T>,
+    start: Start<'_, T>,
     stages: &[Resolved<'_, T>],
     out: &mut [T],
 ) {
@@ -229,8 +247,9 @@ fn run_portable<T: Real, const L: usize>(
     let mut at = 0;
     while at < full {
         let mut v: [T; L] = match start {
-            Arg::Slice(s) => chunk(s, at),
-            Arg::Scalar(c) => [c; L],
+            Start::Arg(Arg::Slice(s)) => chunk(s, at),
+            Start::Arg(Arg::Scalar(c)) => [c; L],
+            Start::Out => chunk(out, at),
         };
         for st in stages {
             apply(&mut v, st, at);
@@ -314,14 +333,17 @@ fn apply<T: Real, const L: usize>(v: &mut [T; L], stage: &Resolved<'_, T>, at: u
 /// The last `out.len() < L` elements of a block (from element `from`),
 /// one at a time through every stage.
 #[inline(never)]
-fn tail<T: Real>(start: Arg<'_, T>, stages: &[Resolved<'_, T>], out: &mut [T], from: usize) {
+fn tail<T: Real>(start: Start<'_, T>, stages: &[Resolved<'_, T>], out: &mut [T], from: usize) {
     for (j, o) in out.iter_mut().enumerate() {
         let i = from + j;
         let at = |a: Arg<'_, T>| match a {
             Arg::Slice(s) => s[i],
             Arg::Scalar(c) => c,
         };
-        let mut x = at(start);
+        let mut x = match start {
+            Start::Arg(a) => at(a),
+            Start::Out => *o,
+        };
         for st in stages {
             x = match *st {
                 Resolved::Unary(u) => math::unary(u.op(), x),
@@ -442,11 +464,15 @@ mod tests {
                     let st = [*a, *b];
                     let want = reference(Arg::Slice(x), &st, len);
                     let mut got = vec![T::ZERO; len];
-                    T::run_chain(Arg::Slice(x), &st, &mut got);
+                    T::run_chain(Start::Arg(Arg::Slice(x)), &st, &mut got);
                     same(&got, &want, &format!("{st:?} len {len}"));
+                    // In place.
+                    let mut got = x.to_vec();
+                    T::run_chain(Start::Out, &st, &mut got);
+                    same(&got, &want, &format!("in place {st:?} len {len}"));
                     // The code for CPUs without AVX2 (and its chunk width).
                     let mut portable = vec![T::ZERO; len];
-                    T::run_chain_portable(Arg::Slice(x), &st, &mut portable);
+                    T::run_chain_portable(Start::Arg(Arg::Slice(x)), &st, &mut portable);
                     same(&portable, &want, &format!("portable {st:?} len {len}"));
                 }
             }
@@ -476,7 +502,7 @@ mod tests {
             })
             .collect();
         let mut got = vec![0.0f32; n];
-        f32::run_chain(Arg::Scalar(-3.5), &stages, &mut got);
+        f32::run_chain(Start::Arg(Arg::Scalar(-3.5)), &stages, &mut got);
         let want = reference(Arg::Scalar(-3.5), &stages, n);
         same(&got, &want, "scalar start");
     }

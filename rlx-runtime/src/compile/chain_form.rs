@@ -15,6 +15,12 @@ use super::fused::{Bank, Instr, Leaf, Out, Reg, Src};
 
 /// The body with runs of two or more cheap ops replaced by chains, and the
 /// number of instructions that went into chains.
+///
+/// A `Load` of a broadcast leaf inside a run (the planner emits it just
+/// before its first reader) moves in front of the chain when the chain
+/// neither holds its running value in that register nor reads the old
+/// value there, so `x * w + bias_row` still chains. (The registers of
+/// replaced instructions are free: the chain never writes them.)
 pub(crate) fn form_chains(body: Vec<Instr>, leaves: &[Leaf]) -> (Vec<Instr>, usize) {
     let mut out = Vec::with_capacity(body.len());
     let mut chained = 0;
@@ -25,16 +31,29 @@ pub(crate) fn form_chains(body: Vec<Instr>, leaves: &[Leaf]) -> (Vec<Instr>, usi
             i += 1;
             continue;
         };
-        // Registers the chain reads; its destination must not be one of them.
+        // Registers the stages read; the destination must not be one of
+        // them (it may be the start's register: the chain runs in place).
         let mut reads: Vec<Reg> = Vec::with_capacity(MAX_STAGES + 1);
-        read_reg(chain.start, &mut reads);
         if let Stage::Binary { operand, .. } = chain.stages[0] {
             read_reg(operand, &mut reads);
         }
+        let mut hoisted: Vec<usize> = Vec::new();
         let mut j = i + 1;
-        while j < body.len() && chain.stages.len() < MAX_STAGES {
+        while chain.stages.len() < MAX_STAGES {
             let Out::Reg(v) = chain.dst else { break };
-            let Some((stage, dst)) = link(&body[j], chain.bank, v) else {
+            // Loads that can run before the chain: not into the running
+            // value's register, nor into one the chain still reads.
+            let mut k = j;
+            let mut loads = Vec::new();
+            while let Some(Instr::Load { leaf }) = body.get(k) {
+                let q = leaves[*leaf as usize].reg;
+                if q.is_some_and(|q| q == v || reads.contains(&q) || chain.start == Src::Reg(q)) {
+                    break;
+                }
+                loads.push((k, q));
+                k += 1;
+            }
+            let Some((stage, dst)) = body.get(k).and_then(|ins| link(ins, chain.bank, v)) else {
                 break;
             };
             if let Out::Reg(d) = dst {
@@ -42,18 +61,23 @@ pub(crate) fn form_chains(body: Vec<Instr>, leaves: &[Leaf]) -> (Vec<Instr>, usi
                     break;
                 }
             }
-            if !dead_after(&body[j + 1..], leaves, v) {
+            if !dead_after(&body[k + 1..], leaves, v) {
                 break;
             }
             if let Stage::Binary { operand, .. } = stage {
                 read_reg(operand, &mut reads);
             }
+            // A loaded value must survive the chain: later destinations
+            // may not overwrite it.
+            reads.extend(loads.iter().filter_map(|&(_, q)| q));
+            hoisted.extend(loads.iter().map(|&(k, _)| k));
             chain.stages.push(stage);
             chain.dst = dst;
-            j += 1;
+            j = k + 1;
         }
         if chain.stages.len() >= 2 {
             chained += chain.stages.len();
+            out.extend(hoisted.iter().map(|&k| body[k].clone()));
             out.push(Instr::Chain(chain));
             i = j;
         } else {
@@ -180,6 +204,7 @@ mod tests {
     use rlx_core::{BinaryOp, UnaryOp};
 
     use super::*;
+    use crate::compile::fused::Access;
 
     fn f(idx: u32) -> Reg {
         Reg {
@@ -278,6 +303,67 @@ mod tests {
             ),
         ];
         assert_eq!(form_chains(body, &[]).1, 0);
+    }
+
+    #[test]
+    fn loads_inside_a_run_move_in_front_unless_the_chain_uses_their_register() {
+        let leaf = |r: u32| Leaf {
+            val: 0,
+            access: Access::Splat,
+            reg: Some(f(r)),
+        };
+        let leaves = [leaf(2), leaf(1)];
+        // r1 = x * k; load r2; out = r1 + r2
+        let k = Src::Splat(f(0));
+        let body = vec![
+            bin(BinaryOp::Mul, Src::Direct(0), k, Out::Reg(f(1))),
+            Instr::Load { leaf: 0 },
+            bin(
+                BinaryOp::Add,
+                Src::Reg(f(1)),
+                Src::Reg(f(2)),
+                Out::Target(0),
+            ),
+        ];
+        let (got, n) = form_chains(body, &leaves);
+        assert_eq!(n, 2);
+        assert!(matches!(
+            got[..],
+            [Instr::Load { leaf: 0 }, Instr::Chain(_)]
+        ));
+        // The load overwrites r1 after the product's last use, and the
+        // add reads the loaded value: no chain, nothing moves.
+        let body = vec![
+            bin(BinaryOp::Mul, Src::Direct(0), k, Out::Target(1)),
+            un(UnaryOp::Neg, Src::Direct(0), Out::Reg(f(1))),
+            Instr::Load { leaf: 1 },
+            bin(BinaryOp::Add, Src::Reg(f(1)), k, Out::Target(0)),
+        ];
+        let (got, n) = form_chains(body.clone(), &leaves);
+        assert_eq!(n, 0);
+        assert_eq!(got.len(), body.len());
+    }
+
+    #[test]
+    fn a_chain_may_end_in_the_register_it_starts_from() {
+        // r3 = square(r2); r2 = r3 - x; r3 = abs(r2); r2 = sqrt(r3)
+        let body = vec![
+            un(UnaryOp::Square, Src::Reg(f(2)), Out::Reg(f(3))),
+            bin(
+                BinaryOp::Sub,
+                Src::Reg(f(3)),
+                Src::Direct(0),
+                Out::Reg(f(2)),
+            ),
+            un(UnaryOp::Abs, Src::Reg(f(2)), Out::Reg(f(3))),
+            un(UnaryOp::Sqrt, Src::Reg(f(3)), Out::Reg(f(2))),
+        ];
+        let (got, n) = form_chains(body, &[]);
+        assert_eq!(n, 4);
+        let [Instr::Chain(ch)] = &got[..] else {
+            panic!("{got:?}")
+        };
+        assert!(ch.in_place());
     }
 
     #[test]

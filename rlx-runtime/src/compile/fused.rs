@@ -16,7 +16,7 @@
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
-use super::chain::{Chain, ChainReal, Resolved, Stage, MAX_STAGES};
+use super::chain::{Chain, ChainReal, Resolved, Stage, Start, MAX_STAGES};
 use super::exec::Env;
 use super::math::{self, Arg};
 use super::plan::Val;
@@ -588,7 +588,12 @@ fn run_chain<T: Lanes + ChainReal>(
             } => Resolved::Binary(op, r.arg(operand), value_first),
         };
     }
-    T::run_chain(r.arg(ch.start), &stages[..ch.stages.len()], o);
+    let start = if ch.in_place() {
+        Start::Out
+    } else {
+        Start::Arg(r.arg(ch.start))
+    };
+    T::run_chain(start, &stages[..ch.stages.len()], o);
 }
 
 /// `dst = c ? a : b` within one bank.
