@@ -5,7 +5,11 @@
 //! the output is cut into blocks of [`BLOCK`] elements; for each block,
 //! every instruction runs one tight loop over block-sized registers (small
 //! arrays in the per-call [`Registers`]), so intermediate values never
-//! leave the L1 cache and no loop body dispatches per element.
+//! leave the L1 cache and no loop body dispatches per element. Runs of
+//! cheap float ops are merged into one [`Instr::Chain`] that keeps its
+//! running value in vector registers (see `chain`); a body that is a single
+//! instruction reading leaves and writing a target streams over the whole
+//! output in one block.
 //!
 //! Registers live in four banks by compute type: `f32` (also for `f16` and
 //! `bf16`, rounded after each op as the reference kernels do), `f64`,
