@@ -14,8 +14,11 @@
 //!
 //! Invariants:
 //! - entries and plans are immutable once built and shared as `Arc`s, so
-//!   any number of threads may call the same function at once (a read lock
-//!   on the warm path; executables keep per-call scratch in their own pool);
+//!   any number of threads may call the same function at once; each thread
+//!   also remembers the entry it used last per function (a small
+//!   direct-mapped thread-local table), so a warm call with an unchanged
+//!   signature takes no lock and hashes nothing (executables keep per-call
+//!   scratch in their own pool; scalar programs need none);
 //! - at most [`MAX_ENTRIES`] signatures are kept per function; inserting one
 //!   more clears the cache first (a workload cycling through more signatures
 //!   than that retraces, it does not grow without bound);
