@@ -16,6 +16,7 @@
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
+use super::chain::{Chain, ChainReal, Resolved, Stage, MAX_STAGES};
 use super::exec::Env;
 use super::math::{self, Arg};
 use super::plan::Val;
@@ -88,7 +89,7 @@ pub(crate) struct Leaf {
 }
 
 /// Where an element-wise op reads an operand.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Src {
     /// A register.
     Reg(Reg),
@@ -99,7 +100,7 @@ pub(crate) enum Src {
 }
 
 /// Where an element-wise op writes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Out {
     /// A register.
     Reg(Reg),
@@ -153,15 +154,21 @@ pub(crate) enum Instr {
         src: Reg,
         target: u32,
     },
+    /// A run of cheap float ops evaluated in vector registers.
+    Chain(Chain),
 }
 
 /// A compiled element-wise chain.
 #[derive(Clone, Debug)]
 pub(crate) struct FusedStep {
     /// Number of output elements.
-    pub(crate) numel: usize,
-    pub(crate) leaves: Vec<Leaf>,
-    pub(crate) body: Vec<Instr>,
+    numel: usize,
+    leaves: Vec<Leaf>,
+    body: Vec<Instr>,
+    /// Elements per block: [`BLOCK`], or all of them when the body is one
+    /// instruction streaming from leaves to a target — no register holds a
+    /// per-block value then, so blocks would only add dispatch.
+    block: usize,
 }
 
 /// The per-call register banks, `BLOCK` elements per register.
@@ -309,6 +316,20 @@ fn operands<'a, T: Lanes>(
 }
 
 impl FusedStep {
+    /// A step computing `body` over `numel` elements.
+    pub(crate) fn new(numel: usize, leaves: Vec<Leaf>, body: Vec<Instr>) -> FusedStep {
+        let block = match &body[..] {
+            [ins] if streams(ins) => numel.max(1),
+            _ => BLOCK,
+        };
+        FusedStep {
+            numel,
+            leaves,
+            body,
+            block,
+        }
+    }
+
     /// Runs the chain, writing stored values into `targets`.
     pub(crate) fn run(
         &self,
@@ -325,7 +346,7 @@ impl FusedStep {
         }
         let mut start = 0;
         while start < self.numel {
-            let len = BLOCK.min(self.numel - start);
+            let len = self.block.min(self.numel - start);
             let at = At {
                 env,
                 leaves: &self.leaves,
@@ -356,6 +377,29 @@ impl FusedStep {
         for st in contiguous {
             prefetch_block(st, next);
         }
+    }
+}
+
+/// Whether `ins` reads only leaves (in place or splat) and writes a target.
+fn streams(ins: &Instr) -> bool {
+    let leaf = |s: Src| matches!(s, Src::Direct(_) | Src::Splat(_));
+    match ins {
+        Instr::Unary { x, dst, .. } => leaf(*x) && matches!(dst, Out::Target(_)),
+        Instr::Binary { a, b, dst, .. } => leaf(*a) && leaf(*b) && matches!(dst, Out::Target(_)),
+        Instr::Chain(ch) => {
+            leaf(ch.start)
+                && matches!(ch.dst, Out::Target(_))
+                && ch.stages.iter().all(|st| match st {
+                    Stage::Unary(_) => true,
+                    Stage::Binary { operand, .. } => leaf(*operand),
+                })
+        }
+        Instr::Load { .. }
+        | Instr::Compare { .. }
+        | Instr::Select { .. }
+        | Instr::Cast { .. }
+        | Instr::Round { .. }
+        | Instr::Store { .. } => false,
     }
 }
 
@@ -516,7 +560,35 @@ fn exec<'e>(
         Instr::Store { src, target } => {
             store(regs, src, &mut targets[target as usize], start, len);
         }
+        Instr::Chain(ref ch) => match ch.bank {
+            Bank::F32 => run_chain::<f32>(ch, at, regs, targets),
+            Bank::F64 => run_chain::<f64>(ch, at, regs, targets),
+            Bank::I64 | Bank::Bool => unreachable!("chains are formed in float banks only"),
+        },
     }
+}
+
+/// Runs a chain over the current block: resolves each stage's operand to
+/// a block slice or a scalar, then hands the block to the chain kernel.
+fn run_chain<T: Lanes + ChainReal>(
+    ch: &Chain,
+    at: At<'_>,
+    regs: &mut Registers,
+    targets: &mut [Storage],
+) {
+    let (o, r) = operands::<T>(regs, targets, at, ch.dst);
+    let mut stages = [Resolved::NONE; MAX_STAGES];
+    for (s, st) in stages.iter_mut().zip(&ch.stages) {
+        *s = match *st {
+            Stage::Unary(u) => Resolved::Unary(u),
+            Stage::Binary {
+                op,
+                operand,
+                value_first,
+            } => Resolved::Binary(op, r.arg(operand), value_first),
+        };
+    }
+    T::run_chain(r.arg(ch.start), &stages[..ch.stages.len()], o);
 }
 
 /// `dst = c ? a : b` within one bank.

@@ -10,9 +10,10 @@
 //! - `plan`: grouping of element-wise chains, step selection, buffer
 //!   planning by liveness;
 //! - `fused`, `scalar`: block-wise fused loops and 0-d scalar regions,
-//!   with the op math in `math`; `jit` (feature `jit`, on by default)
-//!   compiles scalar regions to native code with Cranelift, bit-identical
-//!   to the interpreter (see [`Options`]);
+//!   with the op math in `math`; `chain_form` and `chain` fuse runs of
+//!   cheap ops inside a fused loop into register-resident chains; `jit`
+//!   (feature `jit`, on by default) compiles scalar regions to native code
+//!   with Cranelift, bit-identical to the interpreter (see [`Options`]);
 //! - `matmul`, `reduce`, `solve`, `movement`: the other specialised
 //!   steps; the remaining ops (gather, scatter-add, softmax, log-softmax)
 //!   call the reference kernels, [`crate::kernels::eval_into`];
@@ -23,6 +24,8 @@
 //! inferred ones; inputs and outputs are checked against the declared types
 //! before every run, so the executor does not panic on any accepted input.
 
+mod chain;
+mod chain_form;
 mod exec;
 mod fused;
 #[cfg(feature = "jit")]

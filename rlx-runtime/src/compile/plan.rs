@@ -28,6 +28,7 @@ use std::collections::HashMap;
 
 use rlx_core::{DType, Error, Graph, Literal, Op, Result, Shape, TensorType};
 
+use super::chain_form::form_chains;
 use super::fused::{Access, Bank, FusedStep, Instr, Leaf, Out, Reg, Src};
 use super::matmul::{MatMulStep, MatView};
 use super::movement::{CopyStep, Strided};
@@ -220,6 +221,9 @@ pub struct PlanStats {
     pub fused_loops: usize,
     /// Element-wise nodes inside fused loops.
     pub fused_nodes: usize,
+    /// Of those, nodes evaluated in register chains (runs of cheap float
+    /// ops applied in vector registers).
+    pub chained_nodes: usize,
     /// Scalar regions.
     pub scalar_regions: usize,
     /// 0-d nodes inside scalar regions.
@@ -971,14 +975,12 @@ impl Builder<'_> {
         }
         reads.sort_unstable();
         reads.dedup();
+        let (body, chained) = form_chains(body, &leaves);
         self.stats.fused_loops += 1;
         self.stats.fused_nodes += members.len();
+        self.stats.chained_nodes += chained;
         self.steps.push(Step {
-            kind: StepKind::Fused(FusedStep {
-                numel: gr.shape.numel(),
-                leaves,
-                body,
-            }),
+            kind: StepKind::Fused(FusedStep::new(gr.shape.numel(), leaves, body)),
             targets,
             reads,
         });

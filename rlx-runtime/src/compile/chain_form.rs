@@ -1,0 +1,293 @@
+//! Forming register chains in a fused loop body.
+//!
+//! [`form_chains`] rewrites a planned body: a run of consecutive cheap
+//! float instructions (see [`ChainUnary`], [`ChainBinary`]) where each one
+//! reads the previous one's register, and nothing else reads that register
+//! before it is written again, becomes one [`Instr::Chain`]. The
+//! intermediate registers are then simply never written.
+//!
+//! Half-precision values never chain: their ops are followed by an
+//! `Instr::Round` of the result, which reads the register and so ends the
+//! run; `f16`/`bf16` therefore keep their rounding after every op.
+
+use super::chain::{Chain, ChainBinary, ChainUnary, Stage, MAX_STAGES};
+use super::fused::{Bank, Instr, Leaf, Out, Reg, Src};
+
+/// The body with runs of two or more cheap ops replaced by chains, and the
+/// number of instructions that went into chains.
+pub(crate) fn form_chains(body: Vec<Instr>, leaves: &[Leaf]) -> (Vec<Instr>, usize) {
+    let mut out = Vec::with_capacity(body.len());
+    let mut chained = 0;
+    let mut i = 0;
+    while i < body.len() {
+        let Some(mut chain) = begin(&body[i]) else {
+            out.push(body[i].clone());
+            i += 1;
+            continue;
+        };
+        // Registers the chain reads; its destination must not be one of them.
+        let mut reads: Vec<Reg> = Vec::with_capacity(MAX_STAGES + 1);
+        read_reg(chain.start, &mut reads);
+        if let Stage::Binary { operand, .. } = chain.stages[0] {
+            read_reg(operand, &mut reads);
+        }
+        let mut j = i + 1;
+        while j < body.len() && chain.stages.len() < MAX_STAGES {
+            let Out::Reg(v) = chain.dst else { break };
+            let Some((stage, dst)) = link(&body[j], chain.bank, v) else {
+                break;
+            };
+            if let Out::Reg(d) = dst {
+                if reads.contains(&d) {
+                    break;
+                }
+            }
+            if !dead_after(&body[j + 1..], leaves, v) {
+                break;
+            }
+            if let Stage::Binary { operand, .. } = stage {
+                read_reg(operand, &mut reads);
+            }
+            chain.stages.push(stage);
+            chain.dst = dst;
+            j += 1;
+        }
+        if chain.stages.len() >= 2 {
+            chained += chain.stages.len();
+            out.push(Instr::Chain(chain));
+            i = j;
+        } else {
+            out.push(body[i].clone());
+            i += 1;
+        }
+    }
+    (out, chained)
+}
+
+/// Records the register `s` reads, if any.
+fn read_reg(s: Src, reads: &mut Vec<Reg>) {
+    if let Src::Reg(r) | Src::Splat(r) = s {
+        reads.push(r);
+    }
+}
+
+/// A one-stage chain of a cheap float instruction.
+fn begin(ins: &Instr) -> Option<Chain> {
+    match *ins {
+        Instr::Unary { op, bank, x, dst } if float(bank) => Some(Chain {
+            bank,
+            start: x,
+            stages: vec![Stage::Unary(ChainUnary::of(op)?)],
+            dst,
+        }),
+        Instr::Binary {
+            op,
+            bank,
+            a,
+            b,
+            dst,
+        } if float(bank) => Some(Chain {
+            bank,
+            start: a,
+            stages: vec![Stage::Binary {
+                op: ChainBinary::of(op)?,
+                operand: b,
+                value_first: true,
+            }],
+            dst,
+        }),
+        _ => None,
+    }
+}
+
+/// The stage and destination of `ins` if it is a cheap op of `bank`
+/// reading register `v` exactly once.
+fn link(ins: &Instr, bank: Bank, v: Reg) -> Option<(Stage, Out)> {
+    let is_v = |s: Src| s == Src::Reg(v);
+    match *ins {
+        Instr::Unary {
+            op,
+            bank: b,
+            x,
+            dst,
+        } if b == bank && is_v(x) => Some((Stage::Unary(ChainUnary::of(op)?), dst)),
+        Instr::Binary {
+            op,
+            bank: bk,
+            a,
+            b,
+            dst,
+        } if bk == bank && is_v(a) != is_v(b) => {
+            let (operand, value_first) = if is_v(a) { (b, true) } else { (a, false) };
+            let stage = Stage::Binary {
+                op: ChainBinary::of(op)?,
+                operand,
+                value_first,
+            };
+            Some((stage, dst))
+        }
+        _ => None,
+    }
+}
+
+fn float(bank: Bank) -> bool {
+    matches!(bank, Bank::F32 | Bank::F64)
+}
+
+/// Whether register `r` is written before it is read again in `rest` (or
+/// not used at all): then its value is dead once its one reader has run.
+/// Each block starts afresh, so the end of the body ends every value
+/// (splat registers are never destinations).
+fn dead_after(rest: &[Instr], leaves: &[Leaf], r: Reg) -> bool {
+    for ins in rest {
+        let (reads, writes) = touches(ins, leaves, r);
+        if reads {
+            return false;
+        }
+        if writes {
+            return true;
+        }
+    }
+    true
+}
+
+/// Whether `ins` reads and whether it writes register `r`.
+fn touches(ins: &Instr, leaves: &[Leaf], r: Reg) -> (bool, bool) {
+    let src = |s: Src| matches!(s, Src::Reg(x) | Src::Splat(x) if x == r);
+    let out = |o: Out| o == Out::Reg(r);
+    match ins {
+        Instr::Load { leaf } => (false, leaves[*leaf as usize].reg == Some(r)),
+        Instr::Unary { x, dst, .. } => (src(*x), out(*dst)),
+        Instr::Binary { a, b, dst, .. } => (src(*a) || src(*b), out(*dst)),
+        Instr::Compare { a, b, dst, .. } => (*a == r || *b == r, *dst == r),
+        Instr::Select { c, a, b, dst } => (*c == r || *a == r || *b == r, *dst == r),
+        Instr::Cast { x, dst } => (*x == r, *dst == r),
+        Instr::Round { reg, .. } => (*reg == r, *reg == r),
+        Instr::Store { src: s, .. } => (*s == r, false),
+        Instr::Chain(ch) => {
+            let reads = src(ch.start)
+                || ch.stages.iter().any(|st| match st {
+                    Stage::Unary(_) => false,
+                    Stage::Binary { operand, .. } => src(*operand),
+                });
+            (reads, out(ch.dst))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rlx_core::{BinaryOp, UnaryOp};
+
+    use super::*;
+
+    fn f(idx: u32) -> Reg {
+        Reg {
+            bank: Bank::F32,
+            idx,
+        }
+    }
+
+    fn bin(op: BinaryOp, a: Src, b: Src, dst: Out) -> Instr {
+        Instr::Binary {
+            op,
+            bank: Bank::F32,
+            a,
+            b,
+            dst,
+        }
+    }
+
+    fn un(op: UnaryOp, x: Src, dst: Out) -> Instr {
+        Instr::Unary {
+            op,
+            bank: Bank::F32,
+            x,
+            dst,
+        }
+    }
+
+    #[test]
+    fn a_run_of_cheap_ops_becomes_one_chain() {
+        // r1 = x * k; r2 = r1 + x; r1 = sqrt(r2); out = min(k, r1)
+        let k = Src::Splat(f(0));
+        let x = Src::Direct(0);
+        let body = vec![
+            bin(BinaryOp::Mul, x, k, Out::Reg(f(1))),
+            bin(BinaryOp::Add, Src::Reg(f(1)), x, Out::Reg(f(2))),
+            un(UnaryOp::Sqrt, Src::Reg(f(2)), Out::Reg(f(1))),
+            bin(BinaryOp::Min, k, Src::Reg(f(1)), Out::Target(0)),
+        ];
+        let (got, n) = form_chains(body, &[]);
+        assert_eq!(n, 4);
+        let [Instr::Chain(ch)] = &got[..] else {
+            panic!("{got:?}")
+        };
+        assert_eq!(ch.start, x);
+        assert_eq!(ch.dst, Out::Target(0));
+        assert_eq!(
+            ch.stages[3],
+            Stage::Binary {
+                op: ChainBinary::Min,
+                operand: k,
+                value_first: false
+            }
+        );
+    }
+
+    #[test]
+    fn runs_end_at_other_readers_costly_ops_and_aliases() {
+        let k = Src::Splat(f(0));
+        // r1 is stored as well as read by the add: no chain.
+        let body = vec![
+            un(UnaryOp::Abs, Src::Direct(0), Out::Reg(f(1))),
+            bin(BinaryOp::Add, Src::Reg(f(1)), k, Out::Reg(f(2))),
+            Instr::Store {
+                src: f(1),
+                target: 0,
+            },
+        ];
+        assert_eq!(form_chains(body, &[]).1, 0);
+        // tanh is not chained; the two ops after it are.
+        let body = vec![
+            un(UnaryOp::Tanh, Src::Direct(0), Out::Reg(f(1))),
+            un(UnaryOp::Neg, Src::Reg(f(1)), Out::Reg(f(2))),
+            un(UnaryOp::Abs, Src::Reg(f(2)), Out::Target(0)),
+        ];
+        let (got, n) = form_chains(body, &[]);
+        assert_eq!((got.len(), n), (2, 2));
+        // The destination would overwrite an operand read by an earlier stage.
+        let body = vec![
+            bin(
+                BinaryOp::Mul,
+                Src::Direct(0),
+                Src::Reg(f(3)),
+                Out::Reg(f(1)),
+            ),
+            un(UnaryOp::Neg, Src::Reg(f(1)), Out::Reg(f(3))),
+        ];
+        assert_eq!(form_chains(body, &[]).1, 0);
+        // Both operands are the running value.
+        let body = vec![
+            un(UnaryOp::Neg, Src::Direct(0), Out::Reg(f(1))),
+            bin(
+                BinaryOp::Mul,
+                Src::Reg(f(1)),
+                Src::Reg(f(1)),
+                Out::Reg(f(2)),
+            ),
+        ];
+        assert_eq!(form_chains(body, &[]).1, 0);
+    }
+
+    #[test]
+    fn long_runs_split_at_the_stage_limit() {
+        let mut body = vec![un(UnaryOp::Neg, Src::Direct(0), Out::Reg(f(0)))];
+        for k in 1..(MAX_STAGES as u32 + 3) {
+            body.push(un(UnaryOp::Neg, Src::Reg(f(k - 1)), Out::Reg(f(k))));
+        }
+        let (got, n) = form_chains(body, &[]);
+        assert_eq!(n, MAX_STAGES + 3);
+        assert_eq!(got.len(), 2);
+    }
+}
