@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
+use rlx::runtime::Arg;
 
 /// 4 (s⁶ − s³) with s = 1 / r²  (the LJ pair energy with ε = σ = 1)
 fn lj(xa: &Tensor, ya: &Tensor, xb: &Tensor, yb: &Tensor) -> Tensor {
@@ -55,6 +56,22 @@ fn analytic(p: [f64; 6]) -> [f64; 6] {
     g
 }
 
+/// The value-and-gradient plan of `energy`, traced and compiled by hand.
+fn value_and_grad_plan() -> rlx::Executable {
+    let t = rlx::trace::Trace::enter();
+    let x: Vec<Tensor> = (0..6)
+        .map(|i| t.input(&format!("x{i}"), Shape::scalar(), DType::F64))
+        .collect();
+    let pairs = lj(&x[0], &x[1], &x[2], &x[3])
+        + lj(&x[0], &x[1], &x[4], &x[5])
+        + lj(&x[2], &x[3], &x[4], &x[5]);
+    let r = ((&x[0] - &x[4]).square() + (&x[1] - &x[5]).square()).sqrt();
+    let e = pairs + (r - 1.5).square() * 5.0;
+    let g = t.finish(&[&e]).unwrap();
+    let vg = rlx::core::autodiff::value_and_grad(&g, &[0, 1, 2, 3, 4, 5]).unwrap();
+    rlx::compile(&vg).unwrap()
+}
+
 const P: [f64; 6] = [0.0, 0.0, 1.1, 0.1, 0.4, 1.2];
 
 fn bench(c: &mut Criterion) {
@@ -78,6 +95,16 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let p = black_box(P);
             grad_energy(p[0], p[1], p[2], p[3], p[4], p[5]).unwrap()
+        })
+    });
+    // The same computation without the companion: the value-and-gradient
+    // plan called directly, to separate plan-cache overhead from execution.
+    let exe = value_and_grad_plan();
+    group.bench_function("plan only (Executable::run_args)", |b| {
+        b.iter(|| {
+            let p = black_box(P);
+            let args = p.map(Arg::F64);
+            exe.run_args(&args).unwrap()
         })
     });
     group.bench_function("analytic gradient", |b| b.iter(|| analytic(black_box(P))));

@@ -14,8 +14,11 @@
 //!
 //! Invariants:
 //! - entries and plans are immutable once built and shared as `Arc`s, so
-//!   any number of threads may call the same function at once (a read lock
-//!   on the warm path; executables keep per-call scratch in their own pool);
+//!   any number of threads may call the same function at once; each thread
+//!   also remembers the entry it used last per function (a small
+//!   direct-mapped thread-local table), so a warm call with an unchanged
+//!   signature takes no lock and hashes nothing (executables keep per-call
+//!   scratch in their own pool; scalar programs need none);
 //! - at most [`MAX_ENTRIES`] signatures are kept per function; inserting one
 //!   more clears the cache first (a workload cycling through more signatures
 //!   than that retraces, it does not grow without bound);
@@ -30,8 +33,9 @@
 //! as the outermost companion's `Err`.
 
 use std::any::Any;
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
@@ -41,6 +45,7 @@ use rlx_core::{BinaryOp, CmpOp, DType, Error, Graph, Op, Result, Shape, TensorTy
 use crate::compile::{compile, Executable};
 use crate::tensor::Tensor;
 use crate::trace::{self, Trace};
+pub use crate::value::{Arg, Value};
 
 /// Maximum number of signatures cached per function (see the module docs).
 pub const MAX_ENTRIES: usize = 64;
@@ -96,70 +101,6 @@ impl Transform {
     }
 }
 
-/// One runtime argument of a differentiable function or companion.
-#[derive(Clone, Copy)]
-pub enum Arg<'a> {
-    /// A `Tensor` or `&Tensor` parameter.
-    Tensor(&'a Tensor),
-    /// An `f32` parameter (a 0-d `F32` input).
-    F32(f32),
-    /// An `f64` parameter (a 0-d `F64` input).
-    F64(f64),
-}
-
-impl<'a> From<&'a Tensor> for Arg<'a> {
-    fn from(t: &'a Tensor) -> Self {
-        Arg::Tensor(t)
-    }
-}
-
-impl From<f32> for Arg<'_> {
-    fn from(v: f32) -> Self {
-        Arg::F32(v)
-    }
-}
-
-impl From<f64> for Arg<'_> {
-    fn from(v: f64) -> Self {
-        Arg::F64(v)
-    }
-}
-
-impl Arg<'_> {
-    fn dims(&self) -> &[usize] {
-        match self {
-            Arg::Tensor(t) => t.shape().dims(),
-            Arg::F32(_) | Arg::F64(_) => &[],
-        }
-    }
-
-    fn dtype(&self) -> DType {
-        match self {
-            Arg::Tensor(t) => t.dtype(),
-            Arg::F32(_) => DType::F32,
-            Arg::F64(_) => DType::F64,
-        }
-    }
-
-    fn ty(&self) -> TensorType {
-        TensorType::new(Shape::new(self.dims()), self.dtype())
-    }
-
-    fn matches(&self, ty: &TensorType) -> bool {
-        self.dtype() == ty.dtype && self.dims() == ty.shape.dims()
-    }
-
-    /// The argument as a tensor (a new 0-d tensor for a scalar, created in
-    /// the innermost trace if any, so that it becomes a constant there).
-    fn to_tensor(self) -> Tensor {
-        match self {
-            Arg::Tensor(t) => t.clone(),
-            Arg::F32(v) => Tensor::scalar(v),
-            Arg::F64(v) => Tensor::scalar(v),
-        }
-    }
-}
-
 /// The static (configuration) arguments of a differentiable function, as a
 /// tuple: part of the plan-cache key.
 #[diagnostic::on_unimplemented(
@@ -187,7 +128,8 @@ pub struct Function {
 
 #[derive(Default)]
 struct Cache {
-    map: HashMap<u64, Vec<Arc<Entry>>>,
+    /// Keyed by the signature's hash.
+    map: HashMap<u64, Vec<Arc<Entry>>, rustc_hash::FxBuildHasher>,
     len: usize,
 }
 
@@ -196,13 +138,34 @@ struct Entry {
     types: Vec<TensorType>,
     statics: Box<dyn Any + Send + Sync>,
     graph: Graph,
-    plans: [OnceLock<Arc<Plan>>; TRANSFORMS],
+    plans: [OnceLock<Plan>; TRANSFORMS],
+}
+
+impl Entry {
+    /// Whether this entry was traced for `args`' types and `statics`.
+    fn matches<S: StaticArg>(&self, args: &[Arg<'_>], statics: &S) -> bool {
+        self.types.len() == args.len()
+            && args.iter().zip(&self.types).all(|(a, t)| a.matches(t))
+            && self.statics.downcast_ref::<S>() == Some(statics)
+    }
+}
+
+/// Ways of the per-thread cache of recently used entries.
+const HOT_WAYS: usize = 8;
+
+thread_local! {
+    /// Per thread, the entry each function used last (direct-mapped on the
+    /// function's address; a collision only costs a trip to the shared
+    /// cache). Warm calls with an unchanged signature take no lock.
+    #[allow(clippy::type_complexity)]
+    static HOT: RefCell<[Option<(usize, Arc<Entry>)>; HOT_WAYS]> =
+        const { RefCell::new([const { None }; HOT_WAYS]) };
 }
 
 /// A transformed graph and, once compiled, its executable.
 struct Plan {
     graph: Graph,
-    exe: OnceLock<Arc<Executable>>,
+    exe: OnceLock<Executable>,
 }
 
 impl Function {
@@ -246,7 +209,7 @@ impl Function {
         extras: &[Arg<'_>],
         statics: &S,
         tracer: Tracer<S>,
-    ) -> Result<Vec<Tensor>> {
+    ) -> Result<Vec<Value>> {
         if args.len() != self.params.len() {
             return Err(Error::CountMismatch {
                 what: format!("arguments of `{}`", self.name),
@@ -254,37 +217,56 @@ impl Function {
                 got: args.len(),
             });
         }
-        let entry = self.entry(args, statics, tracer)?;
-        let plan = self.plan(&entry, t)?;
-        self.check_extras(&entry, t, extras)?;
+        // This thread's last entry for this function, if the signature is
+        // the same: no hashing, no lock, no reference count. Running under
+        // the shared borrow is fine: nothing below re-enters a `Function`
+        // (a nested borrow would still be allowed; only the update after a
+        // miss needs exclusive access, and it is skipped if that fails).
+        let key = self as *const Function as usize;
+        let way = (key / std::mem::align_of::<Function>()) % HOT_WAYS;
+        let hot = HOT.with(|h| match &h.try_borrow().ok()?[way] {
+            Some((k, e)) if *k == key && e.matches(args, statics) => {
+                Some(self.run_entry(e, t, args, extras))
+            }
+            _ => None,
+        });
+        if let Some(r) = hot {
+            return r;
+        }
+        let entry = self.shared_entry(args, statics, tracer)?;
+        HOT.with(|h| {
+            if let Ok(mut h) = h.try_borrow_mut() {
+                h[way] = Some((key, entry.clone()));
+            }
+        });
+        self.run_entry(&entry, t, args, extras)
+    }
+
+    /// Runs transform `t` of a signature's entry (see [`Function::run`]).
+    fn run_entry(
+        &self,
+        entry: &Entry,
+        t: Transform,
+        args: &[Arg<'_>],
+        extras: &[Arg<'_>],
+    ) -> Result<Vec<Value>> {
+        let plan = self.plan(entry, t)?;
+        self.check_extras(entry, t, extras)?;
         if trace::is_tracing() {
             let tensors: Vec<Tensor> = args.iter().chain(extras).map(|a| a.to_tensor()).collect();
             let refs: Vec<&Tensor> = tensors.iter().collect();
-            return trace::inline(&plan.graph, &refs);
+            let outs = trace::inline(&plan.graph, &refs)?;
+            return Ok(outs.into_iter().map(Value::Tensor).collect());
         }
         let exe = match plan.exe.get() {
-            Some(e) => e.clone(),
+            Some(e) => e,
             None => {
-                let e = Arc::new(compile(&plan.graph)?);
-                plan.exe.get_or_init(|| e).clone()
+                let e = compile(&plan.graph)?;
+                plan.exe.get_or_init(|| e)
             }
         };
-        let mut owned: Vec<Tensor> = Vec::new();
-        for a in args.iter().chain(extras) {
-            if !matches!(a, Arg::Tensor(_)) {
-                owned.push(a.to_tensor());
-            }
-        }
-        let mut scalars = owned.iter();
-        let refs: Vec<&Tensor> = args
-            .iter()
-            .chain(extras)
-            .map(|a| match a {
-                Arg::Tensor(t) => *t,
-                Arg::F32(_) | Arg::F64(_) => scalars.next().expect("one owned tensor per scalar"),
-            })
-            .collect();
-        exe.run(&refs)
+        // `entry` and `check_extras` checked every argument's type.
+        exe.run_arg_lists(args, extras, false)
     }
 
     fn signature(&self, types: &[TensorType]) -> String {
@@ -296,24 +278,22 @@ impl Function {
             .join(", ")
     }
 
-    fn entry<S: StaticArg>(
+    /// The entry for a signature from the shared cache, traced on a miss.
+    fn shared_entry<S: StaticArg>(
         &self,
         args: &[Arg<'_>],
         statics: &S,
         tracer: Tracer<S>,
     ) -> Result<Arc<Entry>> {
-        let mut h = DefaultHasher::new();
+        // FxHash: the key is a few small integers, hashed on every call.
+        let mut h = rustc_hash::FxHasher::default();
         for a in args {
             a.dims().hash(&mut h);
             a.dtype().hash(&mut h);
         }
         statics.hash(&mut h);
         let hash = h.finish();
-        let matches = |e: &Entry| {
-            e.types.len() == args.len()
-                && args.iter().zip(&e.types).all(|(a, t)| a.matches(t))
-                && e.statics.downcast_ref::<S>() == Some(statics)
-        };
+        let matches = |e: &Entry| e.matches(args, statics);
         let cache = self.cache.get_or_init(Default::default);
         {
             let c = cache.read().unwrap_or_else(PoisonError::into_inner);
@@ -369,10 +349,10 @@ impl Function {
         }
     }
 
-    fn plan(&self, entry: &Entry, t: Transform) -> Result<Arc<Plan>> {
+    fn plan<'e>(&self, entry: &'e Entry, t: Transform) -> Result<&'e Plan> {
         let slot = &entry.plans[t.index()];
         if let Some(p) = slot.get() {
-            return Ok(p.clone());
+            return Ok(p);
         }
         let graph = t.apply(&entry.graph, self.wrt).map_err(|e| match (t, e.root()) {
             (Transform::Grad | Transform::Hessian | Transform::Hvp, Error::NotScalar { shape, .. }) => {
@@ -383,14 +363,17 @@ impl Function {
             }
             _ => e,
         })?;
-        let plan = Arc::new(Plan {
+        let plan = Plan {
             graph,
             exe: OnceLock::new(),
-        });
-        Ok(slot.get_or_init(|| plan).clone())
+        };
+        Ok(slot.get_or_init(|| plan))
     }
 
     fn check_extras(&self, entry: &Entry, t: Transform, extras: &[Arg<'_>]) -> Result<()> {
+        if extras.is_empty() && !matches!(t, Transform::Jvp | Transform::Hvp | Transform::Vjp) {
+            return Ok(());
+        }
         let (prefix, expected): (&str, Vec<(String, &TensorType)>) = match t {
             Transform::Jvp | Transform::Hvp => {
                 let prefix = if t == Transform::Jvp {
@@ -540,17 +523,17 @@ pub fn outputs<D, R: Returns<D>>(r: R) -> Vec<Tensor> {
 // ---------------------------------------------------------------------------
 // Results.
 
-/// A value a companion or plain call can return, built from output tensors.
+/// A value a companion or plain call can return, built from one output.
 pub trait Output: Sized {
-    /// Converts one output tensor.
-    fn from_tensor(t: Tensor) -> Result<Self>;
+    /// Converts one output.
+    fn from_value(v: Value) -> Result<Self>;
     /// A stand-in returned inside a trace after an error was recorded there.
     fn placeholder() -> Self;
 }
 
 impl Output for Tensor {
-    fn from_tensor(t: Tensor) -> Result<Self> {
-        Ok(t)
+    fn from_value(v: Value) -> Result<Self> {
+        Ok(v.into_tensor())
     }
 
     fn placeholder() -> Self {
@@ -558,17 +541,22 @@ impl Output for Tensor {
     }
 }
 
+#[cold]
+fn float_in_trace(ty: &str) -> Error {
+    Error::Unsupported(format!(
+        "a `{ty}` result cannot be produced inside traced code: values exist only when the compiled function runs\n  = help: make the called `#[differentiable]` function return `Tensor`, and take `Tensor` parameters for values you differentiate"
+    ))
+}
+
 macro_rules! float_output {
-    ($($f:ty),*) => {$(
+    ($($f:ty => $into:ident),*) => {$(
         impl Output for $f {
-            fn from_tensor(t: Tensor) -> Result<Self> {
-                if t.is_traced() {
-                    return Err(Error::Unsupported(format!(
-                        "a `{}` result cannot be produced inside traced code: values exist only when the compiled function runs\n  = help: make the called `#[differentiable]` function return `Tensor`, and take `Tensor` parameters for values you differentiate",
-                        stringify!($f)
-                    )));
+            #[inline]
+            fn from_value(v: Value) -> Result<Self> {
+                if v.is_traced() {
+                    return Err(float_in_trace(stringify!($f)));
                 }
-                t.item::<$f>()
+                v.$into()
             }
 
             fn placeholder() -> Self {
@@ -577,12 +565,13 @@ macro_rules! float_output {
         }
     )*};
 }
-float_output!(f32, f64);
+float_output!(f32 => into_f32, f64 => into_f64);
 
-/// Takes the next output tensor and converts it.
-pub fn take<T: Output>(it: &mut impl Iterator<Item = Tensor>) -> Result<T> {
+/// Takes the next output and converts it.
+#[inline]
+pub fn take<T: Output>(it: &mut impl Iterator<Item = Value>) -> Result<T> {
     match it.next() {
-        Some(t) => T::from_tensor(t),
+        Some(v) => T::from_value(v),
         None => Err(Error::Unsupported(
             "a transformed graph has fewer outputs than its companion expects".into(),
         )),
@@ -590,7 +579,7 @@ pub fn take<T: Output>(it: &mut impl Iterator<Item = Tensor>) -> Result<T> {
 }
 
 /// Skips the function's own outputs to reach the derivatives.
-pub fn skip(it: &mut impl Iterator<Item = Tensor>, n: usize) {
+pub fn skip(it: &mut impl Iterator<Item = Value>, n: usize) {
     for _ in 0..n {
         it.next();
     }

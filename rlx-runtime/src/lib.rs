@@ -23,6 +23,7 @@ pub mod ops;
 pub mod storage;
 pub mod tensor;
 pub mod trace;
+mod value;
 
 pub use compile::{compile, Executable};
 pub use interp::interpret;
@@ -31,3 +32,4 @@ pub use rlx_core::{
 };
 pub use storage::{Element, Storage};
 pub use tensor::Tensor;
+pub use value::{Arg, Value};

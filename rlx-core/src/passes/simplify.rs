@@ -11,6 +11,8 @@
 //!   `x * -1`, `-1 * x` → `-x`;
 //! - `x + (-y)`, `(-y) + x` → `x - y`; `x - (-y)` → `x + y` (exact in IEEE);
 //! - `x * 0`, `0 * x`, `mul_zero(0, x)`, `mul_zero(x, 0)` → zeros;
+//! - `mul_zero(c, x)` → `c * x` for an `f32`/`f64` constant `c` with no zero
+//!   element (exact: the two ops differ only where `c` is 0);
 //! - `x and true`, `x or false` → `x`; `x and false` → false, `x or true` → true;
 //! - `neg(neg(x))` → `x`; `cast` to the operand's dtype → `x`; a round trip
 //!   through a wider type (`f32 -> f64 -> f32`, `f16 -> f32 -> f16`,
@@ -95,6 +97,22 @@ fn fit(out: &mut Graph, node: &Node, cand: NodeId) -> Result<Option<NodeId>> {
         return Ok(None);
     }
     out.broadcast(cand, node.shape.clone()).map(Some)
+}
+
+/// Whether `id` is a constant none of whose elements is zero in its dtype
+/// (`f32`/`f64` only: a small `f64` literal may round to zero in `f16`).
+fn nowhere_zero(g: &Graph, id: NodeId) -> bool {
+    let n = g.node(id);
+    let nonzero = |v: f64| match n.dtype {
+        DType::F64 => v != 0.0,
+        DType::F32 => v as f32 != 0.0,
+        _ => false,
+    };
+    match &n.op {
+        Op::Constant(Literal::Splat(v)) => nonzero(*v),
+        Op::Constant(Literal::F64(d)) => d.iter().all(|&v| nonzero(v)),
+        _ => false,
+    }
 }
 
 fn filled(out: &mut Graph, node: &Node, v: f64) -> Option<NodeId> {
@@ -318,6 +336,9 @@ fn binary_rule(
             } else if b == BinaryOp::Mul && is(out, x, -1.0) {
                 let n = out.neg(y)?;
                 fit(out, node, n)
+            } else if b == BinaryOp::MulZero && nowhere_zero(out, x) {
+                // `mul_zero` differs from `mul` only where `x` is 0.
+                out.mul(x, y).map(Some)
             } else {
                 Ok(None)
             }
@@ -382,6 +403,31 @@ mod tests {
             s.to_string(),
             "%0 = input#0 \"x\"() : f64[3]\n%1 = broadcast [2, 3](%0) : f64[2, 3]\nreturn (%1)"
         );
+    }
+
+    #[test]
+    fn mul_zero_by_a_nowhere_zero_constant_becomes_mul() {
+        let mut g = Graph::new();
+        let x = g.input("x", [3], DType::F64);
+        let c = g.scalar(4.0, DType::F64);
+        let w = g.mul_zero(c, x).unwrap();
+        // Not rewritten: the constant is the second operand, or has a zero,
+        // or underflows to zero in f16.
+        let v = g.mul_zero(x, c).unwrap();
+        let cz = g
+            .constant(Literal::F64(vec![1.0, 0.0, 2.0].into()), [3], DType::F64)
+            .unwrap();
+        let u = g.mul_zero(cz, x).unwrap();
+        let xh = g.input("xh", [], DType::F16);
+        let tiny = g.scalar(1e-30, DType::F16);
+        let h = g.mul_zero(tiny, xh).unwrap();
+        g.set_outputs(vec![w, v, u, h]);
+        let s = simplify(&g).unwrap();
+        let ops: Vec<&Op> = s.outputs().iter().map(|&o| &s.node(o).op).collect();
+        assert_eq!(ops[0], &Op::Binary(BinaryOp::Mul), "{s}");
+        for op in &ops[1..] {
+            assert_eq!(*op, &Op::Binary(BinaryOp::MulZero), "{s}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use rlx_core::Result;
+use rlx_core::{DType, Result};
 
 use super::fused::Registers;
 use super::matmul::HalfScratch;
@@ -22,6 +22,7 @@ use super::solve::SolveScratch;
 use crate::kernels::{self, Operand};
 use crate::storage::Storage;
 use crate::tensor::{Repr, Tensor};
+use crate::value::Arg;
 
 /// A placeholder left in a slot while its storage is taken (allocates nothing).
 const EMPTY: Storage = Storage::F32(Vec::new());
@@ -33,12 +34,13 @@ static NOTHING: Storage = Storage::F32(Vec::new());
 /// Read access to every value of a run.
 pub(crate) struct Env<'a> {
     pub(crate) plan: &'a Plan,
-    pub(crate) inputs: &'a [&'a Tensor],
+    pub(crate) inputs: &'a Inputs<'a>,
     pub(crate) bufs: &'a [Storage],
-    pub(crate) outs: &'a [Tensor],
+    pub(crate) outs: &'a Outputs<'a>,
 }
 
-fn concrete(t: &Tensor) -> &Storage {
+/// The storage of a concrete tensor.
+pub(crate) fn concrete(t: &Tensor) -> &Storage {
     match &t.repr {
         Repr::Concrete(c) => &c.storage,
         // Inputs and outputs are checked to be concrete before a run.
@@ -46,14 +48,79 @@ fn concrete(t: &Tensor) -> &Storage {
     }
 }
 
+/// The inputs of a run: tensors, or [`Arg`]s whose numbers were copied into
+/// 0-d storages of the state (`numbers[i]` for argument `i`).
+pub(crate) enum Inputs<'a> {
+    Tensors(&'a [&'a Tensor]),
+    Args {
+        /// Arguments `0..head.len()`, then `tail`.
+        head: &'a [Arg<'a>],
+        tail: &'a [Arg<'a>],
+        numbers: &'a [Storage],
+    },
+}
+
+impl Inputs<'_> {
+    fn get(&self, i: usize) -> &Storage {
+        match self {
+            Inputs::Tensors(ts) => concrete(ts[i]),
+            Inputs::Args {
+                head,
+                tail,
+                numbers,
+            } => {
+                let a = if i < head.len() {
+                    head[i]
+                } else {
+                    tail[i - head.len()]
+                };
+                match a {
+                    Arg::Tensor(t) => concrete(t),
+                    Arg::F32(_) | Arg::F64(_) => &numbers[i],
+                }
+            }
+        }
+    }
+}
+
+/// Where a run writes its outputs: the caller's tensors, or storages of
+/// the state.
+pub(crate) enum Outputs<'a> {
+    Tensors(&'a mut [Tensor]),
+    Storages(&'a mut [Storage]),
+}
+
+impl Outputs<'_> {
+    /// Output `j`, for reading.
+    fn get(&self, j: usize) -> &Storage {
+        match self {
+            Outputs::Tensors(ts) => concrete(&ts[j]),
+            Outputs::Storages(ss) => &ss[j],
+        }
+    }
+
+    /// Output `j`, for writing (a tensor's storage is copied first only if
+    /// the caller shares it).
+    fn get_mut(&mut self, j: usize) -> &mut Storage {
+        match self {
+            Outputs::Tensors(ts) => match &mut ts[j].repr {
+                Repr::Concrete(c) => Arc::make_mut(&mut c.storage),
+                // Checked before a run; a traced output is never written.
+                Repr::Traced(_) => unreachable!("outputs are checked to be concrete"),
+            },
+            Outputs::Storages(ss) => &mut ss[j],
+        }
+    }
+}
+
 impl Env<'_> {
     /// The storage holding value `v`.
     pub(crate) fn get(&self, v: Val) -> &Storage {
         match self.plan.locs[v as usize] {
-            Loc::Input(i) => concrete(self.inputs[i as usize]),
+            Loc::Input(i) => self.inputs.get(i as usize),
             Loc::Const(k) => &self.plan.consts[k as usize],
             Loc::Buf(s) => &self.bufs[s as usize],
-            Loc::Out(j) => concrete(&self.outs[j as usize]),
+            Loc::Out(j) => self.outs.get(j as usize),
             Loc::None => &NOTHING,
         }
     }
@@ -70,6 +137,12 @@ pub(crate) struct State {
     half: HalfScratch,
     solve: SolveScratch,
     taken: Vec<Storage>,
+    /// One 0-d storage per input of a 0-d `F32`/`F64` type (empty for the
+    /// others): where [`Inputs::Args`] numbers are copied.
+    pub(crate) numbers: Vec<Storage>,
+    /// Output storages for [`Outputs::Storages`] runs: 0-d numbers stay
+    /// here; tensor outputs are moved out after each run.
+    pub(crate) outs: Vec<Storage>,
 }
 
 impl State {
@@ -81,6 +154,12 @@ impl State {
                 s.init(&mut scalar);
             }
         }
+        // Numbers get their one element now; other outputs an empty storage
+        // of their dtype (allocated by the run that fills it).
+        let number = |t: &rlx_core::TensorType| {
+            let n = t.shape.rank() == 0 && matches!(t.dtype, DType::F32 | DType::F64);
+            Storage::zeros(t.dtype, n as usize)
+        };
         State {
             bufs: plan
                 .slots
@@ -101,17 +180,9 @@ impl State {
                 x: vec![0.0; plan.solve.1],
             },
             taken: Vec::with_capacity(plan.max_targets),
+            numbers: plan.input_types.iter().map(number).collect(),
+            outs: plan.output_types.iter().map(number).collect(),
         }
-    }
-}
-
-/// Mutable storage of an output tensor (copied first only if the caller
-/// shares it).
-fn out_storage(t: &mut Tensor) -> &mut Storage {
-    match &mut t.repr {
-        Repr::Concrete(c) => Arc::make_mut(&mut c.storage),
-        // Checked before a run; a traced output is never written.
-        Repr::Traced(_) => unreachable!("outputs are checked to be concrete"),
     }
 }
 
@@ -119,7 +190,7 @@ fn slot<'s>(
     plan: &Plan,
     dst: Dst,
     bufs: &'s mut [Storage],
-    outs: &'s mut [Tensor],
+    outs: &'s mut Outputs<'_>,
 ) -> &'s mut Storage {
     let loc = match dst {
         Dst::Node(v) => plan.locs[v as usize],
@@ -127,7 +198,7 @@ fn slot<'s>(
     };
     match loc {
         Loc::Buf(s) => &mut bufs[s as usize],
-        Loc::Out(j) => out_storage(&mut outs[j as usize]),
+        Loc::Out(j) => outs.get_mut(j as usize),
         Loc::None | Loc::Input(_) | Loc::Const(_) => unreachable!("targets are buffers or outputs"),
     }
 }
@@ -148,8 +219,8 @@ fn set_len(s: &mut Storage, n: usize) {
 pub(crate) fn run(
     plan: &Plan,
     st: &mut State,
-    inputs: &[&Tensor],
-    outs: &mut [Tensor],
+    inputs: &Inputs<'_>,
+    outs: &mut Outputs<'_>,
 ) -> Result<()> {
     for step in &plan.steps {
         for t in &step.targets {

@@ -26,15 +26,16 @@
 
 use std::collections::HashMap;
 
-use rlx_core::{DType, Error, Graph, Literal, Op, Result, Shape, TensorType, UnaryOp};
+use rlx_core::{DType, Error, Graph, Literal, Op, Result, Shape, TensorType};
 
 use super::chain_form::form_chains;
 use super::fused::{Access, Bank, FusedStep, Instr, Leaf, Out, Reg, Src};
 use super::matmul::{MatMulStep, MatView};
 use super::movement::{CopyStep, Strided};
 use super::reduce::ReduceStep;
-use super::scalar::{binary_instr, unary_fn, SInstr, SType, ScalarStep};
+use super::scalar::{binary_instr, unary_instr, SInstr, SType, ScalarStep};
 use super::solve::SolveStep;
+use super::Options;
 use crate::storage::Storage;
 
 /// A value read or written by a step: the index of the node that owns the
@@ -56,6 +57,11 @@ pub(crate) enum Loc {
     /// The caller's output tensor `j`.
     Out(u32),
 }
+
+/// Scalar regions with fewer instructions stay interpreted: compiling them
+/// would cost more than it saves.
+#[cfg(feature = "jit")]
+const JIT_MIN_INSTRS: usize = 8;
 
 /// Where a step writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +136,80 @@ pub(crate) struct Plan {
     pub(crate) max_targets: usize,
     /// Number of nodes in each kind of step, for tests and diagnostics.
     pub(crate) stats: PlanStats,
+    /// Set when the whole plan is one scalar region over numbers.
+    pub(crate) scalar_program: Option<ScalarProgram>,
+}
+
+/// A plan that is a single scalar region whose leaves are all 0-d
+/// `F32`/`F64` inputs and whose stores write every output, each 0-d
+/// `F32`/`F64` (a small physics energy and its gradient, say). Such a plan
+/// runs straight from [`Arg`](crate::Arg) numbers into numbers, without a
+/// per-call state: see `Executable::run_arg_lists`.
+#[derive(Clone, Debug)]
+pub(crate) struct ScalarProgram {
+    /// The output each target of the region writes.
+    pub(crate) output_of_target: Vec<u32>,
+    /// The target writing each output (the inverse map).
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub(crate) target_of_output: Vec<u32>,
+    /// The input each `Load` of the region reads, in code order.
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub(crate) input_of_load: Vec<u32>,
+}
+
+/// Whether `steps` form a [`ScalarProgram`], and its output map.
+fn scalar_program(
+    steps: &[Step],
+    locs: &[Loc],
+    inputs: &[TensorType],
+    outputs: &[TensorType],
+) -> Option<ScalarProgram> {
+    let number = |t: &TensorType| t.shape.rank() == 0 && matches!(t.dtype, DType::F32 | DType::F64);
+    let [Step {
+        kind: StepKind::Scalar(region),
+        targets,
+        ..
+    }] = steps
+    else {
+        return None;
+    };
+    let leaves_are_inputs = region.code.iter().all(|i| match i {
+        SInstr::Load { val, .. } => {
+            matches!(locs[*val as usize], Loc::Input(k) if number(&inputs[k as usize]))
+        }
+        _ => true,
+    });
+    let output_of_target: Vec<u32> = targets
+        .iter()
+        .map(|t| match t.dst {
+            Dst::Out(j) => Some(j),
+            Dst::Node(v) => match locs[v as usize] {
+                Loc::Out(j) => Some(j),
+                _ => None,
+            },
+        })
+        .collect::<Option<_>>()?;
+    let mut target_of_output = vec![u32::MAX; outputs.len()];
+    for (t, &j) in output_of_target.iter().enumerate() {
+        target_of_output[j as usize] = t as u32;
+    }
+    let input_of_load = region
+        .code
+        .iter()
+        .filter_map(|i| match i {
+            SInstr::Load { val, .. } => match locs[*val as usize] {
+                Loc::Input(k) => Some(k),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let written = target_of_output.iter().all(|&t| t != u32::MAX);
+    (leaves_are_inputs && written && outputs.iter().all(number)).then_some(ScalarProgram {
+        output_of_target,
+        target_of_output,
+        input_of_load,
+    })
 }
 
 /// Counts describing a plan.
@@ -148,6 +228,8 @@ pub struct PlanStats {
     pub scalar_regions: usize,
     /// 0-d nodes inside scalar regions.
     pub scalar_nodes: usize,
+    /// Scalar regions compiled to native code (feature `jit`).
+    pub native_regions: usize,
     /// Transposes read in place by matrix products.
     pub virtual_transposes: usize,
     /// Buffer slots of the per-call state.
@@ -210,7 +292,7 @@ impl RegAlloc {
 }
 
 /// Builds the plan of a verified graph without `Custom` ops.
-pub(crate) fn build(g: &Graph) -> Result<Plan> {
+pub(crate) fn build(g: &Graph, options: &Options) -> Result<Plan> {
     g.verify()?;
     let nodes = g.nodes();
     let nn = nodes.len();
@@ -325,6 +407,7 @@ pub(crate) fn build(g: &Graph) -> Result<Plan> {
         half: (0, 0, 0),
         solve: (0, 0),
         stats: PlanStats::default(),
+        jit: options.jit,
     };
 
     // Locations known up front: inputs, constants, outputs.
@@ -389,10 +472,14 @@ pub(crate) fn build(g: &Graph) -> Result<Plan> {
     b.stats.buffers = slots.len();
     b.stats.virtual_transposes = (0..nn).filter(|&i| virt[i]).count();
     let max_targets = b.steps.iter().map(|s| s.targets.len()).max().unwrap_or(0);
+    let input_types: Vec<TensorType> = g.inputs().iter().map(|i| g.ty(i.node)).collect();
+    let output_types: Vec<TensorType> = g.outputs().iter().map(|&o| g.ty(o)).collect();
+    let scalar_program = scalar_program(&b.steps, &b.locs, &input_types, &output_types);
     Ok(Plan {
         input_names: g.inputs().iter().map(|i| i.name.clone()).collect(),
-        input_types: g.inputs().iter().map(|i| g.ty(i.node)).collect(),
-        output_types: g.outputs().iter().map(|&o| g.ty(o)).collect(),
+        input_types,
+        output_types,
+        scalar_program,
         consts: b.consts,
         locs: b.locs,
         steps: b.steps,
@@ -424,6 +511,9 @@ struct Builder<'a> {
     half: (usize, usize, usize),
     solve: (usize, usize),
     stats: PlanStats,
+    /// Compile scalar regions to native code (feature `jit`).
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    jit: bool,
 }
 
 impl Builder<'_> {
@@ -928,16 +1018,7 @@ impl Builder<'_> {
             next += 1;
             let o = |k: usize| reg_of[&n.inputs[k].0];
             code.push(match &n.op {
-                Op::Unary(op) => match (op, unary_fn(*op, stype(n.dtype))) {
-                    (_, Some(f)) => SInstr::Unary { f, x: o(0), dst },
-                    (UnaryOp::Powi(k), None) => SInstr::Powi {
-                        n: *k,
-                        ty: stype(n.dtype),
-                        x: o(0),
-                        dst,
-                    },
-                    (other, None) => unreachable!("`{}` has a scalar function", other.name()),
-                },
+                Op::Unary(op) => unary_instr(*op, stype(n.dtype), o(0), dst),
                 Op::Binary(op) => binary_instr(*op, stype(n.dtype), o(0), o(1), dst),
                 Op::Compare(op) => SInstr::Compare {
                     op: *op,
@@ -994,8 +1075,15 @@ impl Builder<'_> {
             len: next as usize,
             consts,
             code,
+            #[cfg(feature = "jit")]
+            native: None,
         };
         step.use_accumulator();
+        #[cfg(feature = "jit")]
+        if self.jit && step.code.len() >= JIT_MIN_INSTRS {
+            step.native = super::jit::compile(&step, targets.len()).map(std::sync::Arc::new);
+            self.stats.native_regions += step.native.is_some() as usize;
+        }
         self.steps.push(Step {
             kind: StepKind::Scalar(step),
             targets,

@@ -16,10 +16,11 @@
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
-use super::exec::Env;
+use super::exec::{concrete, Env};
 use super::math;
-use super::plan::Val;
+use super::plan::{Loc, Val};
 use crate::storage::Storage;
+use crate::value::{Arg, Value};
 
 /// How a register's value is computed and rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +83,37 @@ pub(crate) enum SInstr {
         x: u32,
         dst: u32,
     },
+    /// `dst = -x` in `f64` (the common unary ops are inline: no call).
+    NegF64 {
+        x: u32,
+        dst: u32,
+    },
+    /// `dst = |x|` in `f64`.
+    AbsF64 {
+        x: u32,
+        dst: u32,
+    },
+    /// `dst = x * x` in `f64`.
+    SquareF64 {
+        x: u32,
+        dst: u32,
+    },
+    /// `dst = 1 / x` in `f64`.
+    RecipF64 {
+        x: u32,
+        dst: u32,
+    },
+    /// `dst = sqrt(x)` in `f64`.
+    SqrtF64 {
+        x: u32,
+        dst: u32,
+    },
+    /// `dst = x^n` in `f64`.
+    PowiF64 {
+        n: i32,
+        x: u32,
+        dst: u32,
+    },
     /// `dst = a + b` in `f64` (the common arithmetic is inline: no call).
     AddF64 {
         a: u32,
@@ -102,6 +134,12 @@ pub(crate) enum SInstr {
     },
     /// `dst = a / b` in `f64`.
     DivF64 {
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
+    /// `dst = mul_zero(a, b)` in `f64` (0 where `a` is 0).
+    MulZeroF64 {
         a: u32,
         b: u32,
         dst: u32,
@@ -158,6 +196,10 @@ pub(crate) struct ScalarStep {
     /// Constant registers, written when a state is created.
     pub(crate) consts: Vec<(u32, f64)>,
     pub(crate) code: Vec<SInstr>,
+    /// The region compiled to native code, when the `jit` feature is on
+    /// and the translation covers it.
+    #[cfg(feature = "jit")]
+    pub(crate) native: Option<std::sync::Arc<super::jit::Native>>,
 }
 
 #[inline(always)]
@@ -201,6 +243,49 @@ pub(crate) fn unary_fn(op: UnaryOp, ty: SType) -> Option<fn(f64) -> f64> {
     each_unary!(op, pick)
 }
 
+/// The instruction computing `dst = op(x)` on values of type `ty`.
+pub(crate) fn unary_instr(op: UnaryOp, ty: SType, x: u32, dst: u32) -> SInstr {
+    match (op, ty) {
+        (UnaryOp::Neg, SType::F64) => SInstr::NegF64 { x, dst },
+        (UnaryOp::Abs, SType::F64) => SInstr::AbsF64 { x, dst },
+        (UnaryOp::Square, SType::F64) => SInstr::SquareF64 { x, dst },
+        (UnaryOp::Recip, SType::F64) => SInstr::RecipF64 { x, dst },
+        (UnaryOp::Sqrt, SType::F64) => SInstr::SqrtF64 { x, dst },
+        (UnaryOp::Powi(n), SType::F64) => SInstr::PowiF64 { n, x, dst },
+        (UnaryOp::Powi(n), _) => SInstr::Powi { n, ty, x, dst },
+        _ => match unary_fn(op, ty) {
+            Some(f) => SInstr::Unary { f, x, dst },
+            None => unreachable!("only `powi` has no scalar function"),
+        },
+    }
+}
+
+/// `x^n` as `f64::powi` computes it at run time (compiler-builtins'
+/// `__powidf2`: square-and-multiply over `|n|`, then one reciprocal for a
+/// negative `n`), so results are bit-identical to the reference kernels,
+/// without the call.
+#[inline(always)]
+fn powi_f64(x: f64, n: i32) -> f64 {
+    let mut a = x;
+    let mut b = n.unsigned_abs();
+    let mut r = 1.0;
+    loop {
+        if b & 1 != 0 {
+            r *= a;
+        }
+        b >>= 1;
+        if b == 0 {
+            break;
+        }
+        a *= a;
+    }
+    if n < 0 {
+        1.0 / r
+    } else {
+        r
+    }
+}
+
 /// The instruction computing `dst = op(a, b)` on values of type `ty`.
 pub(crate) fn binary_instr(op: BinaryOp, ty: SType, a: u32, b: u32, dst: u32) -> SInstr {
     match (op, ty) {
@@ -208,6 +293,7 @@ pub(crate) fn binary_instr(op: BinaryOp, ty: SType, a: u32, b: u32, dst: u32) ->
         (BinaryOp::Sub, SType::F64) => SInstr::SubF64 { a, b, dst },
         (BinaryOp::Mul, SType::F64) => SInstr::MulF64 { a, b, dst },
         (BinaryOp::Div, SType::F64) => SInstr::DivF64 { a, b, dst },
+        (BinaryOp::MulZero, SType::F64) => SInstr::MulZeroF64 { a, b, dst },
         (BinaryOp::Max, SType::F64) => SInstr::MaxF64 { a, b, dst },
         (BinaryOp::Min, SType::F64) => SInstr::MinF64 { a, b, dst },
         _ => SInstr::Binary {
@@ -250,6 +336,12 @@ impl ScalarStep {
                 SInstr::Load { dst, .. } => Some(*dst),
                 SInstr::Unary { x, dst, .. }
                 | SInstr::Powi { x, dst, .. }
+                | SInstr::NegF64 { x, dst }
+                | SInstr::AbsF64 { x, dst }
+                | SInstr::SquareF64 { x, dst }
+                | SInstr::RecipF64 { x, dst }
+                | SInstr::SqrtF64 { x, dst }
+                | SInstr::PowiF64 { x, dst, .. }
                 | SInstr::Cast { x, dst, .. } => {
                     sub(x);
                     Some(*dst)
@@ -259,6 +351,7 @@ impl ScalarStep {
                 | SInstr::SubF64 { a, b, dst }
                 | SInstr::MulF64 { a, b, dst }
                 | SInstr::DivF64 { a, b, dst }
+                | SInstr::MulZeroF64 { a, b, dst }
                 | SInstr::MaxF64 { a, b, dst }
                 | SInstr::MinF64 { a, b, dst }
                 | SInstr::Compare { a, b, dst, .. } => {
@@ -291,12 +384,62 @@ impl ScalarStep {
         }
     }
 
-    /// Runs the region.
+    /// Runs the region, reading operands from `env` and writing `targets`.
+    pub(crate) fn run(&self, env: &Env<'_>, file: &mut [f64], targets: &mut [Storage]) {
+        self.exec(file, &mut EnvIo { env, targets });
+    }
+
+    /// Registers of `file` that [`ScalarStep::exec_with_consts`] uses.
+    pub(crate) fn scratch_len(&self) -> usize {
+        #[cfg(feature = "jit")]
+        if let Some(n) = &self.native {
+            return self.base + n.loads() + n.stores();
+        }
+        self.base + self.len
+    }
+
+    /// Runs the region through `io` on a register file that is not kept
+    /// between calls (the interpreter's constant registers are written first).
+    pub(crate) fn exec_with_consts(&self, file: &mut [f64], io: &mut impl ScalarIo) {
+        #[cfg(feature = "jit")]
+        if self.native.is_some() {
+            return self.exec(file, io);
+        }
+        self.init(file);
+        self.exec(file, io);
+    }
+
+    /// Runs the region through `io`: its native code if it has some (the
+    /// leaves are gathered into `file`'s window, the code writes the stored
+    /// values after them), else the interpreter.
+    #[inline(always)]
+    pub(crate) fn exec(&self, file: &mut [f64], io: &mut impl ScalarIo) {
+        #[cfg(feature = "jit")]
+        if let Some(n) = &self.native {
+            let window = &mut file[self.base..self.base + n.loads() + n.stores()];
+            let (ins, outs) = window.split_at_mut(n.loads());
+            // `jit::compile` only accepts regions whose loads come first.
+            for (slot, ins) in ins.iter_mut().zip(&self.code) {
+                if let SInstr::Load { val, .. } = ins {
+                    *slot = io.load(*val);
+                }
+            }
+            n.call(ins, outs);
+            for (t, &v) in outs.iter().enumerate() {
+                io.store(t as u32, v);
+            }
+            return;
+        }
+        self.interpret(file, io)
+    }
+
+    /// Interprets the region with loads and stores through `io`.
     ///
     /// The value computed last is also kept in a local accumulator: an
     /// operand equal to [`ACC`] reads it from there instead of the register
     /// file, so a dependent chain does not wait on a store and a reload per op.
-    pub(crate) fn run(&self, env: &Env<'_>, file: &mut [f64], targets: &mut [Storage]) {
+    #[inline(always)]
+    fn interpret(&self, file: &mut [f64], io: &mut impl ScalarIo) {
         let r = &mut file[self.base..self.base + self.len];
         let mut acc = 0.0;
         macro_rules! get {
@@ -308,72 +451,128 @@ impl ScalarStep {
                 }
             };
         }
+        macro_rules! set {
+            ($dst:expr, $v:expr) => {{
+                acc = $v;
+                r[$dst as usize] = acc;
+            }};
+        }
         for ins in &self.code {
             match *ins {
-                SInstr::Load { val, dst } => {
-                    acc = env.get(val).get_f64(0);
-                    r[dst as usize] = acc;
-                }
-                SInstr::Unary { f, x, dst } => {
-                    acc = f(get!(x));
-                    r[dst as usize] = acc;
-                }
+                SInstr::Load { val, dst } => set!(dst, io.load(val)),
+                SInstr::Unary { f, x, dst } => set!(dst, f(get!(x))),
                 SInstr::Powi { n, ty, x, dst } => {
-                    acc = s_unary(UnaryOp::Powi(n), ty, get!(x));
-                    r[dst as usize] = acc;
+                    set!(dst, s_unary(UnaryOp::Powi(n), ty, get!(x)))
                 }
-                SInstr::AddF64 { a, b, dst } => {
-                    acc = get!(a) + get!(b);
-                    r[dst as usize] = acc;
-                }
-                SInstr::SubF64 { a, b, dst } => {
-                    acc = get!(a) - get!(b);
-                    r[dst as usize] = acc;
-                }
-                SInstr::MulF64 { a, b, dst } => {
-                    acc = get!(a) * get!(b);
-                    r[dst as usize] = acc;
-                }
-                SInstr::DivF64 { a, b, dst } => {
-                    acc = get!(a) / get!(b);
-                    r[dst as usize] = acc;
+                SInstr::NegF64 { x, dst } => set!(dst, -get!(x)),
+                SInstr::AbsF64 { x, dst } => set!(dst, get!(x).abs()),
+                SInstr::SquareF64 { x, dst } => set!(dst, get!(x) * get!(x)),
+                SInstr::RecipF64 { x, dst } => set!(dst, 1.0 / get!(x)),
+                SInstr::SqrtF64 { x, dst } => set!(dst, get!(x).sqrt()),
+                SInstr::PowiF64 { n, x, dst } => set!(dst, powi_f64(get!(x), n)),
+                SInstr::AddF64 { a, b, dst } => set!(dst, get!(a) + get!(b)),
+                SInstr::SubF64 { a, b, dst } => set!(dst, get!(a) - get!(b)),
+                SInstr::MulF64 { a, b, dst } => set!(dst, get!(a) * get!(b)),
+                SInstr::DivF64 { a, b, dst } => set!(dst, get!(a) / get!(b)),
+                SInstr::MulZeroF64 { a, b, dst } => {
+                    let x = get!(a);
+                    set!(dst, if x == 0.0 { 0.0 } else { x * get!(b) })
                 }
                 SInstr::MaxF64 { a, b, dst } => {
-                    acc = math::binary(BinaryOp::Max, get!(a), get!(b));
-                    r[dst as usize] = acc;
+                    set!(dst, math::binary(BinaryOp::Max, get!(a), get!(b)))
                 }
                 SInstr::MinF64 { a, b, dst } => {
-                    acc = math::binary(BinaryOp::Min, get!(a), get!(b));
-                    r[dst as usize] = acc;
+                    set!(dst, math::binary(BinaryOp::Min, get!(a), get!(b)))
                 }
-                SInstr::Binary { f, a, b, dst } => {
-                    acc = f(get!(a), get!(b));
-                    r[dst as usize] = acc;
-                }
+                SInstr::Binary { f, a, b, dst } => set!(dst, f(get!(a), get!(b))),
                 SInstr::Compare { op, a, b, dst } => {
-                    acc = math::compare(op, get!(a), get!(b)) as u8 as f64;
-                    r[dst as usize] = acc;
+                    set!(dst, math::compare(op, get!(a), get!(b)) as u8 as f64)
                 }
                 SInstr::Select { c, a, b, dst } => {
-                    acc = if get!(c) != 0.0 { get!(a) } else { get!(b) };
-                    r[dst as usize] = acc;
+                    set!(dst, if get!(c) != 0.0 { get!(a) } else { get!(b) })
                 }
-                SInstr::Cast { to, x, dst } => {
-                    acc = to.round(get!(x));
-                    r[dst as usize] = acc;
-                }
-                SInstr::Store { src, target } => {
-                    let v = get!(src);
-                    match &mut targets[target as usize] {
-                        Storage::F64(s) => s[0] = v,
-                        Storage::F32(s) => s[0] = v as f32,
-                        Storage::F16(s) => s[0] = f16::from_f64(v),
-                        Storage::BF16(s) => s[0] = bf16::from_f64(v),
-                        Storage::I64(s) => s[0] = v as i64,
-                        Storage::Bool(s) => s[0] = v != 0.0,
-                    }
-                }
+                SInstr::Cast { to, x, dst } => set!(dst, to.round(get!(x))),
+                SInstr::Store { src, target } => io.store(target, get!(src)),
             }
+        }
+    }
+}
+
+/// Where a scalar region reads its leaves and writes its stored values.
+pub(crate) trait ScalarIo {
+    /// The value of leaf `val` (a 0-d value outside the region).
+    fn load(&mut self, val: Val) -> f64;
+    /// Writes `v` to the region's target `target`.
+    fn store(&mut self, target: u32, v: f64);
+}
+
+/// The value of a 0-d argument, as a scalar region holds it.
+#[inline(always)]
+pub(crate) fn arg_f64(a: &Arg<'_>) -> f64 {
+    match *a {
+        Arg::F64(v) => v,
+        Arg::F32(v) => v as f64,
+        Arg::Tensor(t) => concrete(t).get_f64(0),
+    }
+}
+
+/// Leaves from [`Arg`] numbers (the inputs of a scalar program), stored
+/// values into result numbers.
+pub(crate) struct ArgIo<'a> {
+    pub(crate) locs: &'a [Loc],
+    pub(crate) head: &'a [Arg<'a>],
+    pub(crate) tail: &'a [Arg<'a>],
+    pub(crate) output_of_target: &'a [u32],
+    /// One `Value::F32` or `Value::F64` per output, overwritten by the stores.
+    pub(crate) out: Vec<Value>,
+}
+
+impl ScalarIo for ArgIo<'_> {
+    #[inline(always)]
+    fn load(&mut self, val: Val) -> f64 {
+        let Loc::Input(i) = self.locs[val as usize] else {
+            // A scalar program loads inputs only (see `plan::scalar_program`).
+            return f64::NAN;
+        };
+        let i = i as usize;
+        let a = match self.head.get(i) {
+            Some(a) => a,
+            None => &self.tail[i - self.head.len()],
+        };
+        arg_f64(a)
+    }
+
+    #[inline(always)]
+    fn store(&mut self, target: u32, v: f64) {
+        let out = &mut self.out[self.output_of_target[target as usize] as usize];
+        *out = match out {
+            Value::F32(_) => Value::F32(v as f32),
+            _ => Value::F64(v),
+        };
+    }
+}
+
+/// Leaves from a run's [`Env`], stored values into the step's targets.
+struct EnvIo<'a, 'e> {
+    env: &'a Env<'e>,
+    targets: &'a mut [Storage],
+}
+
+impl ScalarIo for EnvIo<'_, '_> {
+    #[inline(always)]
+    fn load(&mut self, val: Val) -> f64 {
+        self.env.get(val).get_f64(0)
+    }
+
+    #[inline(always)]
+    fn store(&mut self, target: u32, v: f64) {
+        match &mut self.targets[target as usize] {
+            Storage::F64(s) => s[0] = v,
+            Storage::F32(s) => s[0] = v as f32,
+            Storage::F16(s) => s[0] = f16::from_f64(v),
+            Storage::BF16(s) => s[0] = bf16::from_f64(v),
+            Storage::I64(s) => s[0] = v as i64,
+            Storage::Bool(s) => s[0] = v != 0.0,
         }
     }
 }
