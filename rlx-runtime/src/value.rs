@@ -99,6 +99,18 @@ impl Arg<'_> {
     }
 }
 
+/// Argument `i` of the list `head` followed by `tail`.
+#[inline]
+pub(crate) fn arg_at<'a, 'b>(head: &'a [Arg<'b>], tail: &'a [Arg<'b>], i: usize) -> &'a Arg<'b> {
+    head.get(i).unwrap_or_else(|| &tail[i - head.len()])
+}
+
+/// Whether values of type `t` travel as plain numbers ([`Arg::F32`],
+/// [`Arg::F64`], [`Value::F32`], [`Value::F64`]): 0-d `F32` or `F64`.
+pub(crate) fn is_number(t: &TensorType) -> bool {
+    t.shape.rank() == 0 && matches!(t.dtype, DType::F32 | DType::F64)
+}
+
 /// `a == b` for short dimension lists, without a `memcmp` call.
 #[inline]
 pub(crate) fn same_dims(a: &[usize], b: &[usize]) -> bool {

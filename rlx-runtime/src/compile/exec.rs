@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use rlx_core::{DType, Result};
+use rlx_core::Result;
 
 use super::fused::Registers;
 use super::matmul::HalfScratch;
@@ -22,7 +22,7 @@ use super::solve::SolveScratch;
 use crate::kernels::{self, Operand};
 use crate::storage::Storage;
 use crate::tensor::{Repr, Tensor};
-use crate::value::Arg;
+use crate::value::{arg_at, is_number, Arg};
 
 /// A placeholder left in a slot while its storage is taken (allocates nothing).
 const EMPTY: Storage = Storage::F32(Vec::new());
@@ -68,17 +68,10 @@ impl Inputs<'_> {
                 head,
                 tail,
                 numbers,
-            } => {
-                let a = if i < head.len() {
-                    head[i]
-                } else {
-                    tail[i - head.len()]
-                };
-                match a {
-                    Arg::Tensor(t) => concrete(t),
-                    Arg::F32(_) | Arg::F64(_) => &numbers[i],
-                }
-            }
+            } => match arg_at(head, tail, i) {
+                Arg::Tensor(t) => concrete(t),
+                Arg::F32(_) | Arg::F64(_) => &numbers[i],
+            },
         }
     }
 }
@@ -156,10 +149,7 @@ impl State {
         }
         // Numbers get their one element now; other outputs an empty storage
         // of their dtype (allocated by the run that fills it).
-        let number = |t: &rlx_core::TensorType| {
-            let n = t.shape.rank() == 0 && matches!(t.dtype, DType::F32 | DType::F64);
-            Storage::zeros(t.dtype, n as usize)
-        };
+        let number = |t: &rlx_core::TensorType| Storage::zeros(t.dtype, is_number(t) as usize);
         State {
             bufs: plan
                 .slots

@@ -45,7 +45,7 @@ use rlx_core::{Error, Graph, Result, Shape, TensorType};
 
 use crate::storage::Storage;
 use crate::tensor::Tensor;
-use crate::value::{same_dims, Arg, Value};
+use crate::value::{is_number, same_dims, Arg, Value};
 pub use plan::PlanStats;
 
 /// Warm states kept per executable (more concurrent calls still work; their
@@ -258,8 +258,8 @@ impl Executable {
             let mut values = Vec::with_capacity(outs.len());
             for (s, t) in outs.iter_mut().zip(&self.plan.output_types) {
                 values.push(match s {
-                    Storage::F64(v) if t.shape.rank() == 0 => Value::F64(v[0]),
-                    Storage::F32(v) if t.shape.rank() == 0 => Value::F32(v[0]),
+                    Storage::F64(v) if is_number(t) => Value::F64(v[0]),
+                    Storage::F32(v) if is_number(t) => Value::F32(v[0]),
                     // Moved out; the next run allocates a fresh buffer.
                     _ => Value::Tensor(Tensor::from_storage(
                         std::mem::replace(s, Storage::zeros(t.dtype, 0)),
@@ -294,9 +294,7 @@ impl Executable {
                 let mut buf = [0.0f64; NATIVE];
                 let (ins, outs) = buf.split_at_mut(n.loads());
                 for (slot, &i) in ins.iter_mut().zip(&prog.input_of_load) {
-                    let i = i as usize;
-                    let a = head.get(i).unwrap_or_else(|| &tail[i - head.len()]);
-                    *slot = scalar::arg_f64(a);
+                    *slot = scalar::arg_f64(crate::value::arg_at(head, tail, i as usize));
                 }
                 n.call(ins, outs);
                 let value = |(&t, ty): (&u32, &TensorType)| match ty.dtype {
@@ -351,24 +349,22 @@ impl Executable {
     }
 
     fn check_args(&self, head: &[Arg<'_>], tail: &[Arg<'_>]) -> Result<()> {
+        self.check_inputs(head.len() + tail.len(), head.iter().chain(tail).copied())
+    }
+
+    /// Checks `count` inputs (count, concreteness, shape and dtype, in order).
+    fn check_inputs<'a>(&self, count: usize, inputs: impl Iterator<Item = Arg<'a>>) -> Result<()> {
         let p = &self.plan;
-        if head.len() + tail.len() != p.input_types.len() {
+        if count != p.input_types.len() {
             return Err(Error::CountMismatch {
                 what: "inputs".into(),
                 expected: p.input_types.len(),
-                got: head.len() + tail.len(),
+                got: count,
             });
         }
-        for ((a, want), name) in head
-            .iter()
-            .chain(tail)
-            .zip(&p.input_types)
-            .zip(&p.input_names)
-        {
-            if let Arg::Tensor(t) = a {
-                if t.is_traced() {
-                    return Err(traced_input(name));
-                }
+        for ((a, want), name) in inputs.zip(&p.input_types).zip(&p.input_names) {
+            if matches!(a, Arg::Tensor(t) if t.is_traced()) {
+                return Err(traced_input(name));
             }
             if !a.matches(want) {
                 return Err(Error::InputMismatch {
@@ -384,28 +380,8 @@ impl Executable {
     }
 
     fn check(&self, inputs: &[&Tensor], outputs: &[Tensor]) -> Result<()> {
+        self.check_inputs(inputs.len(), inputs.iter().map(|&t| Arg::Tensor(t)))?;
         let p = &self.plan;
-        if inputs.len() != p.input_types.len() {
-            return Err(Error::CountMismatch {
-                what: "inputs".into(),
-                expected: p.input_types.len(),
-                got: inputs.len(),
-            });
-        }
-        for ((t, want), name) in inputs.iter().zip(&p.input_types).zip(&p.input_names) {
-            if t.is_traced() {
-                return Err(traced_input(name));
-            }
-            if t.dtype() != want.dtype || !same_dims(t.shape().dims(), want.shape.dims()) {
-                return Err(Error::InputMismatch {
-                    name: name.clone(),
-                    expected_shape: want.shape.clone(),
-                    expected_dtype: want.dtype,
-                    got_shape: t.shape().clone(),
-                    got_dtype: t.dtype(),
-                });
-            }
-        }
         if outputs.len() != p.output_types.len() {
             return Err(Error::CountMismatch {
                 what: "outputs".into(),

@@ -37,6 +37,7 @@ use super::scalar::{binary_instr, unary_instr, SInstr, SType, ScalarStep};
 use super::solve::SolveStep;
 use super::Options;
 use crate::storage::Storage;
+use crate::value::is_number;
 
 /// A value read or written by a step: the index of the node that owns the
 /// storage (aliases are resolved to their root). Its location is
@@ -164,7 +165,6 @@ fn scalar_program(
     inputs: &[TensorType],
     outputs: &[TensorType],
 ) -> Option<ScalarProgram> {
-    let number = |t: &TensorType| t.shape.rank() == 0 && matches!(t.dtype, DType::F32 | DType::F64);
     let [Step {
         kind: StepKind::Scalar(region),
         targets,
@@ -173,12 +173,19 @@ fn scalar_program(
     else {
         return None;
     };
-    let leaves_are_inputs = region.code.iter().all(|i| match i {
-        SInstr::Load { val, .. } => {
-            matches!(locs[*val as usize], Loc::Input(k) if number(&inputs[k as usize]))
-        }
-        _ => true,
-    });
+    // Every leaf must be a number input.
+    let input_of_load: Vec<u32> = region
+        .code
+        .iter()
+        .filter_map(|i| match i {
+            SInstr::Load { val, .. } => Some(*val),
+            _ => None,
+        })
+        .map(|val| match locs[val as usize] {
+            Loc::Input(k) if is_number(&inputs[k as usize]) => Some(k),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
     let output_of_target: Vec<u32> = targets
         .iter()
         .map(|t| match t.dst {
@@ -193,19 +200,8 @@ fn scalar_program(
     for (t, &j) in output_of_target.iter().enumerate() {
         target_of_output[j as usize] = t as u32;
     }
-    let input_of_load = region
-        .code
-        .iter()
-        .filter_map(|i| match i {
-            SInstr::Load { val, .. } => match locs[*val as usize] {
-                Loc::Input(k) => Some(k),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
     let written = target_of_output.iter().all(|&t| t != u32::MAX);
-    (leaves_are_inputs && written && outputs.iter().all(number)).then_some(ScalarProgram {
+    (written && outputs.iter().all(is_number)).then_some(ScalarProgram {
         output_of_target,
         target_of_output,
         input_of_load,

@@ -20,7 +20,7 @@ use super::exec::{concrete, Env};
 use super::math;
 use super::plan::{Loc, Val};
 use crate::storage::Storage;
-use crate::value::{Arg, Value};
+use crate::value::{arg_at, Arg, Value};
 
 /// How a register's value is computed and rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -534,12 +534,7 @@ impl ScalarIo for ArgIo<'_> {
             // A scalar program loads inputs only (see `plan::scalar_program`).
             return f64::NAN;
         };
-        let i = i as usize;
-        let a = match self.head.get(i) {
-            Some(a) => a,
-            None => &self.tail[i - self.head.len()],
-        };
-        arg_f64(a)
+        arg_f64(arg_at(self.head, self.tail, i as usize))
     }
 
     #[inline(always)]
