@@ -59,8 +59,8 @@ pub mod prelude {
 pub mod __private {
     pub use rlx_core::{Graph, TensorType};
     pub use rlx_runtime::function::{
-        and, assert_static, companion, eq, finish, ge, gt, inputs, le, lt, ne, or, outputs, plain,
-        select, skip, take, Arg, Function, Transform,
+        and, assert_static, companion, eq, finish, ge, gt, inputs, le, lt, ne, number, or, outputs,
+        plain, select, skip, take, Arg, Function, Transform,
     };
     pub use rlx_runtime::trace::Trace;
 }

@@ -12,6 +12,8 @@
 //!   `hessian_f`, `hvp_f`, `batch_jacobian_f`, each a few lines over
 //!   `Function::run`.
 
+use std::cell::Cell;
+
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
@@ -34,19 +36,38 @@ fn out_ty(o: Out) -> TokenStream {
 }
 
 /// The type of a derivative mirroring a parameter (grads, tangents, `v`).
-fn mirror_ty(p: &Param) -> TokenStream {
+fn mirror_out(p: &Param) -> Out {
     match p.kind {
-        Kind::Float(f) => float_ty(f),
-        Kind::Tensor { .. } | Kind::Static => quote!(::rlx::Tensor),
+        Kind::Float(f) => Out::Float(f),
+        Kind::Tensor { .. } | Kind::Static => Out::Tensor,
     }
 }
 
-/// The parameter type of an extra input mirroring a parameter.
-fn extra_param_ty(p: &Param) -> TokenStream {
-    match p.kind {
-        Kind::Float(f) => float_ty(f),
-        Kind::Tensor { .. } | Kind::Static => quote!(&::rlx::Tensor),
+/// The parameter type of an extra input (tangent, cotangent, `v`) of
+/// type `o`.
+fn extra_param_ty(o: Out) -> TokenStream {
+    match o {
+        Out::Float(f) => float_ty(f),
+        Out::Tensor => quote!(&::rlx::Tensor),
     }
+}
+
+/// `&[..], mask` over number arguments, as `Function::run_numbers` takes
+/// them (`None` if one is not a number or there are more than 64).
+fn numbers<'a>(items: impl Iterator<Item = (&'a Ident, Out)>) -> Option<TokenStream> {
+    let mut values = Vec::new();
+    let mut mask = 0u64;
+    for (i, (id, o)) in items.enumerate() {
+        match o {
+            Out::Float(Float::F64) if i < 64 => values.push(quote!(#id)),
+            Out::Float(Float::F32) if i < 64 => {
+                mask |= 1 << i;
+                values.push(quote!(::core::primitive::f64::from(#id)));
+            }
+            _ => return None,
+        }
+    }
+    Some(quote!(&[#(#values),*], #mask))
 }
 
 fn tuple_or_single(items: Vec<TokenStream>) -> TokenStream {
@@ -57,53 +78,95 @@ fn tuple_or_single(items: Vec<TokenStream>) -> TokenStream {
     }
 }
 
+/// How a companion's body reads the plan's outputs from `__rlx_it`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// An iterator of `Value`s, from `Function::run`.
+    Values,
+    /// An iterator of `f64`s, from `Function::run_numbers`.
+    Numbers,
+}
+
+/// Builds the expressions that take a companion's results from `__rlx_it`
+/// and counts them.
+struct Taker {
+    read: Read,
+    taken: Cell<usize>,
+    /// Whether every result taken so far is a number.
+    numeric: Cell<bool>,
+}
+
+impl Taker {
+    fn new(read: Read) -> Taker {
+        Taker {
+            read,
+            taken: Cell::new(0),
+            numeric: Cell::new(true),
+        }
+    }
+
+    /// The expression taking the next result, as a value of type `o`.
+    fn take(&self, o: Out) -> TokenStream {
+        self.taken.set(self.taken.get() + 1);
+        match (self.read, o) {
+            (Read::Values, o) => {
+                let t = out_ty(o);
+                quote!(::rlx::__private::take::<#t>(&mut __rlx_it)?)
+            }
+            (Read::Numbers, Out::Float(f)) => {
+                let t = float_ty(f);
+                quote!(::rlx::__private::number::<#t>(&mut __rlx_it))
+            }
+            (Read::Numbers, Out::Tensor) => {
+                self.numeric.set(false);
+                TokenStream::new()
+            }
+        }
+    }
+
+    /// The function's own outputs (a tuple if it returns one).
+    fn ret(&self, ret: &crate::parse::Ret) -> TokenStream {
+        let takes: Vec<TokenStream> = ret.outs.iter().map(|&o| self.take(o)).collect();
+        if ret.tuple {
+            quote!((#(#takes,)*))
+        } else {
+            takes.into_iter().next().expect("one output")
+        }
+    }
+}
+
+/// Builds a companion's result expression with a [`Taker`].
+type Build<'a> = Box<dyn Fn(&Taker) -> TokenStream + 'a>;
+
 /// One companion: its name, doc, extra parameters, return type and how the
 /// value is built from the iterator `__rlx_it` over the plan's outputs.
-struct Companion {
+struct Companion<'a> {
     name: Ident,
     doc: String,
     transform: &'static str,
-    extras: Vec<(Ident, TokenStream)>,
+    extras: Vec<(Ident, Out)>,
     ret: TokenStream,
     /// Whether the function's own outputs are skipped first.
     skip: bool,
-    build: TokenStream,
+    build: Build<'a>,
 }
 
 struct Ctx<'a> {
     f: &'a Func,
     name: &'a Ident,
-    /// Types of the outputs and how to take each from `__rlx_it`.
     ret_ty: TokenStream,
-    take_ret: TokenStream,
     out0_ty: TokenStream,
     n_out: usize,
 }
 
 impl<'a> Ctx<'a> {
     fn new(f: &'a Func) -> Ctx<'a> {
-        let ret = &f.ret;
-        let ret_ty = ret.ty.to_token_stream();
-        let takes: Vec<TokenStream> = ret
-            .outs
-            .iter()
-            .map(|&o| {
-                let t = out_ty(o);
-                quote!(::rlx::__private::take::<#t>(&mut __rlx_it)?)
-            })
-            .collect();
-        let take_ret = if ret.tuple {
-            quote!((#(#takes,)*))
-        } else {
-            takes.into_iter().next().expect("one output")
-        };
         Ctx {
             f,
             name: &f.item.sig.ident,
-            ret_ty,
-            take_ret,
-            out0_ty: out_ty(ret.outs[0]),
-            n_out: ret.outs.len(),
+            ret_ty: f.ret.ty.to_token_stream(),
+            out0_ty: out_ty(f.ret.outs[0]),
+            n_out: f.ret.outs.len(),
         }
     }
 
@@ -115,52 +178,36 @@ impl<'a> Ctx<'a> {
             .join(", ")
     }
 
-    fn companions(&self) -> Vec<Companion> {
+    fn companions(&self) -> Vec<Companion<'a>> {
+        let f = self.f;
         let name = self.name;
-        let wrt: Vec<&Param> = self.f.wrt_params().collect();
+        let wrt: Vec<&'a Param> = f.wrt_params().collect();
         let d = wrt.len();
         let wrt_names = self.wrt_names();
-        let (ret_ty, take_ret, out0_ty) = (&self.ret_ty, &self.take_ret, &self.out0_ty);
-        let grads_ty = tuple_or_single(wrt.iter().map(|p| mirror_ty(p)).collect());
-        let take_grads = tuple_or_single(
-            wrt.iter()
-                .map(|p| {
-                    let t = mirror_ty(p);
-                    quote!(::rlx::__private::take::<#t>(&mut __rlx_it)?)
-                })
-                .collect(),
-        );
-        let take_tensor = quote!(::rlx::__private::take::<::rlx::Tensor>(&mut __rlx_it)?);
+        let (ret_ty, out0_ty) = (&self.ret_ty, &self.out0_ty);
+        let grads_ty = tuple_or_single(wrt.iter().map(|p| out_ty(mirror_out(p))).collect());
         let jac_ty = tuple_or_single(vec![quote!(::rlx::Tensor); d]);
-        let take_jac = tuple_or_single(vec![take_tensor.clone(); d]);
         let hess_ty = tuple_or_single(vec![jac_ty.clone(); d]);
-        let take_hess = tuple_or_single(vec![take_jac.clone(); d]);
-        let mirrored = |prefix: &str| -> Vec<(Ident, TokenStream)> {
+        let mirrored = |prefix: &str| -> Vec<(Ident, Out)> {
             wrt.iter()
-                .map(|p| (format_ident!("{}{}", prefix, p.ident), extra_param_ty(p)))
+                .map(|p| (format_ident!("{}{}", prefix, p.ident), mirror_out(p)))
                 .collect()
         };
-        let out0_param_ty = match self.f.ret.outs[0] {
-            Out::Tensor => quote!(&::rlx::Tensor),
-            Out::Float(f) => float_ty(f),
+        let grads = {
+            let wrt = wrt.clone();
+            move |tk: &Taker| tuple_or_single(wrt.iter().map(|p| tk.take(mirror_out(p))).collect())
         };
-        let mk = |prefix: &str, doc: String, transform, extras, ret, build: TokenStream| {
-            let skip = build.is_empty();
-            let build = if skip {
-                match transform {
-                    "Jacobian" | "BatchJacobian" => take_jac.clone(),
-                    "Hessian" => take_hess.clone(),
-                    _ => take_grads.clone(),
-                }
-            } else {
-                build
-            };
+        let jac = move |tk: &Taker| tuple_or_single((0..d).map(|_| tk.take(Out::Tensor)).collect());
+        let hess = move |tk: &Taker| tuple_or_single((0..d).map(|_| jac(tk)).collect());
+        let ret = &f.ret;
+        let out0 = ret.outs[0];
+        let mk = |prefix: &str, doc: String, transform, extras, ret_ty, skip, build: Build<'a>| {
             Companion {
                 name: format_ident!("{}_{}", prefix, name),
                 doc,
                 transform,
                 extras,
-                ret,
+                ret: ret_ty,
                 skip,
                 build,
             }
@@ -172,7 +219,8 @@ impl<'a> Ctx<'a> {
                 "Grad",
                 vec![],
                 grads_ty.clone(),
-                TokenStream::new(),
+                true,
+                Box::new(grads.clone()),
             ),
             mk(
                 "value_and_grad",
@@ -180,7 +228,14 @@ impl<'a> Ctx<'a> {
                 "Grad",
                 vec![],
                 quote!((#ret_ty, #grads_ty)),
-                quote!((#take_ret, #take_grads)),
+                false,
+                Box::new({
+                    let grads = grads.clone();
+                    move |tk: &Taker| {
+                        let (r, g) = (tk.ret(ret), grads(tk));
+                        quote!((#r, #g))
+                    }
+                }),
             ),
             mk(
                 "jvp",
@@ -188,15 +243,26 @@ impl<'a> Ctx<'a> {
                 "Jvp",
                 mirrored("tangent_"),
                 quote!((#ret_ty, #out0_ty)),
-                quote!((#take_ret, ::rlx::__private::take::<#out0_ty>(&mut __rlx_it)?)),
+                false,
+                Box::new(move |tk: &Taker| {
+                    let (r, t) = (tk.ret(ret), tk.take(out0));
+                    quote!((#r, #t))
+                }),
             ),
             mk(
                 "vjp",
                 format!("Vector-Jacobian product of [`{name}`]: its value and `cotangentᵀ · J` for each parameter {wrt_names} (`cotangent` is shaped like the first output). Generated by `#[differentiable]`."),
                 "Vjp",
-                vec![(format_ident!("cotangent"), out0_param_ty)],
+                vec![(format_ident!("cotangent"), out0)],
                 quote!((#ret_ty, #grads_ty)),
-                quote!((#take_ret, #take_grads)),
+                false,
+                Box::new({
+                    let grads = grads.clone();
+                    move |tk: &Taker| {
+                        let (r, g) = (tk.ret(ret), grads(tk));
+                        quote!((#r, #g))
+                    }
+                }),
             ),
             mk(
                 "jacobian",
@@ -204,7 +270,8 @@ impl<'a> Ctx<'a> {
                 "Jacobian",
                 vec![],
                 jac_ty.clone(),
-                TokenStream::new(),
+                true,
+                Box::new(jac),
             ),
             mk(
                 "hessian",
@@ -212,7 +279,8 @@ impl<'a> Ctx<'a> {
                 "Hessian",
                 vec![],
                 hess_ty,
-                TokenStream::new(),
+                true,
+                Box::new(hess),
             ),
             mk(
                 "hvp",
@@ -220,7 +288,8 @@ impl<'a> Ctx<'a> {
                 "Hvp",
                 mirrored("v_"),
                 grads_ty,
-                TokenStream::new(),
+                true,
+                Box::new(grads),
             ),
             mk(
                 "batch_jacobian",
@@ -228,7 +297,8 @@ impl<'a> Ctx<'a> {
                 "BatchJacobian",
                 vec![],
                 jac_ty,
-                TokenStream::new(),
+                true,
+                Box::new(jac),
             ),
         ]
     }
@@ -296,6 +366,74 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
             let mut __rlx_it = __rlx_outs.into_iter();
         }
     };
+    // A function of numbers only: companions whose results are all numbers
+    // first try `run_numbers` (no allocation; see `Function::run_numbers`),
+    // outside the closure that builds the general result, so that the
+    // numbers go straight into the return value.
+    let number_args = numbers(f.runtime().map(|p| (&p.ident, mirror_out(p))));
+    let n_out = ctx.n_out;
+    // A companion's body returns an `rlx::Result` through `companion`; the
+    // plain call's (`plain: true`) returns the value through `plain`.
+    let companion_body = |transform: &str,
+                          extras: &[(Ident, Out)],
+                          skip: bool,
+                          build: &dyn Fn(&Taker) -> TokenStream,
+                          plain: bool,
+                          ret: TokenStream| {
+        let t = Ident::new(transform, Span::call_site());
+        let skip_it = skip.then(|| quote!(::rlx::__private::skip(&mut __rlx_it, #n_out);));
+        let extra_args: Vec<TokenStream> = extras
+            .iter()
+            .map(|(id, _)| quote!(::rlx::__private::Arg::from(#id)))
+            .collect();
+        let run = run(transform, &extra_args);
+        let general = build(&Taker::new(Read::Values));
+        let tk = Taker::new(Read::Numbers);
+        let numeric = build(&tk);
+        let (wrap, ok) = if plain {
+            (quote!(plain), TokenStream::new())
+        } else {
+            (quote!(companion), quote!(::core::result::Result::Ok))
+        };
+        let number_extras = numbers(extras.iter().map(|(id, o)| (id, *o)));
+        let fast = match (&number_args, number_extras) {
+            (Some(a), Some(e)) if tk.numeric.get() => Some((a, e)),
+            _ => None,
+        };
+        let fast = fast.map(|(number_args, number_extras)| {
+            let k = tk.taken.get() + if skip { n_out } else { 0 };
+            quote! {
+                let mut __rlx_numbers = [0.0f64; #k];
+                match #fn_ident().run_numbers(
+                    ::rlx::__private::Transform::#t,
+                    #number_args,
+                    #number_extras,
+                    &#statics_val,
+                    #trace_ident,
+                    &mut __rlx_numbers,
+                ) {
+                    ::core::result::Result::Ok(true) => {
+                        #[allow(unused_mut)]
+                        let mut __rlx_it = __rlx_numbers.iter();
+                        #skip_it
+                        return #ok(#numeric);
+                    }
+                    ::core::result::Result::Ok(false) => {}
+                    ::core::result::Result::Err(e) => {
+                        return ::rlx::__private::#wrap(|| ::core::result::Result::Err(e));
+                    }
+                }
+            }
+        });
+        quote! {
+            #fast
+            ::rlx::__private::#wrap(|| -> ::rlx::Result<#ret> {
+                #run
+                #skip_it
+                ::core::result::Result::Ok(#general)
+            })
+        }
+    };
 
     // Tracer: inputs, parameter bindings, the body in a closure.
     let in_idents: Vec<Ident> = runtime
@@ -332,8 +470,14 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         .iter()
         .map(|ty| quote_spanned!(ty.span()=> ::rlx::__private::assert_static::<#ty>();));
     let ret_ty = &ctx.ret_ty;
-    let take_ret = &ctx.take_ret;
-    let call_run = run("Call", &[]);
+    let call_body = companion_body(
+        "Call",
+        &[],
+        false,
+        &|tk: &Taker| tk.ret(&f.ret),
+        true,
+        ret_ty.clone(),
+    );
     let outputs = quote_spanned! {f.ret.ty.span()=>
         let __rlx_outs = ::rlx::__private::outputs::<#ret_ty, _>(__rlx_body());
     };
@@ -347,23 +491,23 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
             skip,
             build,
         } = c;
-        let n_out = ctx.n_out;
-        let skip = skip.then(|| quote!(::rlx::__private::skip(&mut __rlx_it, #n_out);));
-        let extra_params = extras.iter().map(|(id, ty)| quote!(#id: #ty));
-        let extra_args: Vec<TokenStream> = extras
-            .iter()
-            .map(|(id, _)| quote!(::rlx::__private::Arg::from(#id)))
-            .collect();
-        let run = run(transform, &extra_args);
+        let extra_params = extras.iter().map(|(id, o)| {
+            let ty = extra_param_ty(*o);
+            quote!(#id: #ty)
+        });
+        let body = companion_body(
+            transform,
+            &extras,
+            skip,
+            &*build,
+            false,
+            ret.clone(),
+        );
         quote! {
             #[doc = #doc]
             #[allow(clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
             #vis fn #cname(#(#params,)* #(#extra_params),*) -> ::rlx::Result<#ret> {
-                ::rlx::__private::companion(|| -> ::rlx::Result<#ret> {
-                    #run
-                    #skip
-                    ::core::result::Result::Ok(#build)
-                })
+                #body
             }
         }
     });
@@ -393,10 +537,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         #(#attrs)*
         #[allow(clippy::too_many_arguments, clippy::needless_question_mark)]
         #vis fn #name(#(#params),*) -> #ret_ty {
-            ::rlx::__private::plain(|| -> ::rlx::Result<#ret_ty> {
-                #call_run
-                ::core::result::Result::Ok(#take_ret)
-            })
+            #call_body
         }
 
         #(#companions)*
@@ -432,7 +573,10 @@ pub fn fallback(f: &Func) -> TokenStream {
         let Companion {
             name, extras, ret, ..
         } = c;
-        let extra_params = extras.iter().map(|(id, ty)| quote!(#id: #ty));
+        let extra_params = extras.iter().map(|(id, o)| {
+            let ty = extra_param_ty(*o);
+            quote!(#id: #ty)
+        });
         quote! {
             #[allow(unused_variables, clippy::all)]
             #vis fn #name #generics (#(#params,)* #(#extra_params),*) -> ::rlx::Result<#ret> #where_clause {

@@ -32,7 +32,7 @@
 //! recorded in the caller's trace ([`companion`], [`plain`]) and come back
 //! as the outermost companion's `Err`.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -45,6 +45,7 @@ use rlx_core::{BinaryOp, CmpOp, DType, Error, Graph, Op, Result, Shape, TensorTy
 use crate::compile::{compile, Executable};
 use crate::tensor::Tensor;
 use crate::trace::{self, Trace};
+use crate::value::is_number;
 pub use crate::value::{Arg, Value};
 
 /// Maximum number of signatures cached per function (see the module docs).
@@ -136,7 +137,12 @@ struct Cache {
 /// The traced graph of one signature and its per-transform plans.
 struct Entry {
     types: Vec<TensorType>,
+    /// When every type is a 0-d `f32`/`f64` (and there are at most 64):
+    /// bit `i` set where type `i` is `f32` (see [`Function::run_numbers`]).
+    f32s: Option<u64>,
     statics: Box<dyn Any + Send + Sync>,
+    /// The type of `statics`.
+    statics_type: TypeId,
     graph: Graph,
     plans: [OnceLock<Plan>; TRANSFORMS],
 }
@@ -146,7 +152,19 @@ impl Entry {
     fn matches<S: StaticArg>(&self, args: &[Arg<'_>], statics: &S) -> bool {
         self.types.len() == args.len()
             && args.iter().zip(&self.types).all(|(a, t)| a.matches(t))
-            && self.statics.downcast_ref::<S>() == Some(statics)
+            && self.same_statics(statics)
+    }
+
+    /// Whether the entry was traced for `statics`. All values of a
+    /// zero-sized type (such as `()`, no static parameters) are the same
+    /// value, so for those the type alone decides (which also saves a
+    /// virtual call on the warm path).
+    #[inline]
+    fn same_statics<S: StaticArg>(&self, statics: &S) -> bool {
+        if std::mem::size_of::<S>() == 0 {
+            return self.statics_type == TypeId::of::<S>();
+        }
+        self.statics.downcast_ref::<S>() == Some(statics)
     }
 }
 
@@ -165,7 +183,34 @@ thread_local! {
 /// A transformed graph and, once compiled, its executable.
 struct Plan {
     graph: Graph,
+    /// The number of extra arguments and their [`f32_mask`], when they
+    /// are all numbers (see [`Function::run_numbers`]).
+    extras: Option<(usize, u64)>,
     exe: OnceLock<Executable>,
+}
+
+/// For types that are all 0-d `f32`/`f64` (at most 64), the mask with bit
+/// `i` set where type `i` is `f32`.
+fn f32_mask<'a>(types: impl IntoIterator<Item = &'a TensorType>) -> Option<u64> {
+    let mut mask = 0u64;
+    for (i, t) in types.into_iter().enumerate() {
+        if i >= 64 || !is_number(t) {
+            return None;
+        }
+        mask |= u64::from(t.dtype == DType::F32) << i;
+    }
+    Some(mask)
+}
+
+/// Numbers as arguments of their types (`f32` where bit `i` of `f32s` is
+/// set, see [`Function::run_numbers`]).
+#[cold]
+fn numbers_as_args(values: &[f64], f32s: u64) -> Vec<Arg<'static>> {
+    let arg = |(i, &v): (usize, &f64)| match f32s >> i & 1 {
+        1 => Arg::F32(v as f32),
+        _ => Arg::F64(v),
+    };
+    values.iter().enumerate().map(arg).collect()
 }
 
 impl Function {
@@ -211,35 +256,123 @@ impl Function {
         tracer: Tracer<S>,
     ) -> Result<Vec<Value>> {
         if args.len() != self.params.len() {
-            return Err(Error::CountMismatch {
-                what: format!("arguments of `{}`", self.name),
-                expected: self.params.len(),
-                got: args.len(),
-            });
+            return Err(self.count_mismatch(args.len()));
         }
-        // This thread's last entry for this function, if the signature is
-        // the same: no hashing, no lock, no reference count. Running under
-        // the shared borrow is fine: nothing below re-enters a `Function`
-        // (a nested borrow would still be allowed; only the update after a
-        // miss needs exclusive access, and it is skipped if that fails).
-        let key = self as *const Function as usize;
-        let way = (key / std::mem::align_of::<Function>()) % HOT_WAYS;
-        let hot = HOT.with(|h| match &h.try_borrow().ok()?[way] {
-            Some((k, e)) if *k == key && e.matches(args, statics) => {
-                Some(self.run_entry(e, t, args, extras))
-            }
-            _ => None,
-        });
-        if let Some(r) = hot {
+        let run = |e: &Entry| self.run_entry(e, t, args, extras);
+        if let Some(r) = self.hot(|e| e.matches(args, statics), run) {
             return r;
         }
+        run(&*self.miss(args, statics, tracer)?)
+    }
+
+    /// [`Function::run`] for arguments that are all numbers and a
+    /// transformed graph whose outputs are all 0-d `f32`/`f64` and which
+    /// compiles to one scalar program: writes the outputs into `out` (one
+    /// slot each; an `f32` result is stored widened, so `as f32` gives it
+    /// back exactly) and returns `true`. Returns `false`, leaving `out`
+    /// unspecified, when the call cannot be served that way (inside a
+    /// trace, other output types or count, extras of other types, a plan
+    /// that is not a scalar program); the caller then uses
+    /// [`Function::run`], which also reports errors in the extras. Other
+    /// errors are those [`Function::run`] would return.
+    ///
+    /// `args` and `extras` hold the numbers widened to `f64` (at most 64
+    /// each); bit `i` of `arg_f32s` (`extra_f32s`) marks `args[i]`
+    /// (`extras[i]`) as an `f32`. (Slices and masks are separate
+    /// parameters: a struct of them would be copied through memory.)
+    ///
+    /// This is the warm path of a companion of a function of a few
+    /// scalars: no allocation, no enum per argument or result, no lock.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_numbers<S: StaticArg>(
+        &self,
+        t: Transform,
+        args: &[f64],
+        arg_f32s: u64,
+        extras: &[f64],
+        extra_f32s: u64,
+        statics: &S,
+        tracer: Tracer<S>,
+        out: &mut [f64],
+    ) -> Result<bool> {
+        let n = args.len();
+        if n != self.params.len() {
+            return Err(self.count_mismatch(n));
+        }
+        // The closure returns a byte and leaves an error in `failed`: a full
+        // `Result<bool>` would be copied through memory at every level.
+        let mut failed = None;
+        let mut run = |entry: &Entry| -> Option<bool> {
+            let ran = self.plan(entry, t).and_then(|plan| {
+                if plan.extras != Some((extras.len(), extra_f32s)) || trace::is_tracing() {
+                    return Ok(false);
+                }
+                let exe = self.executable(plan)?;
+                Ok(exe.run_scalar_into(args, extras, out))
+            });
+            ran.map_err(|e| failed = Some(e)).ok()
+        };
+        let matches =
+            |e: &Entry| e.f32s == Some(arg_f32s) && e.types.len() == n && e.same_statics(statics);
+        let ran = match self.hot(matches, &mut run) {
+            Some(ran) => ran,
+            None => match self.miss(&numbers_as_args(args, arg_f32s), statics, tracer) {
+                Ok(entry) => run(&entry),
+                Err(e) => return Err(e),
+            },
+        };
+        match (ran, failed) {
+            (Some(ran), _) => Ok(ran),
+            (None, Some(e)) => Err(e),
+            // Not reached (a failed run leaves its error); `run` would retry.
+            (None, None) => Ok(false),
+        }
+    }
+
+    /// Calls `f` with this thread's last entry for this function, if
+    /// `matches` accepts it: no hashing, no lock, no reference count.
+    /// Running under the shared borrow is fine: nothing `f` does re-enters
+    /// a `Function` (a nested borrow would still be allowed; only the update
+    /// after a miss needs exclusive access, and it is skipped if that fails).
+    #[inline]
+    fn hot<R>(&self, matches: impl Fn(&Entry) -> bool, f: impl FnOnce(&Entry) -> R) -> Option<R> {
+        let key = self as *const Function as usize;
+        HOT.with(|h| match &h.try_borrow().ok()?[Self::way(key)] {
+            Some((k, e)) if *k == key && matches(e) => Some(f(e)),
+            _ => None,
+        })
+    }
+
+    /// The entry for `args` and `statics` from the shared cache (traced on
+    /// a miss there), remembered as this thread's last entry.
+    fn miss<S: StaticArg>(
+        &self,
+        args: &[Arg<'_>],
+        statics: &S,
+        tracer: Tracer<S>,
+    ) -> Result<Arc<Entry>> {
         let entry = self.shared_entry(args, statics, tracer)?;
+        let key = self as *const Function as usize;
         HOT.with(|h| {
             if let Ok(mut h) = h.try_borrow_mut() {
-                h[way] = Some((key, entry.clone()));
+                h[Self::way(key)] = Some((key, entry.clone()));
             }
         });
-        self.run_entry(&entry, t, args, extras)
+        Ok(entry)
+    }
+
+    /// The way of the thread-local table a function's entry goes to.
+    fn way(key: usize) -> usize {
+        (key / std::mem::align_of::<Function>()) % HOT_WAYS
+    }
+
+    #[cold]
+    fn count_mismatch(&self, got: usize) -> Error {
+        Error::CountMismatch {
+            what: format!("arguments of `{}`", self.name),
+            expected: self.params.len(),
+            got,
+        }
     }
 
     /// Runs transform `t` of a signature's entry (see [`Function::run`]).
@@ -258,15 +391,20 @@ impl Function {
             let outs = trace::inline(&plan.graph, &refs)?;
             return Ok(outs.into_iter().map(Value::Tensor).collect());
         }
-        let exe = match plan.exe.get() {
-            Some(e) => e,
+        // `entry` and `check_extras` checked every argument's type.
+        self.executable(plan)?.run_arg_lists(args, extras, false)
+    }
+
+    /// A plan's executable, compiled on first use.
+    #[inline]
+    fn executable<'p>(&self, plan: &'p Plan) -> Result<&'p Executable> {
+        match plan.exe.get() {
+            Some(e) => Ok(e),
             None => {
                 let e = compile(&plan.graph)?;
-                plan.exe.get_or_init(|| e)
+                Ok(plan.exe.get_or_init(|| e))
             }
-        };
-        // `entry` and `check_extras` checked every argument's type.
-        exe.run_arg_lists(args, extras, false)
+        }
     }
 
     fn signature(&self, types: &[TensorType]) -> String {
@@ -304,8 +442,10 @@ impl Function {
         let types: Vec<TensorType> = args.iter().map(Arg::ty).collect();
         let graph = self.trace(&types, statics, tracer)?;
         let entry = Arc::new(Entry {
+            f32s: f32_mask(&types),
             types,
             statics: Box::new(statics.clone()),
+            statics_type: TypeId::of::<S>(),
             graph,
             plans: Default::default(),
         });
@@ -363,8 +503,20 @@ impl Function {
             }
             _ => e,
         })?;
+        let extra_types: Vec<TensorType> = match t {
+            Transform::Jvp | Transform::Hvp => {
+                self.wrt.iter().map(|&i| entry.types[i].clone()).collect()
+            }
+            Transform::Vjp => vec![entry.graph.ty(entry.graph.outputs()[0])],
+            Transform::Call
+            | Transform::Grad
+            | Transform::Jacobian
+            | Transform::Hessian
+            | Transform::BatchJacobian => Vec::new(),
+        };
         let plan = Plan {
             graph,
+            extras: f32_mask(&extra_types).map(|m| (extra_types.len(), m)),
             exe: OnceLock::new(),
         };
         Ok(slot.get_or_init(|| plan))
@@ -578,8 +730,36 @@ pub fn take<T: Output>(it: &mut impl Iterator<Item = Value>) -> Result<T> {
     }
 }
 
+/// A number type a companion can return from [`Function::run_numbers`].
+pub trait Number: Copy {
+    /// The number from its widened `f64` (exact for what `run_numbers` stores).
+    fn from_f64(v: f64) -> Self;
+}
+
+impl Number for f64 {
+    #[inline]
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+impl Number for f32 {
+    #[inline]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+/// Takes the next result written by [`Function::run_numbers`]. The
+/// generated code sizes the buffer to the plan's outputs (`run_numbers`
+/// refuses any other size), so the `NaN` fallback is never read.
+#[inline]
+pub fn number<T: Number>(it: &mut std::slice::Iter<'_, f64>) -> T {
+    T::from_f64(it.next().copied().unwrap_or(f64::NAN))
+}
+
 /// Skips the function's own outputs to reach the derivatives.
-pub fn skip(it: &mut impl Iterator<Item = Value>, n: usize) {
+pub fn skip(it: &mut impl Iterator, n: usize) {
     for _ in 0..n {
         it.next();
     }

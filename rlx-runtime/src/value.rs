@@ -88,6 +88,12 @@ impl Arg<'_> {
         }
     }
 
+    /// Whether the argument is a traced tensor (inside an active trace).
+    #[inline]
+    pub fn is_traced(&self) -> bool {
+        matches!(self, Arg::Tensor(t) if t.is_traced())
+    }
+
     /// The argument as a tensor (a new 0-d tensor for a number; inside a
     /// trace it becomes a constant of that trace).
     pub fn to_tensor(self) -> Tensor {

@@ -226,8 +226,7 @@ impl Executable {
         if check_types {
             self.check_args(head, tail)?;
         } else {
-            let traced = |a: &Arg<'_>| matches!(a, Arg::Tensor(t) if t.is_traced());
-            if let Some(i) = head.iter().chain(tail).position(traced) {
+            if let Some(i) = head.iter().chain(tail).position(Arg::is_traced) {
                 return Err(traced_input(&self.plan.input_names[i]));
             }
         }
@@ -275,50 +274,114 @@ impl Executable {
         values
     }
 
-    /// Runs a [`plan::ScalarProgram`] (`None` if the plan is not one, or its
-    /// register file is too large for the stack).
+    /// Runs a [`plan::ScalarProgram`], returning its results as [`Value`]s
+    /// (`None` if the plan is not one; see [`Executable::run_scalar_into`]).
+    /// The caller has checked the arguments' types.
     fn run_scalar_program(&self, head: &[Arg<'_>], tail: &[Arg<'_>]) -> Option<Vec<Value>> {
-        /// Register files up to this size live on the stack.
+        /// Inputs and outputs up to this many are gathered on the stack.
+        const SMALL: usize = 16;
+        self.plan.scalar_program.as_ref()?;
+        let types = &self.plan.output_types;
+        let (n_in, n_out) = (head.len() + tail.len(), types.len());
+        let run = |ins: &mut [f64], out: &mut [f64]| {
+            for (slot, a) in ins.iter_mut().zip(head.iter().chain(tail)) {
+                *slot = scalar::arg_f64(a);
+            }
+            if !self.run_scalar_into(ins, &[], out) {
+                return None;
+            }
+            let value = |(&v, t): (&f64, &TensorType)| match t.dtype {
+                rlx_core::DType::F32 => Value::F32(v as f32),
+                _ => Value::F64(v),
+            };
+            Some(out.iter().zip(types).map(value).collect())
+        };
+        if n_in <= SMALL && n_out <= SMALL {
+            run(&mut [0.0; SMALL][..n_in], &mut [0.0; SMALL][..n_out])
+        } else {
+            run(&mut vec![0.0; n_in], &mut vec![0.0; n_out])
+        }
+    }
+
+    /// Runs a [`plan::ScalarProgram`] on its inputs given as numbers
+    /// (`head` then `tail`, each widened to `f64`), writing one number per
+    /// output into `out` (an `F32` result is stored widened, so `as f32`
+    /// gives it back exactly). Returns `false`, without running anything,
+    /// when the plan is not a scalar program, the inputs or `out` do not
+    /// have one slot per input or output, or the program's register file
+    /// is too large for the stack.
+    ///
+    /// This is the whole warm call of a small function of a few scalars: no
+    /// per-call state, no allocation.
+    pub(crate) fn run_scalar_into(&self, head: &[f64], tail: &[f64], out: &mut [f64]) -> bool {
+        /// Joined inputs up to this many live on the stack.
+        const INPUTS: usize = 64;
+        let Some(prog) = self.plan.scalar_program.as_ref() else {
+            return false;
+        };
+        let plan::StepKind::Scalar(region) = &self.plan.steps[0].kind else {
+            return false;
+        };
+        let types = &self.plan.output_types;
+        let n_in = head.len() + tail.len();
+        if out.len() != types.len() || n_in != self.plan.input_types.len() || n_in > INPUTS {
+            return false;
+        }
+        if tail.is_empty() {
+            return self.run_scalar_on(prog, region, head, out);
+        }
+        let mut joined = [0.0f64; INPUTS];
+        joined[..head.len()].copy_from_slice(head);
+        joined[head.len()..n_in].copy_from_slice(tail);
+        self.run_scalar_on(prog, region, &joined[..n_in], out)
+    }
+
+    /// [`Executable::run_scalar_into`] with the inputs in one list.
+    #[inline]
+    fn run_scalar_on(
+        &self,
+        prog: &plan::ScalarProgram,
+        region: &scalar::ScalarStep,
+        inputs: &[f64],
+        out: &mut [f64],
+    ) -> bool {
+        /// Register files up to these sizes live on the stack.
         const TINY: usize = 32;
         const SMALL: usize = 128;
         const LARGE: usize = 1024;
-        let prog = self.plan.scalar_program.as_ref()?;
-        let plan::StepKind::Scalar(region) = &self.plan.steps[0].kind else {
-            return None;
-        };
+        let types = &self.plan.output_types;
         #[cfg(feature = "jit")]
         if let Some(n) = &region.native {
+            if prog.loads_are_inputs && prog.stores_are_outputs {
+                n.call(inputs, out);
+                return true;
+            }
             /// Leaves and results of native code up to this many stay on the stack.
             const NATIVE: usize = 32;
             if n.loads() + n.stores() <= NATIVE {
                 let mut buf = [0.0f64; NATIVE];
-                let (ins, outs) = buf.split_at_mut(n.loads());
-                for (slot, &i) in ins.iter_mut().zip(&prog.input_of_load) {
-                    *slot = scalar::arg_f64(crate::value::arg_at(head, tail, i as usize));
-                }
-                n.call(ins, outs);
-                let value = |(&t, ty): (&u32, &TensorType)| match ty.dtype {
-                    rlx_core::DType::F32 => Value::F32(outs[t as usize] as f32),
-                    _ => Value::F64(outs[t as usize]),
+                let (ins, results) = buf.split_at_mut(n.loads());
+                let ins: &[f64] = if prog.loads_are_inputs {
+                    inputs
+                } else {
+                    for (slot, &i) in ins.iter_mut().zip(&prog.input_of_load) {
+                        *slot = inputs[i as usize];
+                    }
+                    ins
                 };
-                let types = &self.plan.output_types;
-                return Some(prog.target_of_output.iter().zip(types).map(value).collect());
+                n.call(ins, results);
+                for ((o, &t), ty) in out.iter_mut().zip(&prog.target_of_output).zip(types) {
+                    *o = scalar::round_to(ty.dtype, results[t as usize]);
+                }
+                return true;
             }
         }
-        let mut io = scalar::ArgIo {
+        let mut io = scalar::NumberIo {
             locs: &self.plan.locs,
-            head,
-            tail,
+            inputs,
             output_of_target: &prog.output_of_target,
-            out: self
-                .plan
-                .output_types
-                .iter()
-                .map(|t| match t.dtype {
-                    rlx_core::DType::F32 => Value::F32(0.0),
-                    _ => Value::F64(0.0),
-                })
-                .collect(),
+            types,
+            out,
         };
         let regs = region.scratch_len();
         if regs <= TINY {
@@ -328,9 +391,9 @@ impl Executable {
         } else if regs <= LARGE {
             on_stack::<LARGE>(region, &mut io);
         } else {
-            return None;
+            return false;
         }
-        Some(io.out)
+        true
     }
 
     fn take_state(&self) -> Box<exec::State> {
@@ -363,7 +426,7 @@ impl Executable {
             });
         }
         for ((a, want), name) in inputs.zip(&p.input_types).zip(&p.input_names) {
-            if matches!(a, Arg::Tensor(t) if t.is_traced()) {
+            if a.is_traced() {
                 return Err(traced_input(name));
             }
             if !a.matches(want) {
@@ -422,6 +485,6 @@ fn traced_input(name: &str) -> Error {
 /// separate function, so that only calls needing a large file pay for its
 /// stack frame).
 #[inline(never)]
-fn on_stack<const N: usize>(region: &scalar::ScalarStep, io: &mut scalar::ArgIo<'_>) {
+fn on_stack<const N: usize>(region: &scalar::ScalarStep, io: &mut scalar::NumberIo<'_>) {
     region.exec_with_consts(&mut [0.0; N], io);
 }

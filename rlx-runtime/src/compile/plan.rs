@@ -156,6 +156,13 @@ pub(crate) struct ScalarProgram {
     /// The input each `Load` of the region reads, in code order.
     #[cfg_attr(not(feature = "jit"), allow(dead_code))]
     pub(crate) input_of_load: Vec<u32>,
+    /// Whether the loads read every input, in order.
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub(crate) loads_are_inputs: bool,
+    /// Whether target `j` writes output `j`, for every output, and every
+    /// output is `F64`: native code can then write the results in place.
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub(crate) stores_are_outputs: bool,
 }
 
 /// Whether `steps` form a [`ScalarProgram`], and its output map.
@@ -201,9 +208,24 @@ fn scalar_program(
         target_of_output[j as usize] = t as u32;
     }
     let written = target_of_output.iter().all(|&t| t != u32::MAX);
+    let f64_number = |t: &TensorType| is_number(t) && t.dtype == DType::F64;
+    let loads_are_inputs = input_of_load.len() == inputs.len()
+        && input_of_load
+            .iter()
+            .enumerate()
+            .all(|(l, &k)| k as usize == l)
+        && inputs.iter().all(f64_number);
+    let stores_are_outputs = outputs.iter().all(f64_number)
+        && output_of_target.len() == outputs.len()
+        && output_of_target
+            .iter()
+            .enumerate()
+            .all(|(t, &j)| j as usize == t);
     (written && outputs.iter().all(is_number)).then_some(ScalarProgram {
         output_of_target,
         target_of_output,
+        loads_are_inputs,
+        stores_are_outputs,
         input_of_load,
     })
 }
@@ -470,7 +492,24 @@ pub(crate) fn build(g: &Graph, options: &Options) -> Result<Plan> {
     let max_targets = b.steps.iter().map(|s| s.targets.len()).max().unwrap_or(0);
     let input_types: Vec<TensorType> = g.inputs().iter().map(|i| g.ty(i.node)).collect();
     let output_types: Vec<TensorType> = g.outputs().iter().map(|&o| g.ty(o)).collect();
-    let scalar_program = scalar_program(&b.steps, &b.locs, &input_types, &output_types);
+    let mut scalar_program = scalar_program(&b.steps, &b.locs, &input_types, &output_types);
+    if let Some(prog) = &scalar_program {
+        // Stores in output order, so that native code writes the results
+        // where the caller wants them.
+        let in_order = prog
+            .output_of_target
+            .iter()
+            .enumerate()
+            .all(|(t, &j)| t == j as usize);
+        if !in_order && prog.output_of_target.len() == output_types.len() {
+            b.steps[0].store_in_order(&prog.output_of_target);
+            scalar_program = self::scalar_program(&b.steps, &b.locs, &input_types, &output_types);
+        }
+    }
+    #[cfg(feature = "jit")]
+    if b.jit {
+        b.compile_native();
+    }
     Ok(Plan {
         input_names: g.inputs().iter().map(|i| i.name.clone()).collect(),
         input_types,
@@ -489,6 +528,29 @@ pub(crate) fn build(g: &Graph, options: &Options) -> Result<Plan> {
         max_targets,
         stats: b.stats,
     })
+}
+
+impl Step {
+    /// Renumbers a scalar step's targets: target `t` becomes target
+    /// `order[t]` (a permutation).
+    fn store_in_order(&mut self, order: &[u32]) {
+        let StepKind::Scalar(region) = &mut self.kind else {
+            return;
+        };
+        let mut targets: Vec<Option<Target>> = (0..self.targets.len()).map(|_| None).collect();
+        for (t, target) in self.targets.drain(..).enumerate() {
+            targets[order[t] as usize] = Some(target);
+        }
+        self.targets = targets
+            .into_iter()
+            .map(|t| t.expect("a permutation"))
+            .collect();
+        for i in &mut region.code {
+            if let SInstr::Store { target, .. } = i {
+                *target = order[*target as usize];
+            }
+        }
+    }
 }
 
 struct Builder<'a> {
@@ -513,6 +575,21 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
+    /// Compiles every scalar region of at least [`JIT_MIN_INSTRS`]
+    /// instructions to native code (last, once targets are final).
+    #[cfg(feature = "jit")]
+    fn compile_native(&mut self) {
+        for step in &mut self.steps {
+            if let StepKind::Scalar(region) = &mut step.kind {
+                if region.code.len() >= JIT_MIN_INSTRS {
+                    region.native =
+                        super::jit::compile(region, step.targets.len()).map(std::sync::Arc::new);
+                    self.stats.native_regions += region.native.is_some() as usize;
+                }
+            }
+        }
+    }
+
     fn shape(&self, i: usize) -> &Shape {
         &self.g.nodes()[i].shape
     }
@@ -1058,8 +1135,13 @@ impl Builder<'_> {
                 targets.push(self.target(m as usize));
             }
         }
-        // Loads first: a region's leaves are all computed before it runs.
-        code.sort_by_key(|i| !matches!(i, SInstr::Load { .. }));
+        // Loads first, by node (inputs in order): a region's leaves are all
+        // computed before it runs, and a scalar program whose loads are its
+        // inputs in order gathers them without a map.
+        code.sort_by_key(|i| match i {
+            SInstr::Load { val, .. } => (false, *val),
+            _ => (true, 0),
+        });
         reads.sort_unstable();
         reads.dedup();
         let base = self.scalar_regs;
@@ -1075,11 +1157,6 @@ impl Builder<'_> {
             native: None,
         };
         step.use_accumulator();
-        #[cfg(feature = "jit")]
-        if self.jit && step.code.len() >= JIT_MIN_INSTRS {
-            step.native = super::jit::compile(&step, targets.len()).map(std::sync::Arc::new);
-            self.stats.native_regions += step.native.is_some() as usize;
-        }
         self.steps.push(Step {
             kind: StepKind::Scalar(step),
             targets,

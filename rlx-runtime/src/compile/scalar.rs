@@ -14,13 +14,13 @@
 //! stores of the values needed outside.
 
 use half::{bf16, f16};
-use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
+use rlx_core::{BinaryOp, CmpOp, DType, TensorType, UnaryOp};
 
 use super::exec::{concrete, Env};
 use super::math;
 use super::plan::{Loc, Val};
 use crate::storage::Storage;
-use crate::value::{arg_at, Arg, Value};
+use crate::value::Arg;
 
 /// How a register's value is computed and rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -516,34 +516,43 @@ pub(crate) fn arg_f64(a: &Arg<'_>) -> f64 {
     }
 }
 
-/// Leaves from [`Arg`] numbers (the inputs of a scalar program), stored
-/// values into result numbers.
-pub(crate) struct ArgIo<'a> {
+/// Leaves from input numbers (the inputs of a scalar program, widened to
+/// `f64`), stored values into result numbers.
+pub(crate) struct NumberIo<'a> {
     pub(crate) locs: &'a [Loc],
-    pub(crate) head: &'a [Arg<'a>],
-    pub(crate) tail: &'a [Arg<'a>],
+    /// One number per input.
+    pub(crate) inputs: &'a [f64],
     pub(crate) output_of_target: &'a [u32],
-    /// One `Value::F32` or `Value::F64` per output, overwritten by the stores.
-    pub(crate) out: Vec<Value>,
+    /// The type of each output (`F32` results are rounded to `f32`).
+    pub(crate) types: &'a [TensorType],
+    /// One number per output, overwritten by the stores.
+    pub(crate) out: &'a mut [f64],
 }
 
-impl ScalarIo for ArgIo<'_> {
+impl ScalarIo for NumberIo<'_> {
     #[inline(always)]
     fn load(&mut self, val: Val) -> f64 {
         let Loc::Input(i) = self.locs[val as usize] else {
             // A scalar program loads inputs only (see `plan::scalar_program`).
             return f64::NAN;
         };
-        arg_f64(arg_at(self.head, self.tail, i as usize))
+        self.inputs[i as usize]
     }
 
     #[inline(always)]
     fn store(&mut self, target: u32, v: f64) {
-        let out = &mut self.out[self.output_of_target[target as usize] as usize];
-        *out = match out {
-            Value::F32(_) => Value::F32(v as f32),
-            _ => Value::F64(v),
-        };
+        let j = self.output_of_target[target as usize] as usize;
+        self.out[j] = round_to(self.types[j].dtype, v);
+    }
+}
+
+/// `v` as a number of type `dtype` would hold it, widened back to `f64`
+/// (`F32` rounds; every other float type of a scalar program is `F64`).
+#[inline(always)]
+pub(crate) fn round_to(dtype: DType, v: f64) -> f64 {
+    match dtype {
+        DType::F32 => v as f32 as f64,
+        _ => v,
     }
 }
 
