@@ -24,6 +24,17 @@
 //!   than that retraces, it does not grow without bound);
 //! - errors are not cached: a failing call fails again, the same way.
 //!
+//! # Functions of numbers
+//!
+//! When every runtime parameter is an `f32`/`f64` and every result of a
+//! companion is a number (`grad_f` of a scalar energy of coordinates, say),
+//! the generated code first calls [`Function::run_numbers`]: the arguments
+//! go in as a slice of `f64`s, the results come back in a stack array, and
+//! a plan that is one scalar region runs its native code directly on those
+//! slices. A warm call allocates nothing. Whatever that path cannot serve
+//! (a plan that is not one scalar region, a call inside a trace) it
+//! declines, and the companion takes the general path.
+//!
 //! # Traced calls
 //!
 //! Inside an active trace (a differentiable function calling another, or a
@@ -1039,4 +1050,117 @@ impl<A: TracedOperand, B: TracedOperand> Cond<A, B> for Tensor {
 #[track_caller]
 pub fn select<C: Cond<A, B>, A, B>(cond: C, a: A, b: B) -> C::Output {
     cond.pick(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `sin(x · y) + x`, for inputs of any types.
+    fn tracer(types: &[TensorType], _: &()) -> Result<Graph> {
+        let mut g = Graph::new();
+        let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+        let y = g.input("y", types[1].shape.clone(), types[1].dtype);
+        let p = g.mul(x, y)?;
+        let s = g.sin(p)?;
+        let e = g.add(s, x)?;
+        g.set_outputs(vec![e]);
+        Ok(g)
+    }
+
+    static F: Function = Function::new("f", &["x", "y"], &[0, 1]);
+
+    fn general(t: Transform, args: &[Arg<'_>], extras: &[Arg<'_>]) -> Result<Vec<f64>> {
+        let outs = F.run(t, args, extras, &(), tracer)?;
+        outs.into_iter().map(Value::into_f64).collect()
+    }
+
+    #[test]
+    fn run_numbers_gives_the_bits_of_run() {
+        let (x, y) = (0.5, -2.0);
+        let mut out = [0.0; 3];
+        assert!(F
+            .run_numbers(Transform::Grad, &[x, y], 0, &[], 0, &(), tracer, &mut out)
+            .unwrap());
+        let want = general(Transform::Grad, &[Arg::F64(x), Arg::F64(y)], &[]).unwrap();
+        assert_eq!(out.to_vec(), want);
+        assert_eq!(out[1], (x * y).cos() * y + 1.0);
+
+        let mut out = [0.0; 2];
+        let ok = F.run_numbers(
+            Transform::Jvp,
+            &[x, y],
+            0,
+            &[1.0, 0.5],
+            0,
+            &(),
+            tracer,
+            &mut out,
+        );
+        assert!(ok.unwrap());
+        let want = general(
+            Transform::Jvp,
+            &[Arg::F64(x), Arg::F64(y)],
+            &[Arg::F64(1.0), Arg::F64(0.5)],
+        );
+        assert_eq!(out.to_vec(), want.unwrap());
+    }
+
+    #[test]
+    fn run_numbers_declines_what_it_cannot_serve() {
+        let args = [0.5, -2.0];
+        // A result buffer of the wrong length.
+        let mut short = [0.0; 2];
+        assert!(!F
+            .run_numbers(Transform::Grad, &args, 0, &[], 0, &(), tracer, &mut short)
+            .unwrap());
+        // Extras of the wrong type or count: `run` then names the problem.
+        let mut out = [0.0; 2];
+        assert!(!F
+            .run_numbers(
+                Transform::Jvp,
+                &args,
+                0,
+                &[1.0, 0.5],
+                0b01,
+                &(),
+                tracer,
+                &mut out
+            )
+            .unwrap());
+        assert!(!F
+            .run_numbers(Transform::Jvp, &args, 0, &[1.0], 0, &(), tracer, &mut out)
+            .unwrap());
+        let e = F
+            .run(
+                Transform::Jvp,
+                &[Arg::F64(0.5), Arg::F64(-2.0)],
+                &[Arg::F32(1.0), Arg::F64(0.5)],
+                &(),
+                tracer,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("tangent_x"), "{e}");
+        // Inside a trace the graph is inlined by `run`, never run here.
+        let t = Trace::enter();
+        assert!(!F
+            .run_numbers(Transform::Call, &args, 0, &[], 0, &(), tracer, &mut [0.0])
+            .unwrap());
+        drop(t);
+        // A wrong argument count is an error, as with `run`.
+        let e = F
+            .run_numbers(Transform::Call, &[1.0], 0, &[], 0, &(), tracer, &mut [0.0])
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::CountMismatch {
+                    expected: 2,
+                    got: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
 }

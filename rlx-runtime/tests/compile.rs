@@ -7,8 +7,8 @@ mod naive;
 
 use naive::{assert_close, eval, tensor, values};
 use rlx_runtime::{
-    compile, BinaryOp, CmpOp, DType, Error, Executable, Graph, NodeId, ReduceOp, Shape, Tensor,
-    UnaryOp,
+    compile, Arg, BinaryOp, CmpOp, DType, Error, Executable, Graph, NodeId, ReduceOp, Shape,
+    Tensor, UnaryOp,
 };
 
 fn tol(dtype: DType) -> f64 {
@@ -481,6 +481,44 @@ fn scalar_region_of_fifty_dependent_ops() {
     assert_eq!(exe.stats().scalar_regions, 1);
     assert_eq!(exe.stats().scalar_nodes, 50);
     assert_eq!(exe.stats().steps, 1);
+}
+
+#[test]
+fn independent_scalar_computations_share_one_region() {
+    // `a` and `b` are not connected: they still form one scalar region
+    // (one step), whose results the scalar-program path returns as numbers.
+    let mut g = Graph::new();
+    let x = g.input("x", (), DType::F64);
+    let y = g.input("y", (), DType::F64);
+    let s = g.sin(x).unwrap();
+    let a = g.mul(s, y).unwrap();
+    let b = g.add(x, y).unwrap();
+    let c = g.cos(y).unwrap();
+    g.set_outputs(vec![c, a, b]);
+    let (xv, yv) = (
+        tensor(&[0.3], &[], DType::F64),
+        tensor(&[-1.2], &[], DType::F64),
+    );
+    let exe = check(&g, &[&xv, &yv], 0.0, "independent scalars");
+    assert_eq!(exe.stats().steps, 1);
+    assert_eq!(exe.stats().scalar_regions, 1);
+    let out = exe.run_args(&[Arg::F64(0.3), Arg::F64(-1.2)]).unwrap();
+    let got: Vec<f64> = out.into_iter().map(|v| v.into_f64().unwrap()).collect();
+    assert_eq!(got, vec![(-1.2f64).cos(), 0.3f64.sin() * -1.2, 0.3 + -1.2]);
+
+    // A 0-d value that leaves through a vector and comes back must not
+    // join the region it came from: that region was read from outside.
+    let mut g = Graph::new();
+    let x = g.input("x", (), DType::F64);
+    let s = g.mul(x, x).unwrap();
+    let v = g.broadcast(s, [4]).unwrap();
+    let e = g.exp(v).unwrap();
+    let t = g.sum(e, &[0]).unwrap();
+    let u = g.neg(x).unwrap();
+    let w = g.add(t, u).unwrap();
+    g.set_outputs(vec![w]);
+    let exe = check(&g, &[&xv], 1e-15, "scalar through a vector");
+    assert!(exe.stats().scalar_regions >= 2);
 }
 
 #[test]

@@ -349,6 +349,8 @@ pub(crate) fn build(g: &Graph, options: &Options) -> Result<Plan> {
     // Grouping of element-wise nodes.
     let mut group: Vec<Option<u32>> = vec![None; nn];
     let mut groups: Vec<Group> = Vec::new();
+    // The last group of 0-d nodes, which an unconnected 0-d node may join.
+    let mut last_scalar: Option<u32> = None;
     for (i, n) in nodes.iter().enumerate() {
         if !live[i] {
             continue;
@@ -367,6 +369,13 @@ pub(crate) fn build(g: &Graph, options: &Options) -> Result<Plan> {
                     }
                 }
             }
+        }
+        // A 0-d node without an open group among its operands joins the
+        // last open 0-d group, so that independent scalar computations
+        // (an auxiliary output, say) share one region: valid for the same
+        // reason as the merge below.
+        if joined.is_none() && fusable && n.shape.rank() == 0 {
+            joined = last_scalar.filter(|&g| !groups[g as usize].sealed);
         }
         // Operands in several open groups of this shape: merge them. No
         // outside node has read an open group yet, so running the union at
@@ -400,6 +409,9 @@ pub(crate) fn build(g: &Graph, options: &Options) -> Result<Plan> {
             });
             group[i] = Some(gid);
             groups[gid as usize].members.push(i as u32);
+            if n.shape.rank() == 0 {
+                last_scalar = Some(gid);
+            }
         }
     }
     let stored: Vec<bool> = (0..nn)
