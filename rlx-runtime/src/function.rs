@@ -294,6 +294,26 @@ impl Function {
     ///
     /// This is the warm path of a companion of a function of a few
     /// scalars: no allocation, no enum per argument or result, no lock.
+    ///
+    /// ```
+    /// use rlx_core::TensorType;
+    /// use rlx_runtime::function::{Function, Transform};
+    /// use rlx_runtime::{Graph, Result};
+    ///
+    /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
+    ///     let mut g = Graph::new();
+    ///     let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+    ///     let y = g.mul(x, x)?;
+    ///     g.set_outputs(vec![y]);
+    ///     Ok(g)
+    /// }
+    /// static SQUARE: Function = Function::new("square", &["x"], &[0]);
+    ///
+    /// let mut out = [0.0; 2]; // the value, then d/dx
+    /// let ran = SQUARE.run_numbers(Transform::Grad, &[3.0], 0, &[], 0, &(), trace, &mut out);
+    /// assert!(ran.unwrap());
+    /// assert_eq!(out, [9.0, 6.0]);
+    /// ```
     #[allow(clippy::too_many_arguments)]
     pub fn run_numbers<S: StaticArg>(
         &self,
@@ -764,6 +784,14 @@ impl Number for f32 {
 /// Takes the next result written by [`Function::run_numbers`]. The
 /// generated code sizes the buffer to the plan's outputs (`run_numbers`
 /// refuses any other size), so the `NaN` fallback is never read.
+///
+/// ```
+/// use rlx_runtime::function::number;
+/// let results = [1.5, 2.0];
+/// let mut it = results.iter();
+/// let (a, b): (f64, f32) = (number(&mut it), number(&mut it));
+/// assert_eq!((a, b), (1.5, 2.0));
+/// ```
 #[inline]
 pub fn number<T: Number>(it: &mut std::slice::Iter<'_, f64>) -> T {
     T::from_f64(it.next().copied().unwrap_or(f64::NAN))
