@@ -174,6 +174,41 @@ pub enum Error {
         /// Column in that file.
         column: u32,
     },
+    /// An error met while running one node of a compiled graph (a singular
+    /// matrix in a `solve`, an index out of range in a `gather`, ...).
+    ///
+    /// `node` is the node's id in the graph that was compiled, as its
+    /// `Display` prints it (`%12`), even though compilation optimises and
+    /// renumbers the graph. [`Error::root`] gives the wrapped error:
+    ///
+    /// ```
+    /// use rlx_core::{Error, Shape};
+    /// let e = Error::AtNode {
+    ///     node: 12,
+    ///     op: "solve",
+    ///     source: Box::new(Error::SingularMatrix {
+    ///         op: "solve",
+    ///         shape: Shape::from([3, 3]),
+    ///         column: 2,
+    ///     }),
+    /// };
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "`solve`: matrix of shape [3, 3] is singular (zero pivot in column 2)\n  \
+    ///      = note: while running node %12 (`solve`)"
+    /// );
+    /// assert!(matches!(e.root(), Error::SingularMatrix { column: 2, .. }));
+    /// ```
+    #[error("{source}\n  = note: while running node %{node} (`{op}`)")]
+    AtNode {
+        /// The node's id in the compiled graph.
+        node: u32,
+        /// The node's op.
+        op: &'static str,
+        /// The error.
+        #[source]
+        source: Box<Error>,
+    },
     /// Tracing or a companion was used in a way rlx does not support.
     #[error("{0}")]
     Unsupported(String),
@@ -204,10 +239,14 @@ impl Error {
         }
     }
 
-    /// The error without any source location attached.
+    /// The error without any context attached: unwraps [`Error::At`],
+    /// [`Error::Trace`] and [`Error::AtNode`], so that matching on the cause
+    /// works wherever the error was met.
     pub fn root(&self) -> &Error {
         match self {
-            Error::At { source, .. } | Error::Trace { source, .. } => source.root(),
+            Error::At { source, .. }
+            | Error::Trace { source, .. }
+            | Error::AtNode { source, .. } => source.root(),
             e => e,
         }
     }

@@ -641,9 +641,30 @@ impl Graph {
     /// Replaces every `Op::Custom` node by the nodes of its forward graph
     /// (what execution and batching need; derivative rules are gone after this).
     pub fn inline_custom(&self) -> Result<Graph> {
+        Ok(self.inline_custom_with_origins()?.0)
+    }
+
+    /// [`inline_custom`](Graph::inline_custom), also returning the origin of
+    /// every node of the result: `origins[k]` is the node of `self` that
+    /// node `k` was made for (the `Op::Custom` node, for the nodes of its
+    /// inlined forward graph).
+    ///
+    /// ```
+    /// use rlx_core::{DType, Graph};
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", [2], DType::F64);
+    /// let y = g.sin(x).unwrap();
+    /// g.set_outputs(vec![y]);
+    /// // Without custom ops, every node is its own origin.
+    /// let (h, origins) = g.inline_custom_with_origins().unwrap();
+    /// assert_eq!(h, g);
+    /// assert_eq!(origins, vec![x, y]);
+    /// ```
+    pub fn inline_custom_with_origins(&self) -> Result<(Graph, Vec<NodeId>)> {
         let mut out = Graph::new();
         let mut map: Vec<NodeId> = Vec::with_capacity(self.nodes.len());
-        for node in &self.nodes {
+        let mut origins: Vec<NodeId> = Vec::with_capacity(self.nodes.len());
+        for (i, node) in self.nodes.iter().enumerate() {
             let args: Vec<NodeId> = node.inputs.iter().map(|i| map[i.index()]).collect();
             let id = match &node.op {
                 Op::Custom(c) => {
@@ -663,9 +684,10 @@ impl Graph {
                 }),
             };
             map.push(id);
+            origins.resize(out.len(), NodeId(i as u32));
         }
         out.outputs = self.outputs.iter().map(|o| map[o.index()]).collect();
-        Ok(out)
+        Ok((out, origins))
     }
 }
 

@@ -406,18 +406,33 @@ fn movement_and_kernel_ops() {
     let iv = tensor(&[2.0, 0.0, 1.0, 2.0, 2.0], &[5], DType::I64);
     let uv = tensor(&values(40, 42, -1.0, 1.0), &[2, 5, 4], DType::F64);
     check(&g, &[&xv, &iv, &uv], 1e-12, "movement");
-    // Out-of-range indices are an error naming the op.
+    // Out-of-range indices are an error naming the op and the node.
     let bad = tensor(&[0.0, 3.0, 0.0, 0.0, 0.0], &[5], DType::I64);
     let err = run_err(&compile(&g).unwrap(), &[&xv, &bad, &uv]);
     assert!(
         matches!(
             err,
+            Error::AtNode {
+                node,
+                op: "gather",
+                ..
+            } if node == ga.0
+        ),
+        "{err}"
+    );
+    assert!(
+        matches!(
+            err.root(),
             Error::IndexOutOfRange {
                 op: "gather",
                 index: 3,
                 ..
             }
         ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(&format!("node {ga} (`gather`)")),
         "{err}"
     );
 }
@@ -452,7 +467,11 @@ fn solve_batched_and_singular() {
         let exe = compile(&g).unwrap();
         let err = run_err(&exe, &[&tensor(&sv, &[2, 3, 3], dtype), &bt]);
         assert!(
-            matches!(err, Error::SingularMatrix { op: "solve", .. }),
+            matches!(err.root(), Error::SingularMatrix { op: "solve", .. }),
+            "{err}"
+        );
+        assert!(
+            matches!(err, Error::AtNode { node, op: "solve", .. } if node == x.0),
             "{err}"
         );
         // The executable still works after an error.

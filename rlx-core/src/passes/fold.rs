@@ -48,6 +48,11 @@ pub const MAX_FOLD_ELEMENTS: usize = 4096;
 /// assert_eq!(f.node(f.outputs()[0]).op, Op::Constant(Literal::Splat(1.0)));
 /// ```
 pub fn fold_constants(g: &Graph) -> Result<Graph> {
+    Ok(traced(g)?.0)
+}
+
+/// [`fold_constants`] and the origins of the result's nodes.
+pub(super) fn traced(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
     rewrite(g, |out, node, args| {
         if let Op::Constant(lit) = &node.op {
             if let Some(v) = uniform(lit) {

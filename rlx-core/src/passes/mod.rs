@@ -23,6 +23,11 @@
 //!
 //! [`strip_stop_gradient`] is not part of [`optimize`]: autodiff needs
 //! `stop_gradient` nodes, execution does not.
+//!
+//! Passes renumber nodes. [`optimize_with_origins`] and
+//! [`strip_stop_gradient_with_origins`] also return each result node's
+//! *origin*, the node of the argument it was made for, so that a message
+//! about an optimised graph can name the node the caller built.
 
 pub mod fold;
 pub mod simplify;
@@ -57,15 +62,49 @@ pub const MAX_ROUNDS: usize = 16;
 /// assert_eq!(o.nodes()[1].op, Op::Unary(UnaryOp::Exp));
 /// ```
 pub fn optimize(g: &Graph) -> Result<Graph> {
-    let mut cur = dce(g)?;
+    Ok(optimize_with_origins(g)?.0)
+}
+
+/// [`optimize`], also returning the *origin* of every node of the result:
+/// `origins[k]` is the node of `g` that node `k` of the result was made
+/// for. Nodes merged by CSE keep the first such node; nodes a rewrite adds
+/// (a folded constant, the broadcast that replaces `x + 0`) get the node
+/// they replace.
+///
+/// ```
+/// use rlx_core::{passes::optimize_with_origins, DType, Graph, NodeId};
+/// let mut g = Graph::new();
+/// let x = g.input("x", [3], DType::F64);
+/// let _dead = g.exp(x).unwrap();
+/// let y = g.sin(x).unwrap(); // %2 here, %1 once `_dead` is gone
+/// g.set_outputs(vec![y]);
+/// let (o, origins) = optimize_with_origins(&g).unwrap();
+/// assert_eq!(o.outputs()[0], NodeId(1));
+/// assert_eq!(origins, vec![x, y]);
+/// ```
+pub fn optimize_with_origins(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
+    let (mut cur, mut origins) = dce_traced(g)?;
     for _ in 0..MAX_ROUNDS {
-        let next = dce(&simplify(&fold_constants(&cse(&cur)?)?)?)?;
+        // `map`: origins of `next`'s nodes among `cur`'s.
+        let (mut next, mut map) = cse_traced(&cur)?;
+        for pass in [fold::traced, simplify::traced, dce_traced] {
+            let (g, o) = pass(&next)?;
+            map = compose(&map, &o);
+            next = g;
+        }
         if next == cur {
             break;
         }
+        origins = compose(&origins, &map);
         cur = next;
     }
-    Ok(cur)
+    Ok((cur, origins))
+}
+
+/// The origins of a second pass in terms of the first one's argument:
+/// `first[then[k]]`.
+fn compose(first: &[NodeId], then: &[NodeId]) -> Vec<NodeId> {
+    then.iter().map(|k| first[k.index()]).collect()
 }
 
 /// Dead-code elimination: keeps the inputs and the nodes some output needs.
@@ -80,6 +119,10 @@ pub fn optimize(g: &Graph) -> Result<Graph> {
 /// assert_eq!(dce(&g).unwrap().len(), 2);
 /// ```
 pub fn dce(g: &Graph) -> Result<Graph> {
+    Ok(dce_traced(g)?.0)
+}
+
+fn dce_traced(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
     rewrite(g, |out, node, args| Ok(copy(out, node, args)))
 }
 
@@ -90,6 +133,10 @@ pub fn dce(g: &Graph) -> Result<Graph> {
 /// NaNs with equal bits merge); inputs never merge; custom ops merge only
 /// when they share one rule set (`CustomRef` compares by identity).
 pub fn cse(g: &Graph) -> Result<Graph> {
+    Ok(cse_traced(g)?.0)
+}
+
+fn cse_traced(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
     let mut seen: HashMap<(Op, Vec<NodeId>, Shape, DType), NodeId> = HashMap::new();
     rewrite(g, |out, node, args| {
         let mut operands = args.to_vec();
@@ -121,6 +168,24 @@ fn commutes(op: &Op) -> bool {
 /// not be differentiated again (before execution): the derivative rules need
 /// the marker.
 pub fn strip_stop_gradient(g: &Graph) -> Result<Graph> {
+    Ok(strip_stop_gradient_with_origins(g)?.0)
+}
+
+/// [`strip_stop_gradient`], also returning the origin of every node of the
+/// result (as [`optimize_with_origins`] does).
+///
+/// ```
+/// use rlx_core::{passes::strip_stop_gradient_with_origins, DType, Graph};
+/// let mut g = Graph::new();
+/// let x = g.input("x", [2], DType::F32);
+/// let s = g.stop_gradient(x).unwrap();
+/// let y = g.exp(s).unwrap();
+/// g.set_outputs(vec![y]);
+/// let (h, origins) = strip_stop_gradient_with_origins(&g).unwrap();
+/// assert_eq!(h.len(), 2);
+/// assert_eq!(origins, vec![x, y]);
+/// ```
+pub fn strip_stop_gradient_with_origins(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
     rewrite(g, |out, node, args| match node.op {
         Op::StopGradient => Ok(args[0]),
         _ => Ok(copy(out, node, args)),
@@ -144,15 +209,20 @@ pub(crate) fn copy(out: &mut Graph, node: &Node, args: &[NodeId]) -> NodeId {
 /// result is verified, and each replacement's type is checked against the
 /// original so a wrong rewrite is an error naming the node, never a silent
 /// change of meaning.
+///
+/// Also returns the origin of each node of the result: the node of `g`
+/// whose visit added it.
 pub(crate) fn rewrite(
     g: &Graph,
     mut f: impl FnMut(&mut Graph, &Node, &[NodeId]) -> Result<NodeId>,
-) -> Result<Graph> {
+) -> Result<(Graph, Vec<NodeId>)> {
     let mut out = Graph::new();
     let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
+    let mut origins: Vec<NodeId> = Vec::with_capacity(g.len());
     for inp in g.inputs() {
         let ty = g.try_node(inp.node)?.ty();
         map[inp.node.index()] = Some(out.input(inp.name.clone(), ty.shape, ty.dtype));
+        origins.resize(out.len(), inp.node);
     }
     let live = g.live_nodes();
     for (i, node) in g.nodes().iter().enumerate() {
@@ -173,6 +243,7 @@ pub(crate) fn rewrite(
             }
         }
         let id = f(&mut out, node, &args)?;
+        origins.resize(out.len(), NodeId(i as u32));
         let got = out.node(id);
         if got.shape != node.shape || got.dtype != node.dtype {
             return Err(crate::Error::InvalidGraph {
@@ -195,10 +266,11 @@ pub(crate) fn rewrite(
     if out.live_nodes().iter().any(|l| !l) {
         // A rewrite orphaned some copied nodes (folded operands, the inner
         // node of `neg(neg(x))`): one plain copy drops them.
-        return dce(&out);
+        let (out, o) = dce_traced(&out)?;
+        return Ok((out, compose(&origins, &o)));
     }
     out.verify()?;
-    Ok(out)
+    Ok((out, origins))
 }
 
 #[cfg(test)]

@@ -51,6 +51,11 @@ use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
 /// assert_eq!(out.shape.dims(), &[2, 3]);
 /// ```
 pub fn simplify(g: &Graph) -> Result<Graph> {
+    Ok(traced(g)?.0)
+}
+
+/// [`simplify()`] and the origins of the result's nodes.
+pub(super) fn traced(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
     rewrite(g, |out, node, args| match rule(out, node, args)? {
         Some(id) => Ok(id),
         None => Ok(copy(out, node, args)),

@@ -170,6 +170,37 @@ fn optimize_keeps_stop_gradient_and_custom_ops() {
     );
 }
 
+#[test]
+fn origins_name_the_nodes_each_result_node_was_made_for() {
+    let mut g = Graph::new();
+    let c = g.scalar(2.0, DType::F64);
+    let x = g.input("x", [3], DType::F64);
+    let d = g.scalar(3.0, DType::F64);
+    let cd = g.mul(c, d).unwrap(); // folded to a constant 6
+    let s1 = g.sin(x).unwrap();
+    let s2 = g.sin(x).unwrap(); // merged into s1
+    let m = g.mul(s2, cd).unwrap();
+    let z = g.full(0.0, [3], DType::F64);
+    let a = g.add(m, z).unwrap(); // simplified to m
+    let sg = g.stop_gradient(a).unwrap();
+    g.set_outputs(vec![sg, s1]);
+    let (h, stripped) = strip_stop_gradient_with_origins(&g).unwrap();
+    assert_eq!(stripped.len(), h.len());
+    let (o, origins) = optimize_with_origins(&h).unwrap();
+    assert_eq!(origins.len(), o.len());
+    let ops: Vec<(&str, NodeId)> = o
+        .nodes()
+        .iter()
+        .zip(&origins)
+        .map(|(n, &k)| (n.op.name(), stripped[k.index()]))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![("input", x), ("constant", cd), ("sin", s1), ("mul", m)],
+        "{o}"
+    );
+}
+
 // ---- property test: random small graphs ----
 
 /// Builds a graph from a list of `(opcode, a, b, param)` steps over a pool of
@@ -260,6 +291,16 @@ proptest! {
             prop_assert!(o.len() <= 2 * g.len(), "grew: {}\n->\n{}", g, o);
         }
         let o = optimize(&g).unwrap();
-        prop_assert_eq!(optimize(&o).unwrap(), o);
+        prop_assert_eq!(&optimize(&o).unwrap(), &o);
+        // Origins: one per node, each a node of the argument; inputs come
+        // from the inputs, in order.
+        for (h, origins) in [optimize_with_origins(&g).unwrap(), strip_stop_gradient_with_origins(&g).unwrap()] {
+            prop_assert_eq!(origins.len(), h.len());
+            prop_assert!(origins.iter().all(|k| k.index() < g.len()));
+            for (i, j) in h.inputs().iter().zip(g.inputs()) {
+                prop_assert_eq!(origins[i.node.index()], j.node);
+            }
+        }
+        prop_assert_eq!(optimize_with_origins(&g).unwrap().0, o);
     }
 }

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use rlx_core::Result;
+use rlx_core::{Error, Result};
 
 use super::fused::Registers;
 use super::matmul::HalfScratch;
@@ -205,7 +205,20 @@ fn set_len(s: &mut Storage, n: usize) {
     }
 }
 
+/// An error met running the step of `node` (an op named `op`), wrapped so
+/// that its message names the node; [`Error::root`] still gives the cause.
+#[cold]
+fn at_node(node: u32, op: &'static str, e: Error) -> Error {
+    Error::AtNode {
+        node,
+        op,
+        source: Box::new(e),
+    }
+}
+
 /// Runs every step of `plan`. Inputs and outputs are already validated.
+/// An error of a step (a singular matrix, an index out of range) is an
+/// [`Error::AtNode`] naming the node of the caller's graph the step computes.
 pub(crate) fn run(
     plan: &Plan,
     st: &mut State,
@@ -243,7 +256,9 @@ pub(crate) fn run(
                 r.run(&env, &mut targets[0], &mut st.acc, &mut st.idx);
                 Ok(())
             }
-            StepKind::Solve(s) => s.run(&env, &mut targets[0], &mut st.solve),
+            StepKind::Solve(s) => s
+                .run(&env, &mut targets[0], &mut st.solve)
+                .map_err(|e| at_node(step.node, "solve", e)),
             StepKind::Copy(c) => {
                 c.run(&env, &mut targets[0], &mut st.idx);
                 Ok(())
@@ -265,6 +280,7 @@ pub(crate) fn run(
                         &mut targets[0],
                     ),
                 }
+                .map_err(|e| at_node(step.node, k.op.name(), e))
             }
         };
         for t in step.targets.iter().rev() {

@@ -41,7 +41,7 @@ mod solve;
 
 use std::sync::Mutex;
 
-use rlx_core::{Error, Graph, Result, Shape, TensorType};
+use rlx_core::{Error, Graph, NodeId, Result, Shape, TensorType};
 
 use crate::storage::Storage;
 use crate::tensor::Tensor;
@@ -113,8 +113,8 @@ impl Default for Options {
 
 /// [`compile`] with explicit [`Options`].
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
-    let g = prepare(g)?;
-    let plan = plan::build(&g, options)?;
+    let (g, origins) = prepare(g)?;
+    let plan = plan::build(&g, &origins, options)?;
     let first = Box::new(exec::State::new(&plan));
     let mut pool = Vec::with_capacity(POOL);
     pool.push(first);
@@ -124,18 +124,21 @@ pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     })
 }
 
-/// The graph-level passes run before planning.
-fn prepare(g: &Graph) -> Result<Graph> {
-    let g = g.inline_custom()?;
-    optimize(g)
+/// The graph-level passes run before planning, and the origin of each node
+/// of the result in `g` (so that run-time errors name the caller's nodes).
+fn prepare(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
+    let (g, inlined) = g.inline_custom_with_origins()?;
+    let (g, optimized) = optimize(g)?;
+    Ok((g, optimized.iter().map(|k| inlined[k.index()]).collect()))
 }
 
 /// The optimisation pipeline: `stop_gradient` only matters to autodiff, then
 /// the fixed-point pipeline of `rlx_core::passes` (CSE, constant folding,
-/// algebraic simplification, DCE).
-fn optimize(g: Graph) -> Result<Graph> {
-    let g = rlx_core::passes::strip_stop_gradient(&g)?;
-    rlx_core::passes::optimize(&g)
+/// algebraic simplification, DCE). Returns origins as `prepare` does.
+fn optimize(g: Graph) -> Result<(Graph, Vec<NodeId>)> {
+    let (g, stripped) = rlx_core::passes::strip_stop_gradient_with_origins(&g)?;
+    let (g, optimized) = rlx_core::passes::optimize_with_origins(&g)?;
+    Ok((g, optimized.iter().map(|k| stripped[k.index()]).collect()))
 }
 
 impl Executable {
@@ -160,6 +163,11 @@ impl Executable {
     }
 
     /// Runs on `inputs`, returning freshly allocated outputs.
+    ///
+    /// A data error met while running (a singular matrix, an index out of
+    /// range) is an [`Error::AtNode`] naming the node by its id in the graph
+    /// given to [`compile`]; [`Error::root`] is the cause. The same holds
+    /// for the other ways of running.
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let mut outs: Vec<Tensor> = self
             .plan

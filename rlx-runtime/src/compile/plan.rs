@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use rlx_core::{DType, Error, Graph, Literal, Op, Result, Shape, TensorType};
+use rlx_core::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape, TensorType};
 
 use super::chain_form::form_chains;
 use super::fused::{Access, Bank, FusedStep, Instr, Leaf, Out, Reg, Src};
@@ -104,6 +104,10 @@ pub(crate) enum StepKind {
 /// One step of the schedule.
 #[derive(Clone, Debug)]
 pub(crate) struct Step {
+    /// The node whose value the step computes (the last member of a group,
+    /// the copied node for an output copy), as an id of the caller's graph
+    /// (see [`build`]): what errors met running the step name.
+    pub(crate) node: u32,
     pub(crate) kind: StepKind,
     pub(crate) targets: Vec<Target>,
     /// Values read (for liveness).
@@ -310,7 +314,11 @@ impl RegAlloc {
 }
 
 /// Builds the plan of a verified graph without `Custom` ops.
-pub(crate) fn build(g: &Graph, options: &Options) -> Result<Plan> {
+///
+/// `origins[k]` is the node of the caller's graph that node `k` of `g` was
+/// made for (`g` is the caller's graph after inlining and optimisation);
+/// steps name those nodes in their errors.
+pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<Plan> {
     g.verify()?;
     let nodes = g.nodes();
     let nn = nodes.len();
@@ -485,6 +493,7 @@ pub(crate) fn build(g: &Graph, options: &Options) -> Result<Plan> {
     for (j, r) in copies {
         let n = &nodes[r as usize];
         b.steps.push(Step {
+            node: r,
             kind: StepKind::Copy(CopyStep {
                 parts: vec![Strided::contiguous(r, n.shape.numel())],
             }),
@@ -495,6 +504,12 @@ pub(crate) fn build(g: &Graph, options: &Options) -> Result<Plan> {
             }],
             reads: vec![r],
         });
+    }
+
+    for step in &mut b.steps {
+        if let Some(o) = origins.get(step.node as usize) {
+            step.node = o.0;
+        }
     }
 
     let slots = b.assign_slots();
@@ -618,6 +633,7 @@ impl Builder<'_> {
     fn push(&mut self, node: usize, kind: StepKind, reads: Vec<Val>) {
         let t = self.target(node);
         self.steps.push(Step {
+            node: node as u32,
             kind,
             targets: vec![t],
             reads,
@@ -1065,6 +1081,7 @@ impl Builder<'_> {
         self.stats.fused_nodes += members.len();
         self.stats.chained_nodes += chained;
         self.steps.push(Step {
+            node: gr.members.last().copied().unwrap_or_default(),
             kind: StepKind::Fused(FusedStep::new(gr.shape.numel(), leaves, body)),
             targets,
             reads,
@@ -1170,6 +1187,7 @@ impl Builder<'_> {
         };
         step.use_accumulator();
         self.steps.push(Step {
+            node: gr.members.last().copied().unwrap_or_default(),
             kind: StepKind::Scalar(step),
             targets,
             reads,
