@@ -10,7 +10,8 @@
 //! - `plan`: grouping of element-wise chains, step selection, buffer
 //!   planning by liveness;
 //! - `fused`, `scalar`: block-wise fused loops and 0-d scalar regions,
-//!   with the op math in `math`; `chain_form` and `chain` fuse runs of
+//!   with the block loops in `math` (over the one definition of each op,
+//!   [`crate::kernels::scalar`]); `chain_form` and `chain` fuse runs of
 //!   cheap ops inside a fused loop into register-resident chains; `jit`
 //!   (feature `jit`, on by default) compiles scalar regions to native code
 //!   with Cranelift, bit-identical to the interpreter (see [`Options`]);

@@ -2,10 +2,20 @@
 //!
 //! [`Real`] abstracts `f32` and `f64`; [`Float`] ties each float storage
 //! type to the type it is computed in (`f16`/`bf16` load into `f32`, compute,
-//! and round back on store). Kernels call [`unary`], [`binary`] and
-//! [`compare`] inside their loops; integer and boolean values have their own
-//! small tables ([`unary_i64`], [`binary_i64`]).
+//! and round back on store). Integer and boolean values have their own small
+//! tables ([`unary_i64`], [`binary_i64`], [`unary_bool`], [`binary_bool`]).
+//!
+//! These tables are the only definition of the ops: the reference kernels
+//! and [`interpret`](crate::interpret()) call them per element, and the
+//! compiled fused loops, register chains, scalar regions and their native
+//! code (through the scalar interpreter's functions) call them too, so every
+//! path computes the same values bit for bit. Each function is
+//! `#[inline(always)]`: called with the op a constant, the `match` folds
+//! away and a loop around it vectorises, which is why `sigmoid`, `silu`,
+//! `min` and `max` are written without a branch on the value (they become
+//! vector blends, not jumps).
 
+use std::convert::identity;
 use std::fmt::Debug;
 use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub};
 
@@ -23,6 +33,9 @@ pub trait Real:
     + Div<Output = Self>
     + Neg<Output = Self>
     + AddAssign
+    + Send
+    + Sync
+    + 'static
 {
     /// `0`
     const ZERO: Self;
@@ -90,6 +103,18 @@ pub trait Real:
     fn is_nan(self) -> bool;
 }
 
+/// Forwards `Real` methods to the inherent methods of the same name.
+macro_rules! forward {
+    ($t:ident; $($f:ident($($a:ident: $at:ty),*)),* $(,)?) => {
+        $(
+            #[inline(always)]
+            fn $f(self $(, $a: $at)*) -> $t {
+                $t::$f(self $(, $a)*)
+            }
+        )*
+    };
+}
+
 macro_rules! real {
     ($t:ident, $erf:path, $erfc:path) => {
         impl Real for $t {
@@ -99,82 +124,26 @@ macro_rules! real {
             const INFINITY: $t = $t::INFINITY;
             const NEG_INFINITY: $t = $t::NEG_INFINITY;
             const EPSILON: $t = $t::EPSILON;
+            #[inline(always)]
             fn from_f64(v: f64) -> $t {
                 v as $t
             }
+            #[inline(always)]
             fn to_f64(self) -> f64 {
                 self as f64
             }
-            fn exp(self) -> $t {
-                $t::exp(self)
-            }
-            fn exp_m1(self) -> $t {
-                $t::exp_m1(self)
-            }
-            fn ln(self) -> $t {
-                $t::ln(self)
-            }
-            fn ln_1p(self) -> $t {
-                $t::ln_1p(self)
-            }
-            fn sin(self) -> $t {
-                $t::sin(self)
-            }
-            fn cos(self) -> $t {
-                $t::cos(self)
-            }
-            fn tan(self) -> $t {
-                $t::tan(self)
-            }
-            fn tanh(self) -> $t {
-                $t::tanh(self)
-            }
-            fn sinh(self) -> $t {
-                $t::sinh(self)
-            }
-            fn cosh(self) -> $t {
-                $t::cosh(self)
-            }
-            fn asin(self) -> $t {
-                $t::asin(self)
-            }
-            fn acos(self) -> $t {
-                $t::acos(self)
-            }
-            fn atan(self) -> $t {
-                $t::atan(self)
-            }
-            fn atan2(self, x: $t) -> $t {
-                $t::atan2(self, x)
-            }
-            fn sqrt(self) -> $t {
-                $t::sqrt(self)
-            }
-            fn abs(self) -> $t {
-                $t::abs(self)
-            }
-            fn floor(self) -> $t {
-                $t::floor(self)
-            }
-            fn ceil(self) -> $t {
-                $t::ceil(self)
-            }
-            fn round(self) -> $t {
-                // `round` in std rounds half away from zero.
-                $t::round(self)
-            }
-            fn powi(self, n: i32) -> $t {
-                $t::powi(self, n)
-            }
-            fn powf(self, e: $t) -> $t {
-                $t::powf(self, e)
-            }
+            forward!($t; exp(), exp_m1(), ln(), ln_1p(), sin(), cos(), tan(), tanh(), sinh(),
+                cosh(), asin(), acos(), atan(), atan2(x: $t), sqrt(), abs(), floor(), ceil(),
+                round(), powi(n: i32), powf(e: $t));
+            #[inline(always)]
             fn erf(self) -> $t {
                 $erf(self)
             }
+            #[inline(always)]
             fn erfc(self) -> $t {
                 $erfc(self)
             }
+            #[inline(always)]
             fn is_nan(self) -> bool {
                 $t::is_nan(self)
             }
@@ -182,6 +151,8 @@ macro_rules! real {
     };
 }
 
+// libm's own `f32` versions, like every other `f32` op here (computed in
+// `f32`, not through `f64`).
 real!(f32, libm::erff, libm::erfcf);
 real!(f64, libm::erf, libm::erfc);
 
@@ -195,81 +166,77 @@ pub trait Float: Copy + Send + Sync + 'static {
     fn store(c: Self::C) -> Self;
 }
 
-impl Float for f32 {
-    type C = f32;
-    fn load(self) -> f32 {
-        self
-    }
-    fn store(c: f32) -> f32 {
-        c
-    }
+macro_rules! float {
+    ($t:ty, $c:ty, $load:expr, $store:expr) => {
+        impl Float for $t {
+            type C = $c;
+            #[inline(always)]
+            fn load(self) -> $c {
+                $load(self)
+            }
+            #[inline(always)]
+            fn store(c: $c) -> $t {
+                $store(c)
+            }
+        }
+    };
 }
 
-impl Float for f64 {
-    type C = f64;
-    fn load(self) -> f64 {
-        self
-    }
-    fn store(c: f64) -> f64 {
-        c
-    }
-}
+float!(f32, f32, identity, identity);
+float!(f64, f64, identity, identity);
+float!(f16, f32, f16::to_f32, f16::from_f32);
+float!(bf16, f32, bf16::to_f32, bf16::from_f32);
 
-impl Float for f16 {
-    type C = f32;
-    fn load(self) -> f32 {
-        self.to_f32()
-    }
-    fn store(c: f32) -> f16 {
-        f16::from_f32(c)
-    }
-}
-
-impl Float for bf16 {
-    type C = f32;
-    fn load(self) -> f32 {
-        self.to_f32()
-    }
-    fn store(c: f32) -> bf16 {
-        bf16::from_f32(c)
-    }
-}
-
-/// `max` that propagates NaN (either operand NaN gives NaN).
+/// `max` that propagates NaN: a NaN `a` is kept by the first test, a NaN
+/// `b` fails `a >= b`, so either operand NaN gives that NaN (branch-free in
+/// loops: a compare, an unordered test and a blend).
+///
+/// ```
+/// use rlx_runtime::kernels::scalar::max_nan;
+/// assert!(max_nan(1.0f32, f32::NAN).is_nan() && max_nan(f32::NAN, 1.0).is_nan());
+/// assert_eq!(max_nan(-1.0f64, 2.0), 2.0);
+/// ```
+#[inline(always)]
 pub fn max_nan<C: Real>(a: C, b: C) -> C {
-    if a.is_nan() || b.is_nan() {
-        C::NAN
-    } else if a >= b {
+    if a >= b || a.is_nan() {
         a
     } else {
         b
     }
 }
 
-/// `min` that propagates NaN (either operand NaN gives NaN).
+/// `min` that propagates NaN (either operand NaN gives that NaN); see
+/// [`max_nan`].
+#[inline(always)]
 pub fn min_nan<C: Real>(a: C, b: C) -> C {
-    if a.is_nan() || b.is_nan() {
-        C::NAN
-    } else if a <= b {
+    if a <= b || a.is_nan() {
         a
     } else {
         b
     }
 }
 
-/// The logistic function `1 / (1 + e^-x)`, without overflow for either sign.
+/// The logistic function `1 / (1 + e^-x)`, branch-free so loops over it
+/// vectorise. Accurate to a few ulp for both signs: for `x < 0` the error
+/// of `e^-x` (a large value) carries over relatively, it does not cancel.
+/// Only deep underflow loses digits (`x < -708` in `f64`, `-87` in `f32`,
+/// where the result is subnormal; `e^-x` overflows to `+∞` and the result
+/// to 0 a little before the true value would).
+///
+/// ```
+/// use rlx_runtime::kernels::scalar::sigmoid;
+/// assert_eq!(sigmoid(0.0f64), 0.5);
+/// assert_eq!((sigmoid(-800.0f64), sigmoid(800.0f64)), (0.0, 1.0));
+/// ```
+#[inline(always)]
 pub fn sigmoid<C: Real>(x: C) -> C {
-    if x >= C::ZERO {
-        C::ONE / (C::ONE + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (C::ONE + e)
-    }
+    C::ONE / (C::ONE + (-x).exp())
 }
 
 /// The scalar function of a unary op on floats.
 ///
-/// `Not` on a number is the logical not of `x != 0` (1 or 0).
+/// `Not` on a number is the logical not of `x != 0` (1 or 0); `silu` is
+/// `x / (1 + e^-x)`, one rounding fewer than `x * sigmoid(x)`.
 ///
 /// ```
 /// use rlx_runtime::kernels::scalar::unary;
@@ -278,6 +245,7 @@ pub fn sigmoid<C: Real>(x: C) -> C {
 /// assert_eq!(unary(UnaryOp::Sign, 0.0f64), 0.0);
 /// assert!((unary(UnaryOp::Gelu, 1.0f64) - 0.8413447460685429).abs() < 1e-15);
 /// ```
+#[inline(always)]
 pub fn unary<C: Real>(op: UnaryOp, x: C) -> C {
     match op {
         UnaryOp::Neg => -x,
@@ -324,18 +292,12 @@ pub fn unary<C: Real>(op: UnaryOp, x: C) -> C {
             let half = C::from_f64(0.5);
             half * x * (-x * C::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erfc()
         }
-        UnaryOp::Silu => x * sigmoid(x),
+        UnaryOp::Silu => x / (C::ONE + (-x).exp()),
         UnaryOp::Erf => x.erf(),
         UnaryOp::Floor => x.floor(),
         UnaryOp::Ceil => x.ceil(),
         UnaryOp::Round => x.round(),
-        UnaryOp::Not => {
-            if x == C::ZERO {
-                C::ONE
-            } else {
-                C::ZERO
-            }
-        }
+        UnaryOp::Not => truth(x == C::ZERO),
     }
 }
 
@@ -349,6 +311,7 @@ pub fn unary<C: Real>(op: UnaryOp, x: C) -> C {
 /// assert_eq!(binary(BinaryOp::MulZero, 0.0f64, f64::INFINITY), 0.0);
 /// assert!(binary(BinaryOp::Max, f64::NAN, 1.0).is_nan());
 /// ```
+#[inline(always)]
 pub fn binary<C: Real>(op: BinaryOp, a: C, b: C) -> C {
     match op {
         BinaryOp::Add => a + b,
@@ -371,6 +334,7 @@ pub fn binary<C: Real>(op: BinaryOp, a: C, b: C) -> C {
     }
 }
 
+#[inline(always)]
 fn truth<C: Real>(b: bool) -> C {
     if b {
         C::ONE
@@ -381,6 +345,7 @@ fn truth<C: Real>(b: bool) -> C {
 
 /// The scalar function of a comparison (IEEE: every comparison with NaN is
 /// false except `Ne`).
+#[inline(always)]
 pub fn compare<T: PartialOrd>(op: CmpOp, a: T, b: T) -> bool {
     match op {
         CmpOp::Lt => a < b,
@@ -398,6 +363,7 @@ pub fn compare<T: PartialOrd>(op: CmpOp, a: T, b: T) -> bool {
 /// `i64`) are computed in `f64` and truncated, so the table is total.
 /// `Powi` with a negative exponent truncates toward zero like integer
 /// division (`0^-n` is 0).
+#[inline(always)]
 pub fn unary_i64(op: UnaryOp, x: i64) -> i64 {
     match op {
         UnaryOp::Neg => x.wrapping_neg(),
@@ -405,23 +371,14 @@ pub fn unary_i64(op: UnaryOp, x: i64) -> i64 {
         UnaryOp::Sign => x.signum(),
         UnaryOp::Square => x.wrapping_mul(x),
         UnaryOp::Relu => x.max(0),
-        UnaryOp::Powi(n) => {
-            if n >= 0 {
-                x.wrapping_pow(n as u32)
-            } else {
-                match x {
-                    1 => 1,
-                    -1 => {
-                        if n % 2 == 0 {
-                            1
-                        } else {
-                            -1
-                        }
-                    }
-                    _ => 0,
-                }
-            }
-        }
+        UnaryOp::Powi(n) if n >= 0 => x.wrapping_pow(n.unsigned_abs()),
+        // `1 / x^|n|`: ±1 for |x| = 1, else 0.
+        UnaryOp::Powi(n) => match x {
+            1 => 1,
+            -1 if n % 2 == 0 => 1,
+            -1 => -1,
+            _ => 0,
+        },
         UnaryOp::Not => (x == 0) as i64,
         UnaryOp::Exp
         | UnaryOp::Expm1
@@ -451,36 +408,166 @@ pub fn unary_i64(op: UnaryOp, x: i64) -> i64 {
 
 /// The scalar function of a binary op on `i64` (wrapping arithmetic; float
 /// only ops are computed in `f64` and truncated).
+#[inline(always)]
 pub fn binary_i64(op: BinaryOp, a: i64, b: i64) -> i64 {
     match op {
         BinaryOp::Add => a.wrapping_add(b),
         BinaryOp::Sub => a.wrapping_sub(b),
-        BinaryOp::Mul => a.wrapping_mul(b),
+        // `0 * b` is 0 for every integer `b`: `MulZero` is `Mul`.
+        BinaryOp::Mul | BinaryOp::MulZero => a.wrapping_mul(b),
         BinaryOp::Min => a.min(b),
         BinaryOp::Max => a.max(b),
-        BinaryOp::MulZero => {
-            if a == 0 {
-                0
-            } else {
-                a.wrapping_mul(b)
-            }
-        }
         BinaryOp::And => (a != 0 && b != 0) as i64,
         BinaryOp::Or => (a != 0 || b != 0) as i64,
         BinaryOp::Div | BinaryOp::Pow | BinaryOp::Atan2 => binary(op, a as f64, b as f64) as i64,
     }
 }
 
-/// The scalar function of a unary op on `bool` (numbers are 0 and 1).
+/// The scalar function of a unary op on `bool`: only `Not` exists for
+/// `Bool`; other ops (rejected by shape inference) act on 0 and 1.
+#[inline(always)]
 pub fn unary_bool(op: UnaryOp, x: bool) -> bool {
-    if op == UnaryOp::Not {
-        !x
-    } else {
-        unary_i64(op, x as i64) != 0
+    match op {
+        UnaryOp::Not => !x,
+        other => unary_i64(other, x as i64) != 0,
     }
 }
 
-/// The scalar function of a binary op on `bool` (numbers are 0 and 1).
+/// The scalar function of a binary op on `bool`: `And`/`Or`; other ops act
+/// on 0 and 1.
+#[inline(always)]
 pub fn binary_bool(op: BinaryOp, a: bool, b: bool) -> bool {
-    binary_i64(op, a as i64, b as i64) != 0
+    match op {
+        BinaryOp::And => a & b,
+        BinaryOp::Or => a | b,
+        other => binary_i64(other, a as i64, b as i64) != 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two-branch logistic function, exact up to the rounding of `exp`
+    /// and two operations for either sign.
+    fn stable_sigmoid(x: f64) -> f64 {
+        if x >= 0.0 {
+            1.0 / (1.0 + (-x).exp())
+        } else {
+            let e = x.exp();
+            e / (1.0 + e)
+        }
+    }
+
+    /// Distance in units of the last place between two finite `f32`s.
+    fn ulps(a: f32, b: f32) -> u32 {
+        let key = |v: f32| {
+            let i = v.to_bits() as i32;
+            if i < 0 {
+                i32::MIN - i
+            } else {
+                i
+            }
+        };
+        key(a).abs_diff(key(b))
+    }
+
+    #[test]
+    fn erf_matches_known_values() {
+        // Reference values of erf from Abramowitz & Stegun table 7.1 / high-precision tables.
+        let cases = [
+            (0.0, 0.0),
+            (0.1, 0.112_462_916_018_284_9),
+            (0.5, 0.520_499_877_813_046_5),
+            (1.0, 0.842_700_792_949_714_9),
+            (2.0, 0.995_322_265_018_952_7),
+            (2.5, 0.999_593_047_982_555),
+            (3.0, 0.999_977_909_503_001_4),
+            (4.0, 0.999_999_984_582_742_1),
+            (7.0, 1.0),
+        ];
+        for (x, want) in cases {
+            let got = unary(UnaryOp::Erf, x);
+            assert!((got - want).abs() <= 4e-16, "erf({x}) = {got}, want {want}");
+            assert!((unary(UnaryOp::Erf, -x) + want).abs() <= 4e-16);
+            // f32: libm's erff, within one ulp of the rounded f64 value.
+            let got32 = unary(UnaryOp::Erf, x as f32);
+            assert!(ulps(got32, want as f32) <= 1, "erf({x}f32) = {got32}");
+        }
+        assert!(unary(UnaryOp::Erf, f64::NAN).is_nan() && Real::erfc(f32::NAN).is_nan());
+        // erfc keeps relative accuracy far in the tail: erfc(5) = 1.5374597944280349e-12.
+        assert!((Real::erfc(5.0f64) / 1.537_459_794_428_035e-12 - 1.0).abs() < 1e-13);
+        assert!((Real::erfc(5.0f32) / 1.537_459_8e-12 - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn sigmoid_and_silu_are_accurate_for_both_signs() {
+        for i in -7000..=7000 {
+            let x = i as f64 * 0.1;
+            let want = stable_sigmoid(x);
+            let got = unary(UnaryOp::Sigmoid, x);
+            assert!(
+                (got - want).abs() <= 4.0 * f64::EPSILON * want,
+                "sigmoid({x})"
+            );
+            let silu = unary(UnaryOp::Silu, x);
+            let want_silu = x * want;
+            assert!((silu - want_silu).abs() <= 4.0 * f64::EPSILON * want_silu.abs());
+            // f32 away from its deep underflow (the result stays normal).
+            if x > -87.0 {
+                let got = unary(UnaryOp::Sigmoid, x as f32);
+                assert!(
+                    ulps(got, stable_sigmoid(x as f32 as f64) as f32) <= 2,
+                    "{x}f32"
+                );
+            }
+        }
+        assert_eq!(sigmoid(f64::INFINITY), 1.0);
+        assert_eq!(sigmoid(f32::NEG_INFINITY), 0.0);
+        assert!(sigmoid(f64::NAN).is_nan());
+        assert_eq!(unary(UnaryOp::Silu, -800.0f64), 0.0);
+    }
+
+    #[test]
+    fn nan_propagates_through_relu_sign_min_max() {
+        assert!(unary(UnaryOp::Relu, f64::NAN).is_nan());
+        assert!(unary(UnaryOp::Sign, f64::NAN).is_nan());
+        for op in [BinaryOp::Min, BinaryOp::Max] {
+            assert!(binary(op, f64::NAN, 1.0).is_nan());
+            assert!(binary(op, 1.0f32, f32::NAN).is_nan());
+            assert!(binary(op, f32::NAN, f32::NAN).is_nan());
+        }
+        assert_eq!(binary(BinaryOp::Max, -1.0, 2.0), 2.0);
+        assert_eq!(binary(BinaryOp::Min, -1.0, 2.0), -1.0);
+        assert_eq!(unary(UnaryOp::Sign, -3.0f32), -1.0);
+        assert_eq!(binary(BinaryOp::MulZero, 0.0, f64::INFINITY), 0.0);
+        assert!(binary(BinaryOp::Mul, 0.0, f64::INFINITY).is_nan());
+    }
+
+    #[test]
+    fn logical_ops_on_numbers() {
+        assert_eq!(unary(UnaryOp::Not, 0.0f64), 1.0);
+        assert_eq!(unary(UnaryOp::Not, -2.5f32), 0.0);
+        assert_eq!(binary(BinaryOp::And, 2.0f64, 0.0), 0.0);
+        assert_eq!(binary(BinaryOp::Or, 0.0f32, -1.0), 1.0);
+        assert!(unary_bool(UnaryOp::Not, false));
+        assert!(!binary_bool(BinaryOp::And, true, false));
+        assert!(binary_bool(BinaryOp::Or, true, false));
+        assert!(binary_bool(BinaryOp::Max, false, true));
+    }
+
+    #[test]
+    fn integer_ops_wrap() {
+        assert_eq!(binary_i64(BinaryOp::Add, i64::MAX, 1), i64::MIN);
+        assert_eq!(binary_i64(BinaryOp::MulZero, 0, 7), 0);
+        assert_eq!(unary_i64(UnaryOp::Neg, i64::MIN), i64::MIN);
+        assert_eq!(unary_i64(UnaryOp::Powi(3), -2), -8);
+        let inv: Vec<i64> = [-2, -1, 0, 1, 2]
+            .into_iter()
+            .map(|x| unary_i64(UnaryOp::Powi(-1), x))
+            .collect();
+        assert_eq!(inv, [0, -1, 0, 1, 0]);
+        assert_eq!(unary_i64(UnaryOp::Powi(-2), -1), 1);
+        assert_eq!(binary_i64(BinaryOp::Div, 7, -2), -3);
+    }
 }
