@@ -5,9 +5,6 @@
 //! run on tensors, the same errors, a fallback where it cannot serve, and no
 //! heap allocation on a warm call.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use rlx::autodiff;
 use rlx::prelude::*;
 use rlx::{compile, Graph, TensorType};
@@ -248,59 +245,14 @@ fn number_companions_are_callable_from_many_threads_at_once() {
 // ---------------------------------------------------------------------------
 // No allocation on a warm call.
 
-struct Counting;
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note() {
-    let _ = ARMED.try_with(|a| {
-        if a.get() {
-            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        }
-    });
-}
-
-// SAFETY: forwards to the system allocator; the bookkeeping touches only
-// const-initialised thread-locals, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made by this thread while `f` runs.
-fn allocations(f: impl FnOnce()) -> usize {
-    COUNT.with(|c| c.set(0));
-    ARMED.with(|a| a.set(true));
-    f();
-    ARMED.with(|a| a.set(false));
-    COUNT.with(|c| c.get())
-}
+#[path = "../rlx-runtime/tests/counting/mod.rs"]
+mod counting;
+use counting::allocations;
 
 #[test]
 fn a_warm_companion_of_numbers_allocates_nothing() {
+    // The counter sees allocations at all.
+    assert_eq!(allocations(|| drop(std::hint::black_box(vec![1u8; 8]))), 1);
     let (x, y, k) = (0.8, -0.3, 1.7);
     // Cold calls trace, differentiate and compile (and allocate).
     let want = (grad_well(x, y, k, 3).unwrap(), well(x, y, k, 3));

@@ -201,6 +201,14 @@ impl<'a> Ctx<'a> {
         let hess = move |tk: &Taker| tuple_or_single((0..d).map(|_| jac(tk)).collect());
         let ret = &f.ret;
         let out0 = ret.outs[0];
+        // `(value, grads)`: the function's outputs, then one per parameter.
+        let value_and_grads = {
+            let grads = grads.clone();
+            move |tk: &Taker| {
+                let (r, g) = (tk.ret(ret), grads(tk));
+                quote!((#r, #g))
+            }
+        };
         let mk = |prefix: &str, doc: String, transform, extras, ret_ty, skip, build: Build<'a>| {
             Companion {
                 name: format_ident!("{}_{}", prefix, name),
@@ -229,13 +237,7 @@ impl<'a> Ctx<'a> {
                 vec![],
                 quote!((#ret_ty, #grads_ty)),
                 false,
-                Box::new({
-                    let grads = grads.clone();
-                    move |tk: &Taker| {
-                        let (r, g) = (tk.ret(ret), grads(tk));
-                        quote!((#r, #g))
-                    }
-                }),
+                Box::new(value_and_grads.clone()),
             ),
             mk(
                 "jvp",
@@ -256,13 +258,7 @@ impl<'a> Ctx<'a> {
                 vec![(format_ident!("cotangent"), out0)],
                 quote!((#ret_ty, #grads_ty)),
                 false,
-                Box::new({
-                    let grads = grads.clone();
-                    move |tk: &Taker| {
-                        let (r, g) = (tk.ret(ret), grads(tk));
-                        quote!((#r, #g))
-                    }
-                }),
+                Box::new(value_and_grads.clone()),
             ),
             mk(
                 "jacobian",

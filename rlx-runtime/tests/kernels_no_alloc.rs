@@ -2,62 +2,12 @@
 //! warm scratch through `solve_into` it does not either) and `Custom` runs
 //! `eval_into` with zero heap allocations, counted by a global allocator.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use rlx_core::{infer, Literal, TensorType};
 use rlx_runtime::kernels::{eval_into, solve_into, solve_scratch_len, Operand};
 use rlx_runtime::{BinaryOp, CmpOp, DType, Op, ReduceOp, Shape, Storage, UnaryOp};
 
-struct Counting;
-
-thread_local! {
-    static ON: Cell<bool> = const { Cell::new(false) };
-    static N: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ON.try_with(|on| {
-        if on.get() {
-            let _ = N.try_with(|n| n.set(n.get() + 1));
-        }
-    });
-}
-
-// SAFETY: every call forwards to the system allocator with the same
-// arguments; counting only touches const-initialised thread-locals.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: `ptr` came from `System` with this layout.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations(f: impl FnOnce()) -> usize {
-    N.with(|n| n.set(0));
-    ON.with(|on| on.set(true));
-    f();
-    ON.with(|on| on.set(false));
-    N.with(|n| n.get())
-}
+mod counting;
+use counting::allocations;
 
 fn val(shape: &[usize], dtype: DType) -> (Storage, Shape) {
     let n: usize = shape.iter().product();
