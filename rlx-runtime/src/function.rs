@@ -194,9 +194,12 @@ thread_local! {
 /// A transformed graph and, once compiled, its executable.
 struct Plan {
     graph: Graph,
+    /// The extra arguments the transform takes (tangents, cotangent or
+    /// Hessian vectors), each named as its companion's parameter.
+    extras: Vec<(String, TensorType)>,
     /// The number of extra arguments and their [`f32_mask`], when they
     /// are all numbers (see [`Function::run_numbers`]).
-    extras: Option<(usize, u64)>,
+    extras_f32s: Option<(usize, u64)>,
     exe: OnceLock<Executable>,
 }
 
@@ -335,7 +338,7 @@ impl Function {
         let mut failed = None;
         let mut run = |entry: &Entry| -> Option<bool> {
             let ran = self.plan(entry, t).and_then(|plan| {
-                if plan.extras != Some((extras.len(), extra_f32s)) || trace::is_tracing() {
+                if plan.extras_f32s != Some((extras.len(), extra_f32s)) || trace::is_tracing() {
                     return Ok(false);
                 }
                 let exe = self.executable(plan)?;
@@ -415,7 +418,7 @@ impl Function {
         extras: &[Arg<'_>],
     ) -> Result<Vec<Value>> {
         let plan = self.plan(entry, t)?;
-        self.check_extras(entry, t, extras)?;
+        self.check_extras(plan, t, extras)?;
         if trace::is_tracing() {
             let tensors: Vec<Tensor> = args.iter().chain(extras).map(|a| a.to_tensor()).collect();
             let refs: Vec<&Tensor> = tensors.iter().collect();
@@ -534,11 +537,22 @@ impl Function {
             }
             _ => e,
         })?;
-        let extra_types: Vec<TensorType> = match t {
+        let extras: Vec<(String, TensorType)> = match t {
             Transform::Jvp | Transform::Hvp => {
-                self.wrt.iter().map(|&i| entry.types[i].clone()).collect()
+                let prefix = if t == Transform::Jvp {
+                    "tangent_"
+                } else {
+                    "v_"
+                };
+                let param = |&i: &usize| {
+                    (
+                        format!("{prefix}{}", self.params[i]),
+                        entry.types[i].clone(),
+                    )
+                };
+                self.wrt.iter().map(param).collect()
             }
-            Transform::Vjp => vec![entry.graph.ty(entry.graph.outputs()[0])],
+            Transform::Vjp => vec![("cotangent".into(), entry.graph.ty(entry.graph.outputs()[0]))],
             Transform::Call
             | Transform::Grad
             | Transform::Jacobian
@@ -547,65 +561,31 @@ impl Function {
         };
         let plan = Plan {
             graph,
-            extras: f32_mask(&extra_types).map(|m| (extra_types.len(), m)),
+            extras_f32s: f32_mask(extras.iter().map(|(_, t)| t)).map(|m| (extras.len(), m)),
+            extras,
             exe: OnceLock::new(),
         };
         Ok(slot.get_or_init(|| plan))
     }
 
-    fn check_extras(&self, entry: &Entry, t: Transform, extras: &[Arg<'_>]) -> Result<()> {
-        if extras.is_empty() && !matches!(t, Transform::Jvp | Transform::Hvp | Transform::Vjp) {
-            return Ok(());
-        }
-        let (prefix, expected): (&str, Vec<(String, &TensorType)>) = match t {
-            Transform::Jvp | Transform::Hvp => {
-                let prefix = if t == Transform::Jvp {
-                    "tangent_"
-                } else {
-                    "v_"
-                };
-                let exp = self
-                    .wrt
-                    .iter()
-                    .map(|&i| (self.params[i].to_string(), &entry.types[i]))
-                    .collect();
-                (prefix, exp)
-            }
-            Transform::Vjp => {
-                let out0 = entry.graph.outputs()[0];
-                return check_one("cotangent", &entry.graph.ty(out0), extras);
-            }
-            Transform::Call
-            | Transform::Grad
-            | Transform::Jacobian
-            | Transform::Hessian
-            | Transform::BatchJacobian => ("", Vec::new()),
-        };
-        if extras.len() != expected.len() {
+    /// Checks the extra arguments against those `plan`'s transform `t` takes.
+    fn check_extras(&self, plan: &Plan, t: Transform, extras: &[Arg<'_>]) -> Result<()> {
+        if extras.len() != plan.extras.len() {
             return Err(Error::CountMismatch {
-                what: format!("extra arguments of a `{}` companion", self.name),
-                expected: expected.len(),
+                what: match t {
+                    Transform::Vjp => "`cotangent` arguments".into(),
+                    _ => format!("extra arguments of a `{}` companion", self.name),
+                },
+                expected: plan.extras.len(),
                 got: extras.len(),
             });
         }
-        for (a, (name, ty)) in extras.iter().zip(expected) {
+        for (a, (name, ty)) in extras.iter().zip(&plan.extras) {
             if !a.matches(ty) {
-                return Err(mismatch(format!("{prefix}{name}"), ty, a));
+                return Err(mismatch(name.clone(), ty, a));
             }
         }
         Ok(())
-    }
-}
-
-fn check_one(name: &str, ty: &TensorType, extras: &[Arg<'_>]) -> Result<()> {
-    match extras {
-        [a] if a.matches(ty) => Ok(()),
-        [a] => Err(mismatch(name.to_string(), ty, a)),
-        _ => Err(Error::CountMismatch {
-            what: format!("`{name}` arguments"),
-            expected: 1,
-            got: extras.len(),
-        }),
     }
 }
 
