@@ -377,6 +377,10 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
             }
             Ok(f.ty(f.outputs()[0]))
         }
+        Op::Loop(l) => {
+            l.validate()?;
+            l.infer(inputs)
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! - [`tensor`]: [`Tensor`], concrete or traced, and its eager ops;
 //! - [`ops`]: the tensor methods and operators (one per primitive, plus composites);
 //! - [`trace`]: the thread-local trace context used by `#[differentiable]`;
+//! - [`scan`](mod@scan): loops traced once (`scan`, `iterate`);
 //! - [`kernels`]: reference kernels, one per op ([`kernels::eval_into`]);
 //! - [`interpret`]: the reference graph interpreter;
 //! - [`compile`](mod@compile): graph → executable plan (fused element-wise
@@ -19,7 +20,9 @@ mod format;
 pub mod function;
 mod interp;
 pub mod kernels;
+mod looping;
 pub mod ops;
+pub mod scan;
 pub mod storage;
 pub mod tensor;
 pub mod trace;

@@ -52,6 +52,8 @@ pub(crate) fn concrete(t: &Tensor) -> &Storage {
 /// 0-d storages of the state (`numbers[i]` for argument `i`).
 pub(crate) enum Inputs<'a> {
     Tensors(&'a [&'a Tensor]),
+    /// Storages of the declared types (a loop's body steps).
+    Storages(&'a [&'a Storage]),
     Args {
         /// Arguments `0..head.len()`, then `tail`.
         head: &'a [Arg<'a>],
@@ -64,6 +66,7 @@ impl Inputs<'_> {
     fn get(&self, i: usize) -> &Storage {
         match self {
             Inputs::Tensors(ts) => concrete(ts[i]),
+            Inputs::Storages(ss) => ss[i],
             Inputs::Args {
                 head,
                 tail,
@@ -282,6 +285,9 @@ pub(crate) fn run(
                 }
                 .map_err(|e| at_node(step.node, k.op.name(), e))
             }
+            StepKind::Loop(l) => l
+                .run(&env, &mut targets[0])
+                .map_err(|e| at_node(step.node, "loop", e)),
         };
         for t in step.targets.iter().rev() {
             let taken = st.taken.pop().unwrap_or(EMPTY);

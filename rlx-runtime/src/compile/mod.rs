@@ -18,6 +18,7 @@
 //! - `matmul`, `reduce`, `solve`, `movement`: the other specialised
 //!   steps; the remaining ops (gather, scatter-add, softmax, log-softmax)
 //!   call the reference kernels, [`crate::kernels::eval_into`];
+//! - `looping`: loop nodes, their bodies compiled once and run per step;
 //! - `exec`: the per-call state and the step loop.
 //!
 //! Invariants: a plan is only built from a graph that passes
@@ -31,6 +32,7 @@ mod exec;
 mod fused;
 #[cfg(feature = "jit")]
 mod jit;
+mod looping;
 #[macro_use]
 mod math;
 mod matmul;

@@ -99,6 +99,7 @@ pub(crate) enum StepKind {
     Solve(SolveStep),
     Copy(CopyStep),
     Kernel(KernelStep),
+    Loop(super::looping::LoopStep),
 }
 
 /// One step of the schedule.
@@ -446,6 +447,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         solve: (0, 0),
         stats: PlanStats::default(),
         jit: options.jit,
+        options: options.clone(),
     };
 
     // Locations known up front: inputs, constants, outputs.
@@ -599,6 +601,8 @@ struct Builder<'a> {
     /// Compile scalar regions to native code (feature `jit`).
     #[cfg_attr(not(feature = "jit"), allow(dead_code))]
     jit: bool,
+    /// How loop bodies are compiled.
+    options: Options,
 }
 
 impl Builder<'_> {
@@ -786,6 +790,11 @@ impl Builder<'_> {
                     out_shape: n.shape.clone(),
                 };
                 self.push(i, StepKind::Kernel(step), reads);
+            }
+            Op::Loop(l) => {
+                let args: Vec<Val> = n.inputs.iter().map(|p| self.root[p.index()]).collect();
+                let step = super::looping::LoopStep::new(l.clone(), args.clone(), &self.options)?;
+                self.push(i, StepKind::Loop(step), args);
             }
             Op::Custom(c) => {
                 return Err(Error::Unsupported(format!(
@@ -1036,7 +1045,8 @@ impl Builder<'_> {
                 | Op::LogSoftmax { .. }
                 | Op::Solve
                 | Op::StopGradient
-                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
+                | Op::Custom(_)
+                | Op::Loop(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             if let Out::Reg(r) = dst {
                 if !native(n.dtype) {
@@ -1153,7 +1163,8 @@ impl Builder<'_> {
                 | Op::LogSoftmax { .. }
                 | Op::Solve
                 | Op::StopGradient
-                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
+                | Op::Custom(_)
+                | Op::Loop(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             reg_of.insert(m, dst);
             if self.stored[m as usize] {
