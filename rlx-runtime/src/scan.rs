@@ -262,20 +262,33 @@ impl Scan {
         f: &mut dyn FnMut(C, X::Step) -> (C, Y),
         loc: &'static Location<'static>,
     ) -> (Result<(C, Y)>, Option<(C, Y)>) {
-        let name = format!("`scan` at {}:{}:{}", loc.file(), loc.line(), loc.column());
+        let api = if steps.is_some() { "iterate" } else { "scan" };
+        let name = format!(
+            "`rlx::{api}` at {}:{}:{}",
+            loc.file(),
+            loc.line(),
+            loc.column()
+        );
         let carries = init.tensors();
         let xl = xs.stacked();
-        let length = match length(&name, &xl, steps) {
-            Ok(t) => t,
-            Err(e) => return (Err(e), None),
-        };
-        if let Err(e) = self.check_budget(&name, length) {
-            return (Err(e), None);
-        }
+        let checked =
+            length(&name, &xl, steps).and_then(|t| self.check_budget(&name, t).map(|()| t));
         if trace::is_tracing() {
-            self.traced(&name, init, xs, &carries, &xl, length, f, loc)
+            // Traced even after an error, for placeholders to go on tracing with.
+            let t = checked.as_ref().map_or(1, |&t| t);
+            let (r, fallback) = self.traced(&name, init, xs, &carries, &xl, t, f, loc);
+            match checked {
+                Ok(_) => (r, fallback),
+                Err(e) => {
+                    let fallback = fallback.or_else(|| r.ok());
+                    (Err(e), fallback)
+                }
+            }
         } else {
-            (self.eager(&name, init, xs, &carries, &xl, length, f), None)
+            match checked {
+                Ok(t) => (self.eager(&name, init, xs, &carries, &xl, t, f), None),
+                Err(e) => (Err(e), None),
+            }
         }
     }
 
