@@ -429,3 +429,77 @@ fn bad_loops_are_errors_naming_the_loop_the_shapes_and_the_line() {
         .unwrap_err();
     assert!(e.to_string().contains("carry 0"), "{e}");
 }
+
+/// Carries of 4096 `f64` (32 KiB) make the loop's memory visible.
+const WIDE: usize = 4096;
+const CARRY: usize = WIDE * 8;
+
+/// Peak heap bytes of a warm `grad_chain` call.
+fn peak_of_grad(steps: usize, budget: usize) -> usize {
+    let x0 = Tensor::from_vec((0..WIDE).map(|i| (i as f64 * 0.01).sin()).collect(), [WIDE]);
+    grad_chain(&x0, 1.5, steps, budget).unwrap();
+    counting::peak_bytes(|| {
+        grad_chain(&x0, 1.5, steps, budget).unwrap();
+    })
+}
+
+#[test]
+fn reverse_mode_memory_is_the_checkpoints_plus_a_constant_independent_of_the_length() {
+    let short = peak_of_grad(40, 10);
+    let long = peak_of_grad(400, 10);
+    let more = peak_of_grad(400, 30);
+    // The documented bound: the stored carries, plus the working carry, the
+    // body's output, the carry cotangent and the reverse step's output.
+    assert!(long <= (10 + 4) * CARRY + CARRY / 2, "{long} bytes");
+    assert!(more <= (30 + 4) * CARRY + CARRY / 2, "{more} bytes");
+    // Ten times the steps, the same memory.
+    assert!(long.abs_diff(short) < CARRY / 8, "{short} vs {long} bytes");
+    // Twenty more checkpoints, twenty more carries.
+    assert!(
+        (more - long).abs_diff(20 * CARRY) < CARRY / 2,
+        "{long} vs {more} bytes"
+    );
+}
+
+#[test]
+fn a_hundred_thousand_steps_with_a_gradient_in_bounded_memory() {
+    const N: usize = 64;
+    const STEPS: usize = 100_000;
+    let x0 = Tensor::from_vec((0..N).map(|i| (i as f64 * 0.1).cos()).collect(), [N]);
+    let mut grad = None;
+    let peak = counting::peak_bytes(|| {
+        grad = Some(grad_chain_default(&x0, 0.5, STEPS).unwrap());
+    });
+    let (gx, gk) = grad.unwrap();
+    assert!(v(&gx).iter().all(|g| g.is_finite()) && gk.is_finite());
+    // ⌈√T⌉ = 317 stored carries of 512 bytes, plus 4 working ones; the rest
+    // (compiled plans, the trace) does not grow with the number of steps.
+    let budget = rlx::core::loops::default_checkpoints(STEPS);
+    assert_eq!(budget, 317);
+    let carries = (budget + 4) * N * 8;
+    assert!(peak < carries + (4 << 20), "{peak} bytes");
+    assert!(peak < STEPS * N * 8 / 10, "{peak} bytes");
+    // The adjoint written by hand: x(t+1) = x + sin(k x) / 100, loss Σ x(T)²,
+    // ā(T) = 2 x(T), ā(t) = ā(t+1) (1 + k cos(k x(t)) / 100),
+    // k̄ = Σ_t ā(t+1) x(t) cos(k x(t)) / 100.
+    let k = 0.5;
+    let mut want_k = 0.0;
+    for (i, (x, g)) in v(&x0).into_iter().zip(v(&gx)).enumerate() {
+        let mut path = vec![x];
+        for t in 0..STEPS {
+            let x = path[t];
+            path.push(x + (x * k).sin() * 0.01);
+        }
+        let mut a = 2.0 * path[STEPS];
+        for t in (0..STEPS).rev() {
+            let x = path[t];
+            want_k += a * x * (k * x).cos() * 0.01;
+            a *= 1.0 + k * (k * x).cos() * 0.01;
+        }
+        assert!((a - g).abs() <= 1e-9 * a.abs(), "x0[{i}]: {g} vs {a}");
+    }
+    assert!(
+        (want_k - gk).abs() <= 1e-9 * want_k.abs(),
+        "{gk} vs {want_k}"
+    );
+}
