@@ -79,7 +79,33 @@ pub fn revolve(length: usize, checkpoints: usize, sweep: &mut impl Sweep) -> Res
         at: Some((0, 0)),
     };
     st.sweep.store(0)?;
-    st.reverse(0, length, 0, 1, checkpoints.min(length))
+    // Pending ranges, innermost last: an explicit stack, so that budgets
+    // close to `T` (a recursion as deep as `T`) cannot overflow the stack.
+    let mut todo = vec![Range {
+        a: 0,
+        b: length,
+        slot: 0,
+        next: 1,
+        snaps: checkpoints.min(length),
+    }];
+    while let Some(r) = todo.pop() {
+        if let Some((right, left)) = st.split(r)? {
+            todo.push(left);
+            todo.push(right);
+        }
+    }
+    Ok(())
+}
+
+/// Steps `a..b` to reverse: `c(a)` is in `slot`, slots `next..` are free,
+/// and `snaps` slots (counting `slot`) may be used.
+#[derive(Clone, Copy)]
+struct Range {
+    a: usize,
+    b: usize,
+    slot: usize,
+    next: usize,
+    snaps: usize,
 }
 
 struct State<'a, S: Sweep> {
@@ -107,20 +133,22 @@ impl<S: Sweep> State<'_, S> {
         Ok(())
     }
 
-    /// Reverses steps `a..b`; `c(a)` is in `slot`, slots `next..` are free,
-    /// and `snaps` slots (counting `slot`) may be used.
-    fn reverse(
-        &mut self,
-        a: usize,
-        b: usize,
-        slot: usize,
-        next: usize,
-        snaps: usize,
-    ) -> Result<()> {
+    /// Reverses the steps of `r` that need no further checkpoint, or
+    /// places one and returns the two ranges left, the right one first to
+    /// be reversed.
+    fn split(&mut self, r: Range) -> Result<Option<(Range, Range)>> {
+        let Range {
+            a,
+            b,
+            slot,
+            next,
+            snaps,
+        } = r;
         let n = b - a;
         if n == 1 {
             self.to(a, slot)?;
-            return self.sweep.reverse_step(a);
+            self.sweep.reverse_step(a)?;
+            return Ok(None);
         }
         if snaps <= 1 {
             for t in (a..b).rev() {
@@ -128,20 +156,47 @@ impl<S: Sweep> State<'_, S> {
                 self.advance(a, t)?;
                 self.sweep.reverse_step(t)?;
             }
-            return Ok(());
+            return Ok(None);
         }
-        let mut r = 1;
-        while beta(snaps, r) < n as u128 {
-            r += 1;
+        if snaps >= n {
+            // Every carry fits: store each once, then reverse.
+            self.to(a, slot)?;
+            for t in a + 1..b {
+                self.advance(t - 1, t)?;
+                self.sweep.store(next + t - a - 1)?;
+            }
+            for t in (a..b).rev() {
+                let s = if t == a { slot } else { next + t - a - 1 };
+                self.to(t, s)?;
+                self.sweep.reverse_step(t)?;
+            }
+            return Ok(None);
         }
-        let right = beta(snaps - 1, r);
+        let mut reps = 1;
+        while beta(snaps, reps) < n as u128 {
+            reps += 1;
+        }
+        let right = beta(snaps - 1, reps);
         let d = (n as u128).saturating_sub(right).clamp(1, n as u128 - 1) as usize;
         self.to(a, slot)?;
         self.advance(a, a + d)?;
         self.sweep.store(next)?;
         self.at = Some((a + d, next));
-        self.reverse(a + d, b, next, next + 1, snaps - 1)?;
-        self.reverse(a, a + d, slot, next, snaps)
+        let right = Range {
+            a: a + d,
+            b,
+            slot: next,
+            next: next + 1,
+            snaps: snaps - 1,
+        };
+        let left = Range {
+            a,
+            b: a + d,
+            slot,
+            next,
+            snaps,
+        };
+        Ok(Some((right, left)))
     }
 }
 
@@ -232,6 +287,13 @@ mod tests {
             let s = crate::loops::default_checkpoints(t);
             let a = advances(t, s);
             assert!(a <= 3 * t, "T={t}: {a} advances with {s} slots");
+        }
+    }
+
+    #[test]
+    fn budgets_near_the_length_do_not_recurse_deeply() {
+        for s in [100_000, 99_999, 50_000] {
+            assert!(advances(100_000, s) <= 2 * 100_000, "budget {s}");
         }
     }
 
