@@ -275,8 +275,13 @@ impl Scan {
             length(&name, &xl, steps).and_then(|t| self.check_budget(&name, t).map(|()| t));
         if trace::is_tracing() {
             // Traced even after an error, for placeholders to go on tracing with.
-            let t = checked.as_ref().map_or(1, |&t| t);
-            let (r, fallback) = self.traced(&name, init, xs, &carries, &xl, t, f, loc);
+            let call = Call {
+                name: &name,
+                carries: &carries,
+                xl: &xl,
+                length: checked.as_ref().map_or(1, |&t| t),
+            };
+            let (r, fallback) = self.traced(&call, init, xs, f, loc);
             match checked {
                 Ok(_) => (r, fallback),
                 Err(e) => {
@@ -286,7 +291,15 @@ impl Scan {
             }
         } else {
             match checked {
-                Ok(t) => (self.eager(&name, init, xs, &carries, &xl, t, f), None),
+                Ok(length) => {
+                    let call = Call {
+                        name: &name,
+                        carries: &carries,
+                        xl: &xl,
+                        length,
+                    };
+                    (self.eager(&call, init, xs, f), None)
+                }
                 Err(e) => (Err(e), None),
             }
         }
@@ -305,18 +318,15 @@ impl Scan {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn traced<C: Tensors, X: PerStep, Y: Tensors>(
         &self,
-        name: &str,
+        call: &Call<'_>,
         init: C,
         xs: X,
-        carries: &[Tensor],
-        xl: &[Tensor],
-        length: usize,
         f: &mut dyn FnMut(C, X::Step) -> (C, Y),
         loc: &'static Location<'static>,
     ) -> (Result<(C, Y)>, Option<(C, Y)>) {
+        let (name, carries, xl, length) = (call.name, call.carries, call.xl, call.length);
         let body = Trace::enter_body();
         let c_in: Vec<Tensor> = carries
             .iter()
@@ -381,17 +391,14 @@ impl Scan {
         (result, fallback)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn eager<C: Tensors, X: PerStep, Y: Tensors>(
         &self,
-        name: &str,
+        call: &Call<'_>,
         init: C,
         xs: X,
-        carries: &[Tensor],
-        xl: &[Tensor],
-        length: usize,
         f: &mut dyn FnMut(C, X::Step) -> (C, Y),
     ) -> Result<(C, Y)> {
+        let (name, carries, xl, length) = (call.name, call.carries, call.xl, call.length);
         let types: Vec<TensorType> = carries.iter().map(|c| c.ty()).collect();
         let mut carry = init;
         let mut ys: Vec<Option<Vec<Tensor>>> = vec![None; length];
@@ -434,6 +441,16 @@ impl Scan {
         let y = y.rebuild(&mut stacked_ys.into_iter());
         Ok((carry, y))
     }
+}
+
+/// What `traced` and `eager` share: the loop's name, its initial carries and
+/// per-step inputs as lists, its length.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    name: &'a str,
+    carries: &'a [Tensor],
+    xl: &'a [Tensor],
+    length: usize,
 }
 
 /// The shape of one step's slice of a stacked per-step input.

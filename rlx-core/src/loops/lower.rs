@@ -28,12 +28,7 @@ pub fn lower_adjoint(adj: &LoopOp) -> Result<Graph> {
     let (c, k, p) = (adj.carries, adj.xs, adj.ys());
     let n_in = adj.body.inputs().len();
     let mut g = Graph::new();
-    let ops: Vec<NodeId> = adj
-        .operand_types()
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| g.input(format!("operand{i}"), t.shape, t.dtype))
-        .collect();
+    let ops = declare(&mut g, "operand", adj.operand_types());
     let xs = &ops[c..c + k];
     let consts = &ops[c + k..n_in];
     let (ct_final, ct_ys) = (&ops[n_in..n_in + c], &ops[n_in + c..n_in + c + p]);
@@ -57,38 +52,13 @@ pub fn lower_adjoint(adj: &LoopOp) -> Result<Graph> {
     let fk = adj.float_consts();
     let kt = adj.const_types();
     let mut br = Graph::new();
-    let ct: Vec<NodeId> = adj
-        .carry_types()
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| br.input(format!("ct_carry{i}"), t.shape, t.dtype))
-        .collect();
-    let acc: Vec<NodeId> = fk
-        .iter()
-        .map(|&j| br.input(format!("ct_invariant{j}"), kt[j].shape.clone(), kt[j].dtype))
-        .collect();
+    let ct = declare(&mut br, "ct_carry", adj.carry_types());
+    let acc = declare(&mut br, "ct_invariant", fk.iter().map(|&j| kt[j].clone()));
     let body_ins = adj.input_types();
-    let step_c: Vec<NodeId> = body_ins[..c]
-        .iter()
-        .enumerate()
-        .map(|(i, t)| br.input(format!("carry{i}"), t.shape.clone(), t.dtype))
-        .collect();
-    let step_x: Vec<NodeId> = body_ins[c..c + k]
-        .iter()
-        .enumerate()
-        .map(|(i, t)| br.input(format!("x{i}"), t.shape.clone(), t.dtype))
-        .collect();
-    let step_ct_y: Vec<NodeId> = adj
-        .y_types()
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| br.input(format!("ct_y{i}"), t.shape, t.dtype))
-        .collect();
-    let inv: Vec<NodeId> = body_ins[c + k..]
-        .iter()
-        .enumerate()
-        .map(|(i, t)| br.input(format!("invariant{i}"), t.shape.clone(), t.dtype))
-        .collect();
+    let step_c = declare(&mut br, "carry", body_ins[..c].iter().cloned());
+    let step_x = declare(&mut br, "x", body_ins[c..c + k].iter().cloned());
+    let step_ct_y = declare(&mut br, "ct_y", adj.y_types());
+    let inv = declare(&mut br, "invariant", body_ins[c + k..].iter().cloned());
     let mut args = step_c.clone();
     args.extend(&step_x);
     args.extend(&inv);
@@ -139,6 +109,19 @@ pub fn lower_adjoint(adj: &LoopOp) -> Result<Graph> {
     debug_assert_eq!(g.ty(out), adj.out_type());
     g.set_outputs(vec![out]);
     Ok(g)
+}
+
+/// Declares inputs `{prefix}0, {prefix}1, ..` of the given types.
+fn declare(
+    g: &mut Graph,
+    prefix: &str,
+    types: impl IntoIterator<Item = crate::TensorType>,
+) -> Vec<NodeId> {
+    types
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| g.input(format!("{prefix}{i}"), t.shape, t.dtype))
+        .collect()
 }
 
 /// Declares inputs like `like`'s (names and types) and returns them.

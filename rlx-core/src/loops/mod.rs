@@ -495,3 +495,92 @@ pub fn pack(g: &mut Graph, pieces: &[NodeId]) -> Result<NodeId> {
     }
     g.concat(&flat, 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DType, Op};
+
+    /// c' = c * x_t, y_t = sin(c), over `[2]` values.
+    fn body() -> Graph {
+        let mut b = Graph::new();
+        let c = b.input("c", [2], DType::F64);
+        let x = b.input("x", [2], DType::F64);
+        let n = b.mul(c, x).unwrap();
+        let y = b.sin(c).unwrap();
+        b.set_outputs(vec![n, y]);
+        b
+    }
+
+    #[test]
+    fn the_packed_result_holds_the_last_carry_and_the_stacked_outputs() {
+        let l = LoopOp::scan("l", body(), 1, 1, 5, false, None).unwrap();
+        assert_eq!(
+            l.segments(),
+            vec![
+                TensorType::new([2], DType::F64),
+                TensorType::new([5, 2], DType::F64)
+            ]
+        );
+        assert_eq!(l.checkpoints, default_checkpoints(5));
+        let mut g = Graph::new();
+        let c0 = g.input("c0", [2], DType::F64);
+        let xs = g.input("xs", [5, 2], DType::F64);
+        let p = g.looped(l.clone(), &[c0, xs]).unwrap();
+        let parts = unpack(&mut g, p, &l.segments()).unwrap();
+        assert_eq!(g.shape(parts[1]).dims(), &[5, 2]);
+        g.verify().unwrap();
+        assert!(g.to_string().contains("loop `l` T=5"));
+    }
+
+    #[test]
+    fn a_carry_that_changes_type_is_an_error_naming_the_loop_and_both_types() {
+        let mut b = Graph::new();
+        let c = b.input("c", [2], DType::F64);
+        let d = b.concat(&[c, c], 0).unwrap();
+        b.set_outputs(vec![d]);
+        let e = LoopOp::scan("`scan` at x.rs:3:1", b, 1, 0, 4, false, None).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.contains("x.rs:3:1") && m.contains("f64[2]") && m.contains("f64[4]"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn bad_lengths_budgets_and_operands_are_errors() {
+        assert!(LoopOp::scan("l", body(), 1, 1, 0, false, None).is_err());
+        for bad in [0, 6] {
+            let m = LoopOp::scan("l", body(), 1, 1, 5, false, Some(bad))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                m.contains(&format!("budget of {bad}")) && m.contains("1..=5"),
+                "{m}"
+            );
+        }
+        let l = LoopOp::scan("l", body(), 1, 1, 5, false, None).unwrap();
+        let mut g = Graph::new();
+        let c0 = g.input("c0", [2], DType::F64);
+        let xs = g.input("xs", [4, 2], DType::F64);
+        let m = g.push(Op::Loop(l), &[c0, xs]).unwrap_err().to_string();
+        assert!(
+            m.contains("per-step input 0") && m.contains("[4, 2]") && m.contains("[5, 2]"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn mixed_float_dtypes_are_refused() {
+        let mut b = Graph::new();
+        let c = b.input("c", [2], DType::F64);
+        let x = b.input("x", [2], DType::F32);
+        let xc = b.cast(x, DType::F64).unwrap();
+        let n = b.mul(c, xc).unwrap();
+        b.set_outputs(vec![n]);
+        let m = LoopOp::scan("l", b, 1, 1, 3, false, None)
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("f32"), "{m}");
+    }
+}
