@@ -305,6 +305,7 @@ fn batch_loop(
     args: &[(NodeId, bool)],
     size: usize,
 ) -> Result<NodeId> {
+    crate::loops::lower::no_spine(l)?;
     let ids: Vec<NodeId> = args.iter().map(|a| a.0).collect();
     if let crate::LoopKind::Adjoint { .. } = l.kind {
         let inner = crate::loops::lower::lower_adjoint(l)?;

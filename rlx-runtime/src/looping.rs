@@ -24,20 +24,34 @@ pub(crate) trait RunGraph {
 }
 
 /// Runs loop `l` on `operands` into its packed result `out`; `body` runs
-/// `l.body` and, for an adjoint, `vjp` runs its reverse-mode step.
+/// `l.body` and, for an adjoint, `vjp` runs its reverse-mode step. `spine`
+/// is `schedule::spine(T, checkpoints)` for a loop with a spine (the steps
+/// whose carries a scan records for its adjoint), else empty.
 pub(crate) fn run_loop(
     l: &LoopOp,
     body: &mut dyn RunGraph,
     vjp: Option<&mut dyn RunGraph>,
+    spine: &[usize],
     operands: &[&Storage],
     out: &mut Storage,
 ) -> Result<()> {
+    if spine.len() != l.spine {
+        return Err(Error::InvalidArgument {
+            op: "loop",
+            message: format!(
+                "{}: a spine of {} steps for {}",
+                l.name,
+                spine.len(),
+                l.spine
+            ),
+        });
+    }
     let want: usize = l.out_type().shape.numel();
     if out.len() != want || out.dtype() != l.dtype() {
         *out = Storage::zeros(l.dtype(), want);
     }
     match (&l.kind, vjp) {
-        (LoopKind::Scan, _) => scan(l, body, operands, out),
+        (LoopKind::Scan, _) => scan(l, body, spine, operands, out),
         (LoopKind::Adjoint { .. }, Some(vjp)) => adjoint(l, body, vjp, operands, out),
         (LoopKind::Adjoint { .. }, None) => Err(Error::InvalidArgument {
             op: "loop",
@@ -78,11 +92,23 @@ fn index(l: &LoopOp, t: usize) -> usize {
 fn scan(
     l: &LoopOp,
     body: &mut dyn RunGraph,
+    spine: &[usize],
     operands: &[&Storage],
     out: &mut Storage,
 ) -> Result<()> {
     let (c, k) = (l.carries, l.xs);
     let sz = sizes(l);
+    // Offsets of the spine pieces, after the stacked outputs.
+    let mut spine_off: Vec<usize> = Vec::with_capacity(c);
+    let mut off = sz.y_off.last().map_or_else(
+        || l.carry_types().iter().map(|t| t.shape.numel()).sum(),
+        |&o| o + sz.y[sz.y.len() - 1] * l.length,
+    );
+    for t in l.carry_types() {
+        spine_off.push(off);
+        off += t.shape.numel() * spine.len();
+    }
+    let mut next_spine = 0;
     let mut carry: Vec<Storage> = operands[..c].iter().map(|s| (*s).clone()).collect();
     let mut xbuf: Vec<Storage> = (0..k)
         .map(|j| Storage::zeros(operands[c + j].dtype(), sz.x[j]))
@@ -94,6 +120,12 @@ fn scan(
         .map(|&o| Storage::zeros(l.body.dtype(o), l.body.shape(o).numel()))
         .collect();
     for t in 0..l.length {
+        while spine.get(next_spine) == Some(&t) {
+            for (i, v) in carry.iter().enumerate() {
+                copy(out, spine_off[i] + next_spine * v.len(), v, 0, v.len())?;
+            }
+            next_spine += 1;
+        }
         let s = index(l, t);
         for j in 0..k {
             copy(&mut xbuf[j], 0, operands[c + j], s * sz.x[j], sz.x[j])?;
@@ -139,6 +171,23 @@ struct Adjoint<'a> {
     kbar: Vec<Storage>,
     /// Offsets of the stacked `x̄s` pieces in the result, per float per-step input.
     xbar_off: Vec<usize>,
+    /// For a loop with a spine: whether the first descent is still going on
+    /// (its advances are skipped and its stores read the spine), and how
+    /// many of its stores have been made.
+    descending: bool,
+    stores: usize,
+}
+
+impl Adjoint<'_> {
+    /// Copies spine entry `k` (the carries its scan recorded) into `dst`.
+    fn spine_entry(&self, k: usize, dst: &mut [Storage]) -> Result<()> {
+        let first = self.l.body.inputs().len() + self.l.carries + self.l.ys();
+        for (i, d) in dst.iter_mut().enumerate() {
+            let n = d.len();
+            copy(d, 0, self.operands[first + i], k * n, n)?;
+        }
+        Ok(())
+    }
 }
 
 impl Adjoint<'_> {
@@ -170,16 +219,26 @@ impl Sweep for Adjoint<'_> {
             self.slots.resize_with(slot + 1, Vec::new);
         }
         if self.slots[slot].is_empty() {
+            // Allocated once, at the first store into this slot.
             self.slots[slot] = self.work.clone();
-        } else {
-            for (s, w) in self.slots[slot].iter_mut().zip(&self.work) {
-                copy(s, 0, w, 0, w.len())?;
-            }
+        }
+        if self.descending {
+            let mut s = std::mem::take(&mut self.slots[slot]);
+            let r = self.spine_entry(self.stores, &mut s);
+            self.slots[slot] = s;
+            self.stores += 1;
+            return r;
+        }
+        for (s, w) in self.slots[slot].iter_mut().zip(&self.work) {
+            copy(s, 0, w, 0, w.len())?;
         }
         Ok(())
     }
 
     fn advance(&mut self, t: usize) -> Result<()> {
+        if self.descending {
+            return Ok(());
+        }
         self.load_x(t)?;
         let mut ins: Vec<&Storage> = Vec::with_capacity(self.operands.len());
         ins.extend(self.work.iter());
@@ -193,6 +252,13 @@ impl Sweep for Adjoint<'_> {
     }
 
     fn reverse_step(&mut self, t: usize) -> Result<()> {
+        if self.descending {
+            let mut w = std::mem::take(&mut self.work);
+            let r = self.spine_entry(self.l.spine - 1, &mut w);
+            self.work = w;
+            r?;
+            self.descending = false;
+        }
         let l = self.l;
         let (c, s) = (l.carries, index(l, t));
         let n_in = l.body.inputs().len();
@@ -232,7 +298,7 @@ fn adjoint(
     operands: &[&Storage],
     out: &mut Storage,
 ) -> Result<()> {
-    let LoopKind::Adjoint { vjp: vg } = &l.kind else {
+    let LoopKind::Adjoint { vjp: vg, .. } = &l.kind else {
         unreachable!("called for adjoints")
     };
     let (c, k) = (l.carries, l.xs);
@@ -281,6 +347,8 @@ fn adjoint(
         kbar,
         xbar_off,
         sz,
+        descending: l.spine > 0,
+        stores: 0,
     };
     revolve(l.length, l.checkpoints, &mut a)?;
     let mut off = 0;

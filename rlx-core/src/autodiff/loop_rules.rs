@@ -11,17 +11,18 @@
 //!   differentiated in place (as a custom op without rules is).
 
 use super::{backward, forward, jvp_nodes, proxy, vjp_nodes};
-use crate::loops::lower::{declare_like, forward_like, lower_adjoint};
-use crate::loops::{unpack, LoopKind, LoopOp};
+use crate::loops::lower::{declare_like, forward_like, lower_adjoint, no_spine};
+use crate::loops::{unpack, LoopKind, LoopOp, LoopRef};
 use crate::{Graph, NodeId, Result};
 
 /// The VJP rule of a loop node with operands `x` and cotangent `ct`.
 pub(crate) fn vjp(
     g: &mut Graph,
-    l: &LoopOp,
+    l: &LoopRef,
     x: &[NodeId],
     ct: NodeId,
 ) -> Result<Vec<Option<NodeId>>> {
+    no_spine(l)?;
     match l.kind {
         LoopKind::Scan => {
             let (c, k) = (l.carries, l.xs);
@@ -61,6 +62,7 @@ pub(crate) fn jvp(
     x: &[NodeId],
     tangents: &[Option<NodeId>],
 ) -> Result<Option<NodeId>> {
+    no_spine(l)?;
     if let LoopKind::Adjoint { .. } = l.kind {
         let inner = lower_adjoint(l)?;
         let proxies: Vec<NodeId> = x.iter().map(|&xi| proxy(g, xi)).collect();

@@ -19,12 +19,13 @@ use crate::{Error, Graph, NodeId, Op, Result};
 /// The graph of `adj` (an adjoint loop) as two scans: inputs are the
 /// node's operands, the one output is its packed result.
 pub fn lower_adjoint(adj: &LoopOp) -> Result<Graph> {
-    let LoopKind::Adjoint { vjp } = &adj.kind else {
+    let LoopKind::Adjoint { vjp, .. } = &adj.kind else {
         return Err(Error::InvalidArgument {
             op: "loop",
             message: format!("{}: only an adjoint loop is lowered", adj.name),
         });
     };
+    no_spine(adj)?;
     let (c, k, p) = (adj.carries, adj.xs, adj.ys());
     let n_in = adj.body.inputs().len();
     let mut g = Graph::new();
@@ -109,6 +110,17 @@ pub fn lower_adjoint(adj: &LoopOp) -> Result<Graph> {
     debug_assert_eq!(g.ty(out), adj.out_type());
     g.set_outputs(vec![out]);
     Ok(g)
+}
+
+/// Loops with a spine are made by the compiler after differentiation.
+pub fn no_spine(l: &LoopOp) -> Result<()> {
+    if l.spine > 0 {
+        return Err(Error::Unsupported(format!(
+            "{}: a loop fused with its adjoint by the compiler has no derivative rules or batching; transform the graph before compiling it",
+            l.name
+        )));
+    }
+    Ok(())
 }
 
 /// Declares inputs `{prefix}0, {prefix}1, ..` of the given types.

@@ -35,6 +35,7 @@
 
 pub mod lower;
 pub mod schedule;
+pub mod spine;
 
 use std::fmt;
 use std::sync::Arc;
@@ -60,6 +61,13 @@ pub struct LoopOp {
     /// How many carries a reverse sweep may store at once (`1..=length`):
     /// the budget of this loop's adjoint, or of this adjoint.
     pub checkpoints: usize,
+    /// `0`, or (set by the compiler's [`spine`](mod@spine) fusion, after
+    /// differentiation) `K = schedule::spine(T, checkpoints).len()`: a scan
+    /// also records, per carry, the `K` carries its adjoint's first descent
+    /// would store (a `[K, ..c]` piece appended to its result); an adjoint
+    /// takes them as extra operands and skips that descent. Loops with a
+    /// spine have no derivative rules.
+    pub spine: usize,
     /// A forward loop or the reverse mode of one.
     pub kind: LoopKind,
 }
@@ -73,6 +81,8 @@ pub enum LoopKind {
     Adjoint {
         /// `[c, x, k, c̄', ȳ] → [c̄, x̄ (float x), k̄ (float k)]`.
         vjp: Graph,
+        /// The forward loop this is the reverse mode of.
+        primal: LoopRef,
     },
 }
 
@@ -109,9 +119,10 @@ impl fmt::Display for LoopRef {
             LoopKind::Scan => "loop",
             LoopKind::Adjoint { .. } => "loop_adjoint",
         };
+        let spine = if self.spine > 0 { " spine" } else { "" };
         write!(
             f,
-            "{kind} `{}` T={}{dir} checkpoints={}",
+            "{kind} `{}` T={}{dir} checkpoints={}{spine}",
             self.name, self.length, self.checkpoints
         )
     }
@@ -164,6 +175,7 @@ impl LoopOp {
             length,
             reverse,
             checkpoints: checkpoints.unwrap_or_else(|| default_checkpoints(length)),
+            spine: 0,
             kind: LoopKind::Scan,
         };
         l.validate()?;
@@ -173,10 +185,13 @@ impl LoopOp {
     /// The reverse mode of the forward loop `primal`, whose body's
     /// reverse-mode step is `vjp` (see [`LoopKind::Adjoint`]), storing at
     /// most `primal.checkpoints` carries at once.
-    pub fn adjoint(primal: &LoopOp, vjp: Graph) -> Result<LoopRef> {
+    pub fn adjoint(primal: &LoopRef, vjp: Graph) -> Result<LoopRef> {
         let l = LoopOp {
-            kind: LoopKind::Adjoint { vjp },
-            ..primal.clone()
+            kind: LoopKind::Adjoint {
+                vjp,
+                primal: primal.clone(),
+            },
+            ..(**primal).clone()
         };
         l.validate()?;
         Ok(LoopRef(Arc::new(l)))
@@ -250,7 +265,7 @@ impl LoopOp {
             }
         }
         check_checkpoints(&self.name, self.checkpoints, self.length)?;
-        if let LoopKind::Adjoint { vjp } = &self.kind {
+        if let LoopKind::Adjoint { vjp, .. } = &self.kind {
             vjp.verify()?;
             let mut ins = self.input_types();
             ins.extend(self.carry_types());
@@ -344,10 +359,21 @@ impl LoopOp {
     /// The number of operands of the loop node.
     pub fn operand_count(&self) -> usize {
         let n = self.body.inputs().len();
+        let spine = if self.spine > 0 { self.carries } else { 0 };
         match self.kind {
             LoopKind::Scan => n,
-            LoopKind::Adjoint { .. } => n + self.carries + self.ys(),
+            LoopKind::Adjoint { .. } => n + self.carries + self.ys() + spine,
         }
+    }
+
+    /// The spine pieces (one per carry, `[K, ..c]`): appended to a scan's
+    /// result and an adjoint's operands when [`LoopOp::spine`] is set.
+    pub fn spine_types(&self) -> Vec<TensorType> {
+        let k = self.spine;
+        self.carry_types()
+            .into_iter()
+            .map(|t| TensorType::new(stacked(k, &t.shape), t.dtype))
+            .collect()
     }
 
     /// The operand types the node must have, in order.
@@ -359,6 +385,9 @@ impl LoopOp {
         if let LoopKind::Adjoint { .. } = self.kind {
             v.extend(self.carry_types());
             v.extend(self.y_types().into_iter().map(|t| self.stacked_type(t)));
+            if self.spine > 0 {
+                v.extend(self.spine_types());
+            }
         }
         v
     }
@@ -375,6 +404,9 @@ impl LoopOp {
             LoopKind::Scan => {
                 let mut v = self.carry_types();
                 v.extend(self.y_types().into_iter().map(|t| self.stacked_type(t)));
+                if self.spine > 0 {
+                    v.extend(self.spine_types());
+                }
                 v
             }
             LoopKind::Adjoint { .. } => {
@@ -414,7 +446,7 @@ impl LoopOp {
             "per-step input",
             "invariant",
             "carry cotangent",
-            "output cotangent",
+            "output cotangent or spine",
         ];
         for (i, (w, g)) in want.iter().zip(operands).enumerate() {
             if w != *g {

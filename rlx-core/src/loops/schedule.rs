@@ -200,6 +200,56 @@ impl<S: Sweep> State<'_, S> {
     }
 }
 
+/// The carries the reverse sweep of [`revolve`] stores before its first
+/// reverse step, in the order it stores them (`c(0)` first), followed by
+/// `T - 1`, the working carry at that first reverse step: what a forward
+/// loop can record for its adjoint so that the adjoint skips its first
+/// descent (the compiler's spine fusion, see `LoopOp::spine`).
+///
+/// ```
+/// use rlx_core::loops::schedule::spine;
+/// // every carry fits: all are stored, then the sweep starts at T - 1
+/// assert_eq!(spine(4, 4), vec![0, 1, 2, 3, 3]);
+/// assert_eq!(spine(5, 1), vec![0, 4]);
+/// ```
+pub fn spine(length: usize, checkpoints: usize) -> Vec<usize> {
+    struct Record {
+        work: usize,
+        slots: Vec<usize>,
+        stored: Vec<usize>,
+    }
+    impl Sweep for Record {
+        fn restore(&mut self, slot: usize) -> Result<()> {
+            self.work = self.slots[slot];
+            Ok(())
+        }
+        fn store(&mut self, slot: usize) -> Result<()> {
+            if self.slots.len() <= slot {
+                self.slots.resize(slot + 1, 0);
+            }
+            self.slots[slot] = self.work;
+            self.stored.push(self.work);
+            Ok(())
+        }
+        fn advance(&mut self, _: usize) -> Result<()> {
+            self.work += 1;
+            Ok(())
+        }
+        fn reverse_step(&mut self, t: usize) -> Result<()> {
+            self.stored.push(t);
+            // Stop the sweep here: the rest is not recorded.
+            Err(Error::Unsupported(String::new()))
+        }
+    }
+    let mut r = Record {
+        work: 0,
+        slots: Vec::new(),
+        stored: Vec::new(),
+    };
+    let _ = revolve(length, checkpoints, &mut r);
+    r.stored
+}
+
 /// Forward steps `revolve(length, checkpoints)` runs (for documentation and tests).
 pub fn advances(length: usize, checkpoints: usize) -> usize {
     struct Count(usize);

@@ -20,6 +20,8 @@ pub(crate) struct LoopStep {
     pub(crate) l: LoopRef,
     body: Arc<Executable>,
     vjp: Option<Arc<Executable>>,
+    /// `schedule::spine(T, checkpoints)` for a loop with a spine, else empty.
+    spine: Vec<usize>,
     /// The operands, in order.
     pub(crate) args: Vec<Val>,
 }
@@ -30,9 +32,19 @@ impl LoopStep {
         let body = Arc::new(compile_with(&l.body, options)?);
         let vjp = match &l.kind {
             LoopKind::Scan => None,
-            LoopKind::Adjoint { vjp } => Some(Arc::new(compile_with(vjp, options)?)),
+            LoopKind::Adjoint { vjp, .. } => Some(Arc::new(compile_with(vjp, options)?)),
         };
-        Ok(LoopStep { l, body, vjp, args })
+        let spine = match l.spine {
+            0 => vec![],
+            _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
+        };
+        Ok(LoopStep {
+            l,
+            body,
+            vjp,
+            spine,
+            args,
+        })
     }
 
     /// Runs the loop on the values of `env` into `out`.
@@ -42,11 +54,18 @@ impl LoopStep {
         let res = match &self.vjp {
             Some(v) => {
                 let mut vjp = Warm::new(v);
-                let r = run_loop(&self.l, &mut body, Some(&mut vjp), &operands, out);
+                let r = run_loop(
+                    &self.l,
+                    &mut body,
+                    Some(&mut vjp),
+                    &self.spine,
+                    &operands,
+                    out,
+                );
                 vjp.finish();
                 r
             }
-            None => run_loop(&self.l, &mut body, None, &operands, out),
+            None => run_loop(&self.l, &mut body, None, &self.spine, &operands, out),
         };
         body.finish();
         res

@@ -132,7 +132,12 @@ pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
 fn prepare(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
     let (g, inlined) = g.inline_custom_with_origins()?;
     let (g, optimized) = optimize(g)?;
-    Ok((g, optimized.iter().map(|k| inlined[k.index()]).collect()))
+    let origins: Vec<NodeId> = optimized.iter().map(|k| inlined[k.index()]).collect();
+    // A loop's value and its reverse sweep share one forward pass.
+    match rlx_core::loops::spine::fuse_spines(&g)? {
+        Some((fused, from)) => Ok((fused, from.iter().map(|k| origins[k.index()]).collect())),
+        None => Ok((g, origins)),
+    }
 }
 
 /// The optimisation pipeline: `stop_gradient` only matters to autodiff, then

@@ -106,10 +106,15 @@ pub fn eval_into(
             use crate::looping::{run_loop, Interpreted};
             let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
             let mut body = Interpreted(&l.body);
+            let spine = match l.spine {
+                0 => vec![],
+                _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
+            };
             match &l.kind {
-                rlx_core::LoopKind::Scan => run_loop(l, &mut body, None, &storages, out),
-                rlx_core::LoopKind::Adjoint { vjp } => {
-                    run_loop(l, &mut body, Some(&mut Interpreted(vjp)), &storages, out)
+                rlx_core::LoopKind::Scan => run_loop(l, &mut body, None, &spine, &storages, out),
+                rlx_core::LoopKind::Adjoint { vjp, .. } => {
+                    let mut vjp = Interpreted(vjp);
+                    run_loop(l, &mut body, Some(&mut vjp), &spine, &storages, out)
                 }
             }
         }
