@@ -261,7 +261,7 @@ impl Scan {
         steps: Option<usize>,
         f: &mut dyn FnMut(C, X::Step) -> (C, Y),
         loc: &'static Location<'static>,
-    ) -> (Result<(C, Y)>, Option<(C, Y)>) {
+    ) -> Outcome<(C, Y)> {
         let api = if steps.is_some() { "iterate" } else { "scan" };
         let name = format!(
             "`rlx::{api}` at {}:{}:{}",
@@ -325,7 +325,7 @@ impl Scan {
         xs: X,
         f: &mut dyn FnMut(C, X::Step) -> (C, Y),
         loc: &'static Location<'static>,
-    ) -> (Result<(C, Y)>, Option<(C, Y)>) {
+    ) -> Outcome<(C, Y)> {
         let (name, carries, xl, length) = (call.name, call.carries, call.xl, call.length);
         let body = Trace::enter_body();
         let c_in: Vec<Tensor> = carries
@@ -443,6 +443,10 @@ impl Scan {
     }
 }
 
+/// A loop's result, and after an error in traced code, placeholders to go
+/// on tracing with.
+type Outcome<T> = (Result<T>, Option<T>);
+
 /// What `traced` and `eager` share: the loop's name, its initial carries and
 /// per-step inputs as lists, its length.
 #[derive(Clone, Copy)]
@@ -488,7 +492,7 @@ fn length(name: &str, xs: &[Tensor], steps: Option<usize>) -> Result<usize> {
 
 /// A result, or in traced code the recorded error and placeholders; on
 /// concrete tensors an error panics.
-fn unwrap<T>(r: (Result<T>, Option<T>), loc: &'static Location<'static>) -> T {
+fn unwrap<T>(r: Outcome<T>, loc: &'static Location<'static>) -> T {
     match r {
         (Ok(v), _) => v,
         (Err(e), fallback) => {

@@ -33,8 +33,8 @@ pub(crate) fn vjp(
             let a = g.looped(adj.clone(), &ops)?;
             let bars = unpack(g, a, &adj.segments())?;
             let mut out: Vec<Option<NodeId>> = vec![None; x.len()];
-            for i in 0..c {
-                out[i] = Some(bars[i]);
+            for (o, &b) in out.iter_mut().zip(&bars[..c]) {
+                *o = Some(b);
             }
             let fx = l.float_xs();
             for (n, &j) in fx.iter().enumerate() {
@@ -84,29 +84,19 @@ pub(crate) fn jvp(
         let t = b.ty(bi[i]);
         h.input(format!("{prefix}{}", b.inputs()[i].name), t.shape, t.dtype)
     };
-    let mut prim = vec![NodeId(0); n_in];
+    let mut prim = Vec::with_capacity(n_in);
     let mut wrt = Vec::new();
     let mut tans = Vec::new();
-    for i in 0..c {
-        prim[i] = decl(&mut h, i, "");
-    }
-    for i in 0..c {
-        wrt.push(prim[i]);
-        tans.push(decl(&mut h, i, "tangent_"));
-    }
-    for i in c..c + k {
-        prim[i] = decl(&mut h, i, "");
-    }
-    for &i in &tx {
-        wrt.push(prim[i]);
-        tans.push(decl(&mut h, i, "tangent_"));
-    }
-    for i in c + k..n_in {
-        prim[i] = decl(&mut h, i, "");
-    }
-    for &i in &tk {
-        wrt.push(prim[i]);
-        tans.push(decl(&mut h, i, "tangent_"));
+    // Each group of inputs, then the tangents of those that have one.
+    let all_carries: Vec<usize> = (0..c).collect();
+    for (range, with_t) in [(0..c, &all_carries), (c..c + k, &tx), (c + k..n_in, &tk)] {
+        for i in range {
+            prim.push(decl(&mut h, i, ""));
+        }
+        for &i in with_t {
+            wrt.push(prim[i]);
+            tans.push(decl(&mut h, i, "tangent_"));
+        }
     }
     let outs = h.inline(b, &prim)?;
     let touts = jvp_nodes(&mut h, &wrt, &tans, &outs)?;

@@ -122,7 +122,7 @@ impl fmt::Display for LoopRef {
         let spine = if self.spine > 0 { " spine" } else { "" };
         write!(
             f,
-            "{kind} `{}` T={}{dir} checkpoints={}{spine}",
+            "{kind} {} T={}{dir} checkpoints={}{spine}",
             self.name, self.length, self.checkpoints
         )
     }
@@ -562,7 +562,7 @@ mod tests {
         let parts = unpack(&mut g, p, &l.segments()).unwrap();
         assert_eq!(g.shape(parts[1]).dims(), &[5, 2]);
         g.verify().unwrap();
-        assert!(g.to_string().contains("loop `l` T=5"));
+        assert!(g.to_string().contains("loop l T=5"));
     }
 
     #[test]

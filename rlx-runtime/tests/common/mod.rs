@@ -233,10 +233,46 @@ fn eval_op(op: &Op, args: &[(&[f64], &Shape)], out: &Shape, dt: DType) -> Vec<f6
             let ins: Vec<Vec<f64>> = args.iter().map(|(x, _)| x.to_vec()).collect();
             reference(&c.forward, &ins).remove(0)
         }
+        Op::Loop(l) => {
+            let ins: Vec<Vec<f64>> = args.iter().map(|(x, _)| x.to_vec()).collect();
+            match &l.kind {
+                rlx_core::LoopKind::Scan => naive_scan(l, &ins),
+                rlx_core::LoopKind::Adjoint { .. } => {
+                    let lowered = rlx_core::loops::lower::lower_adjoint(l).unwrap();
+                    reference(&lowered, &ins).remove(0)
+                }
+            }
+        }
     }
     .into_iter()
     .map(|x| if dt == DType::F32 { x as f32 as f64 } else { x })
     .collect()
+}
+
+/// `c(t+1), ys[s(t)] = body(c(t), xs[s(t)], k)`, packed `[c(T).., ys..]`.
+fn naive_scan(l: &rlx_core::LoopOp, ins: &[Vec<f64>]) -> Vec<f64> {
+    let (c, k, t_len) = (l.carries, l.xs, l.length);
+    let mut carry: Vec<Vec<f64>> = ins[..c].to_vec();
+    let mut ys: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); t_len]; l.ys()];
+    for t in 0..t_len {
+        let s = if l.reverse { t_len - 1 - t } else { t };
+        let mut step = carry.clone();
+        for x in &ins[c..c + k] {
+            let n = x.len() / t_len;
+            step.push(x[s * n..(s + 1) * n].to_vec());
+        }
+        step.extend_from_slice(&ins[c + k..l.body.inputs().len()]);
+        let mut outs = reference(&l.body, &step);
+        for (j, y) in outs.drain(c..).enumerate() {
+            ys[j][s] = y;
+        }
+        carry = outs;
+    }
+    let mut packed: Vec<f64> = carry.concat();
+    for y in ys {
+        packed.extend(y.concat());
+    }
+    packed
 }
 
 fn unary(u: UnaryOp, x: f64) -> f64 {
