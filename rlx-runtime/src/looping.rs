@@ -7,10 +7,13 @@
 //! after each step; per-step inputs are copied out of their stacked operand
 //! and per-step outputs into the packed result. An adjoint drives a
 //! [`Sweep`] through [`revolve`]: at most `checkpoints` stored carries, a
-//! working carry, the carry cotangents and one accumulator per
-//! floating-point invariant, whatever the loop's length. Memory for a run:
-//! `(checkpoints + 3)` carries plus the body's own buffers (independent of
-//! `T`), besides the packed result.
+//! working carry, the body's output, the carry cotangents and the reverse
+//! step's output, and one accumulator per floating-point invariant, whatever
+//! the loop's length. Memory for a run: `(checkpoints + 4)` carries plus the
+//! bodies' own buffers (independent of `T`), besides the packed result (and,
+//! for a loop fused with its scan, the spine of about `checkpoints` carries
+//! the scan recorded). An adjoint with a spine skips the first descent of
+//! the schedule: its advances are not run and its stores read the spine.
 
 use rlx_core::loops::schedule::{revolve, Sweep};
 use rlx_core::{Error, LoopKind, LoopOp, Result};
