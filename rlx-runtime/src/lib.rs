@@ -13,8 +13,9 @@
 //!   `#[differentiable]`-generated code.
 #![deny(missing_docs)]
 
+mod apply;
 pub mod compile;
-mod eager;
+mod context;
 mod format;
 pub mod function;
 mod interp;
