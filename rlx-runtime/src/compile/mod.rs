@@ -6,19 +6,25 @@
 //! owns the buffers. The executable keeps a small pool of warm states, so
 //! concurrent calls each get their own and a warm call allocates nothing.
 //!
-//! Modules, in pipeline order:
-//! - `plan`: grouping of element-wise chains, step selection, buffer
-//!   planning by liveness;
-//! - `fused`, `scalar`: block-wise fused loops and 0-d scalar regions,
-//!   with the block loops in `math` (over the one definition of each op,
-//!   [`crate::kernels::scalar`]); `chain_form` and `chain` fuse runs of
-//!   cheap ops inside a fused loop into register-resident chains; `jit`
-//!   (feature `jit`, on by default) compiles scalar regions to native code
-//!   with Cranelift, bit-identical to the interpreter (see [`Options`]);
-//! - `matmul`, `reduce`, `solve`, `movement`: the other specialised
-//!   steps; the remaining ops (gather, scatter-add, softmax, log-softmax)
-//!   call the reference kernels, [`crate::kernels::eval_into`];
-//! - `exec`: the per-call state and the step loop.
+//! Modules, bottom to top; each imports only modules of the lines above
+//! its own:
+//! - shared types, importing nothing of `compile`: `env` (value numbers,
+//!   their locations, the per-call `Env` a step reads through),
+//!   `regs` (the register banks of fused loops), `scalar_code` (the
+//!   instruction set of scalar regions), `math` (the block loops, over the
+//!   one definition of each op, [`crate::kernels::scalar`]), `options`
+//!   ([`Options`]);
+//! - steps: `chain` (register-resident runs of cheap float ops), `fused`
+//!   (block-wise fused loops), `jit` (feature `jit`, on by default: scalar
+//!   regions to native code with Cranelift, bit-identical to the
+//!   interpreter), `scalar` (0-d scalar regions), `matmul`, `reduce`,
+//!   `solve`, `movement`; the remaining ops (gather, scatter-add, softmax,
+//!   log-softmax) call the reference kernels, [`crate::kernels::eval_into`];
+//! - `chain_form`: forms the chains of a fused loop; `plan`: the immutable
+//!   plan, a schedule of steps;
+//! - `planner`: grouping of element-wise chains, step selection, buffer
+//!   planning by liveness; `exec`: the per-call state and the step loop;
+//! - this module: [`compile`], [`Executable`].
 //!
 //! Invariants: a plan is only built from a graph that passes
 //! [`Graph::verify`], so shapes and dtypes seen by the steps are the

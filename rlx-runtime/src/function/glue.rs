@@ -149,7 +149,7 @@ pub fn take<T: Output>(it: &mut impl Iterator<Item = Value>) -> Result<T> {
     }
 }
 
-/// A number type a companion can return from [`Function::run_numbers`].
+/// A number type a companion can return from [`Function::run_numbers`](super::Function::run_numbers).
 pub trait Number: Copy {
     /// The number from its widened `f64` (exact for what `run_numbers` stores).
     fn from_f64(v: f64) -> Self;
@@ -169,7 +169,7 @@ impl Number for f32 {
     }
 }
 
-/// Takes the next result written by [`Function::run_numbers`]. The
+/// Takes the next result written by [`Function::run_numbers`](super::Function::run_numbers). The
 /// generated code sizes the buffer to the plan's outputs (`run_numbers`
 /// refuses any other size), so the `NaN` fallback is never read.
 ///

@@ -8,7 +8,7 @@
 //! dtype of every runtime argument, plus the static (configuration)
 //! arguments, compared with `Eq` after a hash — to an entry holding the
 //! traced graph and, per [`Transform`], the transformed graph and its
-//! compiled [`Executable`]. Entries are built lazily: the first call with a
+//! compiled [`Executable`](crate::Executable). Entries are built lazily: the first call with a
 //! new signature traces the function; the first call of each transform
 //! differentiates and compiles.
 //!
