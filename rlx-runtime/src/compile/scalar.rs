@@ -252,7 +252,7 @@ impl ScalarIo for NumberIo<'_> {
     #[inline(always)]
     fn load(&mut self, val: Val) -> f64 {
         let Loc::Input(i) = self.locs[val as usize] else {
-            // A scalar program loads inputs only (see `plan::scalar_program`).
+            // A scalar program loads inputs only (see `planner::scalar_program`).
             return f64::NAN;
         };
         self.inputs[i as usize]
