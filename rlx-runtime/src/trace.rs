@@ -17,40 +17,17 @@
 //! the compiled plan is cached and would keep the stale value; pass it as a
 //! parameter instead.
 
-use std::cell::RefCell;
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use rlx_core::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
 
+use crate::context::{with_current, Capture, Frame, NEXT_ID, STACK};
 use crate::storage::Storage;
 use crate::tensor::{Repr, Tensor, Traced};
 
-struct Frame {
-    id: u64,
-    graph: Graph,
-    error: Option<Error>,
-    /// For the body of a loop ([`Trace::enter_body`]): tensors of enclosing
-    /// traces the body used, each with the input it became.
-    captures: Option<Vec<(Tensor, NodeId)>>,
-}
-
-thread_local! {
-    static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
-}
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Id of the innermost active trace on this thread, or 0 outside any trace.
-pub fn current_id() -> u64 {
-    STACK.with(|s| s.borrow().last().map_or(0, |f| f.id))
-}
-
-/// Whether a trace is active on this thread.
-pub fn is_tracing() -> bool {
-    current_id() != 0
-}
+pub use crate::context::{current_id, is_tracing};
 
 /// An active trace. Dropping it without [`Trace::finish`] discards it.
 ///
@@ -83,7 +60,7 @@ impl Trace {
         Trace::push(Some(Vec::new()))
     }
 
-    fn push(captures: Option<Vec<(Tensor, NodeId)>>) -> Trace {
+    fn push(captures: Option<Vec<Capture>>) -> Trace {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         STACK.with(|s| {
             s.borrow_mut().push(Frame {
@@ -168,7 +145,7 @@ impl Trace {
             .captures
             .unwrap_or_default()
             .into_iter()
-            .map(|c| c.0)
+            .map(|c| traced(c.trace, c.node, c.shape, c.dtype))
             .collect();
         Ok((frame.graph, captured))
     }
@@ -288,14 +265,6 @@ pub(crate) fn record_error(error: Error) {
     })
 }
 
-fn with_current<R>(f: impl FnOnce(&mut Graph) -> R) -> R {
-    STACK.with(|s| {
-        let mut s = s.borrow_mut();
-        let frame = s.last_mut().expect("caller checked that a trace is active");
-        f(&mut frame.graph)
-    })
-}
-
 /// Runs `f` on the innermost frame and the ids of the frames enclosing it.
 fn with_frame<R>(f: impl FnOnce(&mut Frame, &[u64]) -> R) -> R {
     STACK.with(|s| {
@@ -328,13 +297,18 @@ fn node_of(fr: &mut Frame, outer: &[u64], t: &Tensor) -> Result<NodeId> {
         Repr::Traced(tr) if tr.trace == id => Ok(tr.node),
         Repr::Traced(tr) if body && outer.contains(&tr.trace) => {
             let caps = fr.captures.get_or_insert_with(Vec::new);
-            let same = |c: &Tensor| matches!(&c.repr, Repr::Traced(o) if o.trace == tr.trace && o.node == tr.node);
-            if let Some((_, n)) = caps.iter().find(|(c, _)| same(c)) {
-                return Ok(*n);
+            if let Some(c) = caps.iter().find(|c| c.trace == tr.trace && c.node == tr.node) {
+                return Ok(c.input);
             }
-            let n = g.input(format!("captured{}", caps.len()), tr.shape.clone(), tr.dtype);
-            caps.push((t.clone(), n));
-            Ok(n)
+            let input = g.input(format!("captured{}", caps.len()), tr.shape.clone(), tr.dtype);
+            caps.push(Capture {
+                trace: tr.trace,
+                node: tr.node,
+                shape: tr.shape.clone(),
+                dtype: tr.dtype,
+                input,
+            });
+            Ok(input)
         }
         Repr::Traced(_) => Err(foreign_trace()),
         Repr::Concrete(c) if c.origin == id || (body && outer.contains(&c.origin)) => {

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use rlx_core::{LoopKind, LoopRef, Result};
 
-use super::exec::{self, Env, Inputs, Outputs};
-use super::plan::Val;
+use super::env::{Env, Inputs, Outputs, Val};
+use super::exec;
 use super::{compile_with, Executable, Options};
-use crate::looping::{run_loop, RunGraph};
+use crate::kernels::looping::{run_loop, RunGraph};
 use crate::storage::Storage;
 
 /// A loop node in a plan.

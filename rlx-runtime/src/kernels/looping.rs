@@ -426,7 +426,7 @@ pub(crate) struct Interpreted<'a>(pub(crate) &'a rlx_core::Graph);
 impl RunGraph for Interpreted<'_> {
     fn run(&mut self, inputs: &[&Storage], outputs: &mut [Storage]) -> Result<()> {
         let flat = self.0.inline_custom()?;
-        let res = crate::interp::run_storages(&flat, inputs)?;
+        let res = super::run_storages(&flat, inputs)?;
         for (o, r) in outputs.iter_mut().zip(res) {
             *o = r;
         }
