@@ -119,7 +119,8 @@ pub(crate) fn run_storages(g: &Graph, inputs: &[&Storage]) -> Result<Vec<Storage
                         .expect("operands are live until their last use");
                     operands.push(Operand::new(s, g.shape(*j)));
                 }
-                let mut out = Storage::zeros(node.dtype, node.shape.numel());
+                let mut out = crate::storage::allocate(op.name(), &node.shape, node.dtype, 0.0)
+                    .map_err(|e| at_node(g, i, e))?;
                 eval_into(op, &operands, &node.shape, &mut out).map_err(|e| at_node(g, i, e))?;
                 Val::Owned(out)
             }

@@ -6,14 +6,16 @@
 //! - each node's shape and dtype equal what [`infer()`] gives for its op and
 //!   operands (inputs and constants carry their declared type);
 //! - `Op::Input { index }` nodes and `Graph::inputs()` agree one to one;
-//! - outputs name existing nodes.
+//! - outputs name existing nodes;
+//! - every node's shape passes [`Shape::check_size`] for its dtype (a
+//!   tensor of that type could exist), so element counts never overflow.
 //!
 //! Builder methods (`add`, `matmul`, `sum`, ...) are one per primitive op;
 //! they infer the output type with NumPy broadcasting and return `Result`.
 
 use std::fmt;
 
-use crate::{infer, DType, Error, Literal, Op, Result, Shape, TensorType, UnaryOp};
+use crate::{infer, DType, Error, Literal, Op, Result, Shape, TensorType};
 
 /// Index of a node in its [`Graph`]. Printed as `%7`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -156,6 +158,11 @@ impl Graph {
     }
 
     /// Declares a new input.
+    ///
+    /// The shape is not checked here; one too large for any tensor (see
+    /// [`Shape::check_size`]) makes [`Graph::verify`], and so every
+    /// transform, compilation or interpretation of the graph, return
+    /// [`Error::TooLarge`].
     pub fn input(
         &mut self,
         name: impl Into<String>,
@@ -185,6 +192,7 @@ impl Graph {
         dtype: DType,
     ) -> Result<NodeId> {
         let shape = shape.into();
+        shape.check_size(dtype, "constant", &[])?;
         let len = match &value {
             Literal::Splat(_) | Literal::SplatI64(_) => None,
             Literal::F64(d) => Some(d.len()),
@@ -361,6 +369,9 @@ impl Graph {
                 if j.index() >= i {
                     return Err(bad(i, format!("operand {j} is not an earlier node")));
                 }
+            }
+            if let Op::Input { .. } | Op::Constant(_) = &node.op {
+                node.shape.check_size(node.dtype, node.op.name(), &[])?;
             }
             match &node.op {
                 Op::Input { index } => {

@@ -13,14 +13,14 @@
 
 use std::sync::Arc;
 
-use rlx_core::{Error, Result};
+use rlx_core::{Error, Result, Shape};
 
 use super::fused::Registers;
 use super::matmul::HalfScratch;
 use super::plan::{Dst, Loc, Plan, StepKind, Val};
 use super::solve::SolveScratch;
 use crate::kernels::{self, Operand};
-use crate::storage::Storage;
+use crate::storage::{out_of_memory, Storage};
 use crate::tensor::{Repr, Tensor};
 use crate::value::{arg_at, is_number, Arg};
 
@@ -139,8 +139,14 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// A state sized for `plan`, with constant registers written.
-    pub(crate) fn new(plan: &Plan) -> State {
+    /// A state sized for `plan`, with constant registers written; an
+    /// [`Error::OutOfMemory`] if the allocator refuses a buffer.
+    pub(crate) fn new(plan: &Plan) -> Result<State> {
+        let buffer = |&(dtype, cap): &(rlx_core::DType, usize)| {
+            Storage::try_full(dtype, cap, 0.0)
+                .map_err(|_| out_of_memory("compile", &Shape::from([cap]), dtype))
+        };
+        let bufs = plan.slots.iter().map(buffer).collect::<Result<Vec<_>>>()?;
         let mut scalar = vec![0.0; plan.scalar_regs];
         for step in &plan.steps {
             if let StepKind::Scalar(s) = &step.kind {
@@ -150,12 +156,8 @@ impl State {
         // Numbers get their one element now; other outputs an empty storage
         // of their dtype (allocated by the run that fills it).
         let number = |t: &rlx_core::TensorType| Storage::zeros(t.dtype, is_number(t) as usize);
-        State {
-            bufs: plan
-                .slots
-                .iter()
-                .map(|&(dtype, cap)| Storage::zeros(dtype, cap))
-                .collect(),
+        Ok(State {
+            bufs,
             regs: Registers::new(plan.regs),
             scalar,
             idx: vec![0; plan.max_rank],
@@ -172,7 +174,7 @@ impl State {
             taken: Vec::with_capacity(plan.max_targets),
             numbers: plan.input_types.iter().map(number).collect(),
             outs: plan.output_types.iter().map(number).collect(),
-        }
+        })
     }
 }
 
@@ -193,16 +195,11 @@ fn slot<'s>(
     }
 }
 
-/// Sets the length of a buffer within its capacity.
-fn set_len(s: &mut Storage, n: usize) {
-    match s {
-        Storage::F32(v) => v.resize(n, 0.0),
-        Storage::F64(v) => v.resize(n, 0.0),
-        Storage::F16(v) => v.resize(n, half::f16::ZERO),
-        Storage::BF16(v) => v.resize(n, half::bf16::ZERO),
-        Storage::I64(v) => v.resize(n, 0),
-        Storage::Bool(v) => v.resize(n, false),
-    }
+/// Sets the length of a target: within its capacity for a buffer (no
+/// allocation), a fallible allocation for an output that was moved out.
+fn set_len(s: &mut Storage, n: usize) -> Result<()> {
+    s.try_resize(n)
+        .map_err(|_| out_of_memory("run", &Shape::from([n]), s.dtype()))
 }
 
 /// An error met running the step of `node` (an op named `op`), wrapped so
@@ -226,10 +223,13 @@ pub(crate) fn run(
     outs: &mut Outputs<'_>,
 ) -> Result<()> {
     for step in &plan.steps {
+        let mut sized = Ok(());
         for t in &step.targets {
             let s = slot(plan, t.dst, &mut st.bufs, outs);
             let mut taken = std::mem::replace(s, EMPTY);
-            set_len(&mut taken, t.numel);
+            if sized.is_ok() {
+                sized = set_len(&mut taken, t.numel).map_err(|e| at_node(step.node, "output", e));
+            }
             st.taken.push(taken);
         }
         let env = Env {
@@ -239,7 +239,7 @@ pub(crate) fn run(
             outs: &*outs,
         };
         let targets = &mut st.taken[..];
-        let res = match &step.kind {
+        let res = sized.and_then(|()| match &step.kind {
             StepKind::Fused(f) => {
                 f.run(&env, &mut st.regs, targets, &mut st.idx);
                 Ok(())
@@ -282,7 +282,7 @@ pub(crate) fn run(
                 }
                 .map_err(|e| at_node(step.node, k.op.name(), e))
             }
-        };
+        });
         for t in step.targets.iter().rev() {
             let taken = st.taken.pop().unwrap_or(EMPTY);
             *slot(plan, t.dst, &mut st.bufs, outs) = taken;
