@@ -4,54 +4,13 @@
 //! of issue #20 (each failed before the fix), plus the Jacobian and `vmap`
 //! sizes. The random search for more lives in `tests/fuzz.rs`.
 
-use std::cell::RefCell;
-use std::panic::{self, UnwindSafe};
-use std::sync::Mutex;
+#[allow(dead_code)]
+#[path = "fuzz/panics.rs"]
+mod panics;
 
+use panics::{panic_of, Caught};
 use rlx::prelude::*;
 use rlx::{autodiff, Graph};
-
-/// A panic's message and the file and line it names.
-#[derive(Debug)]
-struct Caught {
-    message: String,
-    file: String,
-    line: u32,
-}
-
-thread_local! {
-    static LAST: RefCell<Option<(String, u32)>> = const { RefCell::new(None) };
-}
-
-/// The panic hook is global: tests that swap it take turns.
-static HOOK: Mutex<()> = Mutex::new(());
-
-/// Runs `f`, which must panic, and returns what the panic said and where.
-fn panic_of<R>(f: impl FnOnce() -> R + UnwindSafe) -> Caught {
-    let _turn = HOOK.lock().unwrap_or_else(|e| e.into_inner());
-    let previous = panic::take_hook();
-    panic::set_hook(Box::new(|info| {
-        let loc = info.location().map(|l| (l.file().to_string(), l.line()));
-        LAST.with(|c| *c.borrow_mut() = loc);
-    }));
-    let result = panic::catch_unwind(f);
-    panic::set_hook(previous);
-    let payload = match result {
-        Ok(_) => panic!("expected a panic"),
-        Err(p) => p,
-    };
-    let message = payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
-    let (file, line) = LAST.with(|c| c.borrow_mut().take()).expect("the hook ran");
-    Caught {
-        message,
-        file,
-        line,
-    }
-}
 
 /// Asserts that a panic is rlx's own (`want` in the message) and names
 /// this file at `line`.
