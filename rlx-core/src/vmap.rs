@@ -73,6 +73,7 @@ pub fn vmap(g: &Graph, batched: &[bool], size: usize) -> Result<Graph> {
             got: batched.len(),
         });
     }
+    g.check_sizes()?;
     let mut out = Graph::new();
     let mut map: Vec<Option<(NodeId, bool)>> = vec![None; g.len()];
     for (inp, &b) in g.inputs().iter().zip(batched) {

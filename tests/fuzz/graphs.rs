@@ -24,11 +24,44 @@ pub struct Recipe {
     pub steps: Vec<Step>,
     pub seed: u64,
     pub smooth: bool,
+    /// Huge dimensions allowed (see [`hostile_recipe`]).
+    pub hostile: bool,
 }
 
 /// Small shapes of rank 0 to 3 (dimensions 0 to 4; a 0 now and then).
 fn shape() -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(prop_oneof![6 => 1usize..5, 1 => Just(0usize)], 0..4)
+}
+
+/// Dimensions no allocation can have (2^58 and up: more bytes than any
+/// address space, whatever the dtype), for hostile recipes.
+pub const HUGE: [usize; 4] = [1 << 58, 1 << 62, usize::MAX / 2 + 1, usize::MAX];
+
+/// Shapes for hostile recipes: small dimensions, zeros and huge ones.
+fn hostile_shape() -> impl Strategy<Value = Vec<usize>> {
+    let dim =
+        prop_oneof![4 => 1usize..4, 1 => Just(0usize), 2 => prop::sample::select(HUGE.to_vec())];
+    prop::collection::vec(dim, 0..4)
+}
+
+/// Recipes whose inputs may have huge dimensions: graphs that may be
+/// declared (a graph is only types) but never run; every transform and
+/// compilation must return `Err` or succeed, never panic or abort.
+pub fn hostile_recipe() -> impl Strategy<Value = Recipe> {
+    (
+        prop::sample::select(vec![DType::F64, DType::F32, DType::F16]),
+        prop::collection::vec(hostile_shape(), 1..3),
+        prop::collection::vec(any::<Step>(), 1..6),
+        any::<u64>(),
+    )
+        .prop_map(|(dtype, inputs, steps, seed)| Recipe {
+            dtype,
+            inputs,
+            steps,
+            seed,
+            smooth: false,
+            hostile: true,
+        })
 }
 
 pub fn recipe() -> impl Strategy<Value = Recipe> {
@@ -45,6 +78,7 @@ pub fn recipe() -> impl Strategy<Value = Recipe> {
             steps,
             seed,
             smooth,
+            hostile: false,
         })
 }
 
@@ -69,7 +103,7 @@ pub fn build(r: &Recipe) -> Built {
     for &(kind, a, b, p) in &r.steps {
         let x = vals[a as usize % vals.len()];
         let y = vals[b as usize % vals.len()];
-        match step(&mut g, r.smooth, kind, x, y, p) {
+        match step(&mut g, r, kind, x, y, p) {
             Ok(v) => vals.push(v),
             Err(_) => rejected += 1,
         }
@@ -90,19 +124,12 @@ fn positive(g: &mut Graph, x: NodeId) -> rlx::Result<NodeId> {
 }
 
 /// One step; `Err` when the builder refuses it.
-fn step(
-    g: &mut Graph,
-    smooth: bool,
-    kind: u8,
-    x: NodeId,
-    y: NodeId,
-    p: u16,
-) -> rlx::Result<NodeId> {
+fn step(g: &mut Graph, r: &Recipe, kind: u8, x: NodeId, y: NodeId, p: u16) -> rlx::Result<NodeId> {
     let rank = g.shape(x).rank();
     let dims = g.shape(x).dims().to_vec();
     let axis = p as usize % (rank + 1); // sometimes out of range
     const SMOOTH: u8 = 17;
-    let kind = if smooth { kind % SMOOTH } else { kind % 26 };
+    let kind = if r.smooth { kind % SMOOTH } else { kind % 27 };
     match kind {
         0 => g.sin(x),
         1 => g.tanh(x),
@@ -168,7 +195,7 @@ fn step(
         }
         14 => {
             let size = dims.get(axis).copied().unwrap_or(0);
-            let start = (p as usize >> 4) % (size + 2);
+            let start = (p as usize >> 4) % size.saturating_add(2);
             let len = size.saturating_sub(start) / 2 + (p as usize & 1);
             g.slice(x, axis, start, len)
         }
@@ -203,6 +230,16 @@ fn step(
                 .collect();
             let i = g.constant(rlx::Literal::I64(idx.into()), Shape::from([3]), DType::I64)?;
             g.gather(x, i, axis)
+        }
+        25 => {
+            // A splat constant of a huge (or small) shape, broadcast with x.
+            let n = if r.hostile && p % 2 == 0 {
+                HUGE[p as usize / 2 % 4]
+            } else {
+                1 + p as usize % 3
+            };
+            let c = g.full(1.5, [n, 1], g.dtype(x));
+            g.mul(x, c)
         }
         _ => {
             let other = if g.dtype(x) == DType::F64 {

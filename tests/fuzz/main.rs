@@ -118,3 +118,9 @@ fn random_companion_calls() {
          ({ok} valid, derivatives checked; the rest errors checked)"
     );
 }
+
+#[test]
+fn hostile_graphs() {
+    let n = properties::run_hostile_graphs(cases());
+    eprintln!("fuzz: {n} graphs with huge dimensions through every transform and the compiler");
+}

@@ -282,3 +282,78 @@ pub fn run_graphs(cases: u32) -> (u32, u32, usize) {
         refused.into_inner(),
     )
 }
+
+/// Hostile graphs (inputs and constants with huge dimensions): building,
+/// verifying, every transform and compilation return `Ok` or `Err`, never
+/// panic or abort; a size error is [`rlx::Error::TooLarge`] or
+/// [`rlx::Error::OutOfMemory`]. Graphs whose every value is small are
+/// also run.
+pub fn check_hostile(r: &Recipe) -> Res {
+    crate::progress(r);
+    let g = build(r).graph;
+    let sized = |e: &rlx::Error| {
+        matches!(
+            e.root(),
+            rlx::Error::TooLarge { .. } | rlx::Error::OutOfMemory { .. }
+        ) || matches!(e, rlx::Error::InvalidGraph { message, .. } if message.contains("too large"))
+    };
+    if let Err(e) = g.verify() {
+        prop_assert!(sized(&e), "verify: {}", e);
+    }
+    let n = g.inputs().len();
+    let all: Vec<usize> = (0..n).collect();
+    let o = g.outputs()[0];
+    let mut scalar = g.clone();
+    if let Ok(s) = scalar.sum_all(o) {
+        scalar.set_outputs(vec![s]);
+    }
+    let huge = crate::graphs::HUGE[r.seed as usize % 4];
+    let batched = vec![true; n];
+    let results = [
+        autodiff::jvp(&g, &all),
+        autodiff::vjp(&g, &all),
+        autodiff::jacobian(&g, &all),
+        autodiff::batch_jacobian(&g, &all),
+        autodiff::grad(&scalar, &all),
+        autodiff::hvp(&scalar, &all),
+        autodiff::hessian(&scalar, &all),
+        rlx::core::vmap(&g, &batched, huge),
+        rlx::core::vmap(&g, &batched, 3),
+        Ok(g.clone()),
+    ];
+    for t in results.into_iter().flatten() {
+        let Ok(exe) = compile_with(&t, &Options { jit: false }) else {
+            continue;
+        };
+        let small = t.nodes().iter().all(|n| n.shape.numel() <= 1 << 12);
+        if small {
+            let inputs: Vec<Tensor> = t
+                .inputs()
+                .iter()
+                .map(|i| {
+                    let ty = t.ty(i.node);
+                    naive::tensor(&values(ty.shape.dims(), r.seed), ty.shape.dims(), ty.dtype)
+                })
+                .collect();
+            let refs: Vec<&Tensor> = inputs.iter().collect();
+            if let Err(e) = exe.run(&refs) {
+                prop_assert!(sized(&e), "run of a small graph failed: {}\n{}", e, t);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The hostile-graph property over `cases` recipes.
+pub fn run_hostile_graphs(cases: u32) -> u32 {
+    let mut runner = crate::runner(cases, 4);
+    let n = std::sync::atomic::AtomicU32::new(0);
+    let result = runner.run(&crate::graphs::hostile_recipe(), |r| {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        check_hostile(&r)
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    n.into_inner()
+}

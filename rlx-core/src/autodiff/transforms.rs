@@ -192,7 +192,7 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
         for item in &items {
             let mut d = os.dims().to_vec();
             d.extend_from_slice(item.dims());
-            blocks.push(r.full(0.0, d, dt));
+            blocks.push(zero_block(&mut r, d, dt, OP)?);
         }
     } else {
         let mut flags = vec![false; g.inputs().len()];
@@ -272,7 +272,7 @@ fn jac_fwd_core(g: &Graph, wrt: &[usize], of: &[usize], op: &'static str) -> Res
             for &w in &nodes {
                 let mut d = g.shape(o).dims().to_vec();
                 d.extend_from_slice(g.shape(w).dims());
-                blocks.push(r.full(0.0, d, g.dtype(o)));
+                blocks.push(zero_block(&mut r, d, g.dtype(o), op)?);
             }
         }
     } else {
@@ -335,7 +335,7 @@ fn jac_rev_core(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
         for &w in &nodes {
             let mut d = os.dims().to_vec();
             d.extend_from_slice(g.shape(w).dims());
-            blocks.push(r.full(0.0, d, dt));
+            blocks.push(zero_block(&mut r, d, dt, op)?);
         }
     } else {
         let mut t = g.clone();
@@ -402,6 +402,15 @@ fn basis(r: &mut Graph, m: usize, off: usize, shape: &Shape, dt: DType) -> Resul
     r.constant(Literal::F64(v.into()), d, dt)
 }
 
+/// An all-zero Jacobian block `[out..., in...]` (when either side has no
+/// elements), or [`Error::TooLarge`] naming the transform when no tensor
+/// may have that shape.
+fn zero_block(r: &mut Graph, dims: Vec<usize>, dt: DType, op: &'static str) -> Result<NodeId> {
+    let shape = Shape::new(dims);
+    shape.check_size(dt, op, &[])?;
+    Ok(r.full(0.0, shape, dt))
+}
+
 /// The total element count of `shapes` (the number of Jacobian columns
 /// they give), or an error naming `op` when it overflows.
 fn total_numel(shapes: &[Shape], op: &'static str) -> Result<usize> {
@@ -425,7 +434,11 @@ fn shapes_of(g: &Graph, nodes: &[NodeId]) -> Vec<Shape> {
     nodes.iter().map(|&n| g.shape(n).clone()).collect()
 }
 
+/// The input nodes at positions `wrt`. Every transform starts here, so this
+/// is also where a graph with a shape too large for any tensor (an input
+/// declared with [`Graph::input`]) is refused, before any size arithmetic.
 fn wrt_nodes(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Vec<NodeId>> {
+    g.check_sizes()?;
     wrt.iter()
         .map(|&i| {
             g.inputs()

@@ -356,8 +356,27 @@ impl Graph {
         live
     }
 
+    /// Checks that every node's shape passes [`Shape::check_size`] (the
+    /// cheap part of [`Graph::verify`]): transforms call it first, so that
+    /// no size arithmetic on the graph can overflow. Only inputs and
+    /// constants can fail it, since the builder checks every op's result.
+    ///
+    /// ```
+    /// use rlx_core::{DType, Error, Graph};
+    /// let mut g = Graph::new();
+    /// g.input("x", [usize::MAX, 2], DType::F64);
+    /// assert!(matches!(g.check_sizes(), Err(Error::TooLarge { op: "input", .. })));
+    /// ```
+    pub fn check_sizes(&self) -> Result<()> {
+        for node in &self.nodes {
+            node.shape.check_size(node.dtype, node.op.name(), &[])?;
+        }
+        Ok(())
+    }
+
     /// Checks the invariants listed in the module docs.
     pub fn verify(&self) -> Result<()> {
+        self.check_sizes()?;
         let bad = |i: usize, message: String| Error::InvalidGraph {
             node: i as u32,
             message,
@@ -369,9 +388,6 @@ impl Graph {
                 if j.index() >= i {
                     return Err(bad(i, format!("operand {j} is not an earlier node")));
                 }
-            }
-            if let Op::Input { .. } | Op::Constant(_) = &node.op {
-                node.shape.check_size(node.dtype, node.op.name(), &[])?;
             }
             match &node.op {
                 Op::Input { index } => {

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use rlx_core::{Error, Result, Shape};
+use rlx_core::{DType, Error, Result, Shape};
 
 use super::fused::Registers;
 use super::matmul::HalfScratch;
@@ -142,7 +142,7 @@ impl State {
     /// A state sized for `plan`, with constant registers written; an
     /// [`Error::OutOfMemory`] if the allocator refuses a buffer.
     pub(crate) fn new(plan: &Plan) -> Result<State> {
-        let buffer = |&(dtype, cap): &(rlx_core::DType, usize)| {
+        let buffer = |&(dtype, cap): &(DType, usize)| {
             Storage::try_full(dtype, cap, 0.0)
                 .map_err(|_| out_of_memory("compile", &Shape::from([cap]), dtype))
         };
@@ -161,21 +161,33 @@ impl State {
             regs: Registers::new(plan.regs),
             scalar,
             idx: vec![0; plan.max_rank],
-            acc: vec![0.0; plan.acc_len],
+            // Scratch sized by the largest reduction, half-precision
+            // product or solve: as large as the user's shapes, so fallible.
+            acc: scratch(plan.acc_len, DType::F64)?,
             half: HalfScratch {
-                a: vec![0.0; plan.half.0],
-                b: vec![0.0; plan.half.1],
-                c: vec![0.0; plan.half.2],
+                a: scratch(plan.half.0, DType::F32)?,
+                b: scratch(plan.half.1, DType::F32)?,
+                c: scratch(plan.half.2, DType::F32)?,
             },
             solve: SolveScratch {
-                lu: vec![0.0; plan.solve.0],
-                x: vec![0.0; plan.solve.1],
+                lu: scratch(plan.solve.0, DType::F64)?,
+                x: scratch(plan.solve.1, DType::F64)?,
             },
             taken: Vec::with_capacity(plan.max_targets),
             numbers: plan.input_types.iter().map(number).collect(),
             outs: plan.output_types.iter().map(number).collect(),
         })
     }
+}
+
+/// `n` zeros of a scratch buffer whose elements are `dtype`'s, or
+/// [`Error::OutOfMemory`].
+fn scratch<T: Copy + Default>(n: usize, dtype: DType) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| out_of_memory("compile", &Shape::from([n]), dtype))?;
+    v.resize(n, T::default());
+    Ok(v)
 }
 
 fn slot<'s>(
@@ -223,6 +235,17 @@ pub(crate) fn run(
     outs: &mut Outputs<'_>,
 ) -> Result<()> {
     for step in &plan.steps {
+        // A step with nothing to write is skipped: its loops over the
+        // other axes of an empty value could run for ever (2^58 rows of
+        // nothing), and it has no other effect.
+        let checks = matches!(&step.kind, StepKind::Kernel(k) if !kernels::writes_only(&k.op));
+        if !checks && !step.targets.is_empty() && step.targets.iter().all(|t| t.numel == 0) {
+            for t in &step.targets {
+                set_len(slot(plan, t.dst, &mut st.bufs, outs), 0)
+                    .map_err(|e| at_node(step.node, "output", e))?;
+            }
+            continue;
+        }
         let mut sized = Ok(());
         for t in &step.targets {
             let s = slot(plan, t.dst, &mut st.bufs, outs);
