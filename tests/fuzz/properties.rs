@@ -91,6 +91,7 @@ pub fn check(r: &Recipe) -> Result<bool, TestCaseError> {
         .collect();
     let jit = r.seed % 2 == 0;
     let compiled = run(g, &inputs, jit)?;
+    wrong_inputs(g, &inputs)?;
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let interpreted: Vec<Vec<f64>> = interpret(g, &refs)
         .map_err(|e| TestCaseError::fail(format!("interpret failed: {e}\n{g}")))?
@@ -131,6 +132,23 @@ pub fn check(r: &Recipe) -> Result<bool, TestCaseError> {
         derivatives(g, &xs, r.seed, jit)?;
     }
     Ok(differentiable)
+}
+
+/// A compiled graph and the interpreter given one input too few, or an
+/// input of another shape or dtype, return `Err`.
+fn wrong_inputs(g: &Graph, inputs: &[Tensor]) -> Res {
+    let exe = compile_with(g, &Options { jit: false }).expect("compiled once already");
+    let mut refs: Vec<&Tensor> = inputs.iter().collect();
+    let last = refs.pop().expect("at least one input");
+    prop_assert!(exe.run(&refs).is_err() && interpret(g, &refs).is_err());
+    let other = if last.dtype() == DType::F64 {
+        last.cast(DType::F32)
+    } else {
+        Tensor::zeros([last.numel() + 1], last.dtype())
+    };
+    refs.push(&other);
+    prop_assert!(exe.run(&refs).is_err() && interpret(g, &refs).is_err());
+    Ok(())
 }
 
 /// `sum(out0 * w)` for fixed random weights `w`: a scalar whose gradient
