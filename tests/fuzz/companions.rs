@@ -12,6 +12,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rlx::prelude::*;
 
+use crate::compare::{all_close, blocks_times, close, dot};
 use crate::naive;
 use crate::panics::try_panic_of;
 
@@ -102,32 +103,6 @@ fn tensor(shape: &[usize], seed: u64) -> Tensor {
 
 fn flat(t: &Tensor) -> Vec<f64> {
     t.to_f64_vec().expect("a concrete result")
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-fn close(got: f64, want: f64, rtol: f64) -> bool {
-    got == want || (got - want).abs() <= rtol * (1.0 + want.abs())
-}
-
-type Res = std::result::Result<(), TestCaseError>;
-
-fn all_close(got: &[f64], want: &[f64], rtol: f64, what: &str, c: &Case) -> Res {
-    prop_assert_eq!(got.len(), want.len(), "{}: lengths, {:?}", what, c);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        prop_assert!(
-            close(g, w, rtol),
-            "{}: element {}: got {}, want {}, {:?}",
-            what,
-            i,
-            g,
-            w,
-            c
-        );
-    }
-    Ok(())
 }
 
 /// Runs every companion of the case's function and checks them.
@@ -286,7 +261,7 @@ fn check_model(c: &Case, xs: &[Tensor], m: &Model<'_>) -> Result<bool, TestCaseE
     let fwd = |e: Error| TestCaseError::fail(format!("{e}, {c:?}"));
     let (p, q) = (jvp_fd(H).map_err(fwd)?, jvp_fd(-H).map_err(fwd)?);
     let fd: Vec<f64> = p.iter().zip(&q).map(|(a, b)| (a - b) / (2.0 * H)).collect();
-    all_close(&jv, &fd, 1e-5, "jvp vs finite differences", c)?;
+    all_close(&jv, &fd, 1e-5, &format!("jvp vs finite differences, {c:?}"))?;
     // VJP: <u, J v> = <Jᵀu, v>, and the same value.
     let u = tensor(plain.shape().dims(), c.seed ^ 99);
     let (v2, bars) = (m.vjp)(xs, &u).map_err(fwd)?;
@@ -306,15 +281,10 @@ fn check_model(c: &Case, xs: &[Tensor], m: &Model<'_>) -> Result<bool, TestCaseE
     );
     // Jacobian times v.
     let blocks = (m.jacobian)(xs).map_err(fwd)?;
-    let mut jv2 = vec![0.0; jv.len()];
-    for (b, v) in blocks.iter().zip(&vs) {
-        let (b, v) = (flat(b), flat(v));
-        prop_assert_eq!(b.len(), jv.len() * v.len(), "jacobian block size");
-        for (r, o) in jv2.iter_mut().enumerate() {
-            *o += dot(&b[r * v.len()..(r + 1) * v.len()], &v);
-        }
-    }
-    all_close(&jv2, &jv, 1e-9, "J v vs jvp", c)?;
+    let blocks: Vec<Vec<f64>> = blocks.iter().map(flat).collect();
+    let vflat: Vec<Vec<f64>> = vs.iter().map(flat).collect();
+    let jv2 = blocks_times(&blocks, &vflat, jv.len())?;
+    all_close(&jv2, &jv, 1e-9, &format!("J v vs jvp, {c:?}"))?;
     if !m.scalar {
         prop_assert!(
             (m.grad)(xs).is_err() || value.len() == 1,
@@ -345,18 +315,18 @@ fn check_model(c: &Case, xs: &[Tensor], m: &Model<'_>) -> Result<bool, TestCaseE
             .zip(flat(&gm[i]))
             .map(|(a, b)| (a - b) / (2.0 * H))
             .collect();
-        all_close(&flat(h), &fd, 1e-5, "hvp vs finite differences", c)?;
+        all_close(
+            &flat(h),
+            &fd,
+            1e-5,
+            &format!("hvp vs finite differences, {c:?}"),
+        )?;
     }
     let hess = (m.hessian)(xs).map_err(fwd)?;
     for (i, row) in hess.iter().enumerate() {
-        let mut hv2 = vec![0.0; hv[i].numel()];
-        for (blk, v) in row.iter().zip(&vs) {
-            let (blk, v) = (flat(blk), flat(v));
-            for (r, o) in hv2.iter_mut().enumerate() {
-                *o += dot(&blk[r * v.len()..(r + 1) * v.len()], &v);
-            }
-        }
-        all_close(&hv2, &flat(&hv[i]), 1e-9, "H v vs hvp", c)?;
+        let row: Vec<Vec<f64>> = row.iter().map(flat).collect();
+        let hv2 = blocks_times(&row, &vflat, hv[i].numel())?;
+        all_close(&hv2, &flat(&hv[i]), 1e-9, &format!("H v vs hvp, {c:?}"))?;
     }
     Ok(true)
 }

@@ -21,6 +21,7 @@
 //! test in `regressions.rs`.
 
 mod companions;
+mod compare;
 mod eager;
 mod graphs;
 #[path = "../../rlx-runtime/tests/naive/mod.rs"]

@@ -8,35 +8,12 @@ use rlx::compile::{compile_with, Options};
 use rlx::runtime::interpret;
 use rlx::{autodiff, DType, Graph, Literal, Tensor};
 
+use crate::compare::{all_close, blocks_times, close, dot, Res};
 use crate::graphs::{build, recipe, Recipe};
 use crate::naive;
 
 /// Finite-difference step (central differences in `f64`).
 const H: f64 = 1e-5;
-
-type Res = Result<(), TestCaseError>;
-
-/// `|got - want| <= rtol (1 + |want|)`, NaN equal to NaN, inf to itself.
-fn close(got: f64, want: f64, rtol: f64) -> bool {
-    (got.is_nan() && want.is_nan())
-        || got == want
-        || (got - want).abs() <= rtol * (1.0 + want.abs())
-}
-
-fn assert_all_close(got: &[f64], want: &[f64], rtol: f64, what: &str) -> Res {
-    prop_assert_eq!(got.len(), want.len(), "{}: lengths", what);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        prop_assert!(
-            close(g, w, rtol),
-            "{}: element {}: got {}, want {}",
-            what,
-            i,
-            g,
-            w
-        );
-    }
-    Ok(())
-}
 
 /// Compiles `g` (native scalar code or not) and runs it; outputs as `f64`.
 fn run(g: &Graph, inputs: &[Tensor], jit: bool) -> Result<Vec<Vec<f64>>, TestCaseError> {
@@ -51,10 +28,6 @@ fn run(g: &Graph, inputs: &[Tensor], jit: bool) -> Result<Vec<Vec<f64>>, TestCas
 
 fn values(shape: &[usize], seed: u64) -> Vec<f64> {
     naive::values(shape.iter().product(), seed, -2.0, 2.0)
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 /// `x + t v`, input by input.
@@ -110,13 +83,13 @@ pub fn check(r: &Recipe) -> Result<bool, TestCaseError> {
         .zip(&reference)
         .enumerate()
     {
-        assert_all_close(
+        all_close(
             c,
             i,
             rtol_run,
             &format!("output {k}: compiled vs interpreted\n{g}"),
         )?;
-        assert_all_close(
+        all_close(
             c,
             n,
             rtol_ref,
@@ -204,7 +177,7 @@ fn derivatives(g: &Graph, xs: &[Vec<f64>], seed: u64, jit: bool) -> Res {
         .zip(&minus[0])
         .map(|(p, q)| (p - q) / (2.0 * H))
         .collect();
-    assert_all_close(
+    all_close(
         &jv[m],
         &fd,
         1e-5,
@@ -230,16 +203,8 @@ fn derivatives(g: &Graph, xs: &[Vec<f64>], seed: u64, jit: bool) -> Res {
     // Jacobian (forward or reverse, as the transform picks) times v.
     let jac = autodiff::jacobian(g, &all).map_err(|e| fail("jacobian", e))?;
     let blocks = run(&jac, &at(0.0), jit)?;
-    let p = jv[m].len();
-    let mut jv_from_j = vec![0.0; p];
-    for (i, v) in vs.iter().enumerate() {
-        let b = &blocks[m + i];
-        prop_assert_eq!(b.len(), p * v.len());
-        for (r, out) in jv_from_j.iter_mut().enumerate() {
-            *out += dot(&b[r * v.len()..(r + 1) * v.len()], v);
-        }
-    }
-    assert_all_close(&jv_from_j, &jv[m], 1e-9, &format!("J v vs jvp\n{g}"))?;
+    let jv_from_j = blocks_times(&blocks[m..], &vs, jv[m].len())?;
+    all_close(&jv_from_j, &jv[m], 1e-9, &format!("J v vs jvp\n{g}"))?;
 
     // Gradient and Hessian-vector product of a scalarization.
     let s = scalarized(g, seed);
@@ -268,7 +233,7 @@ fn derivatives(g: &Graph, xs: &[Vec<f64>], seed: u64, jit: bool) -> Res {
             .zip(&gm[1 + i])
             .map(|(a, b)| (a - b) / (2.0 * H))
             .collect();
-        assert_all_close(
+        all_close(
             &hv[1 + i],
             &fd,
             1e-4,
