@@ -319,9 +319,15 @@ impl Tensor {
         })
     }
 
-    /// The values copied into a `Vec<T>`; errors if the dtype is not `T`'s.
+    /// The values copied into a `Vec<T>`; errors if the dtype is not `T`'s
+    /// (or the copy cannot be allocated).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        self.as_slice::<T>().map(<[T]>::to_vec)
+        let s = self.as_slice::<T>()?;
+        let mut v = Vec::new();
+        v.try_reserve_exact(s.len())
+            .map_err(|_| out_of_memory("Tensor::to_vec", self.shape(), T::DTYPE))?;
+        v.extend_from_slice(s);
+        Ok(v)
     }
 
     /// The single value of a one-element tensor; errors on a dtype or size mismatch.
