@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rlx::prelude::*;
 
+use crate::common;
 use crate::compare::{all_close, blocks_times, close, dot};
-use crate::naive;
 use crate::panics::try_panic_of;
 
 /// Scalar; `axis` static. Fails when `x` and `y` do not broadcast or
@@ -98,7 +98,7 @@ pub fn case() -> impl Strategy<Value = Case> {
 
 fn tensor(shape: &[usize], seed: u64) -> Tensor {
     let n = shape.iter().product();
-    naive::tensor(&naive::values(n, seed, -1.5, 1.5), shape, DType::F64)
+    common::tensor(&common::values(n, seed, -1.5, 1.5), shape, DType::F64)
 }
 
 fn flat(t: &Tensor) -> Vec<f64> {
@@ -203,7 +203,7 @@ fn check_model(c: &Case, xs: &[Tensor], m: &Model<'_>) -> Result<bool, TestCaseE
                     .zip(flat(v))
                     .map(|(a, b)| a + t * b)
                     .collect();
-                naive::tensor(&s, x.shape().dims(), DType::F64)
+                common::tensor(&s, x.shape().dims(), DType::F64)
             })
             .collect()
     };

@@ -1,5 +1,5 @@
 //! Comparisons shared by the properties: closeness with a mixed tolerance,
-//! inner products, and a Jacobian (or Hessian) row of blocks times vectors.
+//! inner products (the tests' common `dot`), and a Jacobian (or Hessian) row of blocks times vectors.
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -30,9 +30,7 @@ pub fn all_close(got: &[f64], want: &[f64], rtol: f64, what: &dyn std::fmt::Disp
     Ok(())
 }
 
-pub fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
+pub use crate::common::dot;
 
 /// `Σ_i B_i v_i` for row-major blocks `B_i` of shape `[rows, len(v_i)]`
 /// (the blocks of a Jacobian `[out..., in_i...]`, flattened).

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rlx::{BinaryOp, CmpOp, DType, Error, Graph, Op, ReduceOp, Shape, Tensor, UnaryOp};
 
-use crate::naive;
+use crate::common;
 use crate::panics::try_panic_of;
 
 /// A size: usually small, sometimes one no allocation can have.
@@ -69,8 +69,8 @@ fn arg() -> impl Strategy<Value = Arg> {
 impl Arg {
     fn tensor(&self) -> Tensor {
         let n = Shape::new(self.shape.clone()).numel();
-        naive::tensor(
-            &naive::values(n, self.seed, -3.0, 3.0),
+        common::tensor(
+            &common::values(n, self.seed, -3.0, 3.0),
             &self.shape,
             self.dtype,
         )
@@ -274,7 +274,7 @@ fn check_op(op: &Op, args: &[Arg]) -> Res {
         Op::Gather { .. } | Op::ScatterAdd { .. } => {
             let a = &args[1];
             let n = Shape::new(a.shape.clone()).numel();
-            let idx: Vec<i64> = naive::values(n, a.seed, -2.0, 6.0)
+            let idx: Vec<i64> = common::values(n, a.seed, -2.0, 6.0)
                 .iter()
                 .map(|v| *v as i64)
                 .collect();
@@ -343,7 +343,7 @@ fn check_op(op: &Op, args: &[Arg]) -> Res {
             prop_assert!(in_range, "{} accepted an index out of range", op);
             if !matches!(op, Op::Solve) {
                 let refs: Vec<&Tensor> = tensors[..n].iter().collect();
-                let want = &naive::eval(&g, &refs)[0].data;
+                let want = &common::reference::eval_tensors(&g, &refs)[0].data;
                 let got = t.to_f64_vec().unwrap();
                 // Two units in the last place of the result's dtype.
                 let rtol = match t.dtype() {

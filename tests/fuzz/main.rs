@@ -4,7 +4,7 @@
 //! static arguments; the eager API with random, often invalid, arguments.
 //!
 //! Properties: no panic where rlx promises an `Err`; no silent wrong result
-//! (values against the naive f64 reference of `rlx-runtime/tests/naive`,
+//! (values against the naive f64 reference of `rlx-runtime/tests/common`,
 //! derivatives against central finite differences and against each
 //! other); no hang (a watchdog aborts a case that makes no progress for a
 //! minute and prints it).
@@ -20,12 +20,12 @@
 //! A failure prints the shrunk (minimal) input; each one found becomes a
 //! test in `regressions.rs`.
 
+#[path = "../../rlx-runtime/tests/common/mod.rs"]
+mod common;
 mod companions;
 mod compare;
 mod eager;
 mod graphs;
-#[path = "../../rlx-runtime/tests/naive/mod.rs"]
-mod naive;
 #[allow(dead_code)]
 mod panics;
 mod properties;

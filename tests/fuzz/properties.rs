@@ -8,9 +8,9 @@ use rlx::compile::{compile_with, Options};
 use rlx::runtime::interpret;
 use rlx::{autodiff, DType, Graph, Literal, Tensor};
 
+use crate::common;
 use crate::compare::{all_close, blocks_times, close, dot, Res};
 use crate::graphs::{build, recipe, Recipe};
-use crate::naive;
 
 /// Finite-difference step (central differences in `f64`).
 const H: f64 = 1e-5;
@@ -27,7 +27,7 @@ fn run(g: &Graph, inputs: &[Tensor], jit: bool) -> Result<Vec<Vec<f64>>, TestCas
 }
 
 fn values(shape: &[usize], seed: u64) -> Vec<f64> {
-    naive::values(shape.iter().product(), seed, -2.0, 2.0)
+    common::values(shape.iter().product(), seed, -2.0, 2.0)
 }
 
 /// `x + t v`, input by input.
@@ -37,7 +37,7 @@ fn shifted(xs: &[Vec<f64>], vs: &[Vec<f64>], t: f64, g: &Graph, dt: DType) -> Ve
         .zip(g.inputs())
         .map(|((x, v), inp)| {
             let s: Vec<f64> = x.iter().zip(v).map(|(a, b)| a + t * b).collect();
-            naive::tensor(&s, g.shape(inp.node).dims(), dt)
+            common::tensor(&s, g.shape(inp.node).dims(), dt)
         })
         .collect()
 }
@@ -60,7 +60,7 @@ pub fn check(r: &Recipe) -> Result<bool, TestCaseError> {
     let inputs: Vec<Tensor> = xs
         .iter()
         .zip(g.inputs())
-        .map(|(x, inp)| naive::tensor(x, g.shape(inp.node).dims(), dt))
+        .map(|(x, inp)| common::tensor(x, g.shape(inp.node).dims(), dt))
         .collect();
     let jit = r.seed % 2 == 0;
     let compiled = run(g, &inputs, jit)?;
@@ -71,7 +71,10 @@ pub fn check(r: &Recipe) -> Result<bool, TestCaseError> {
         .iter()
         .map(|t| t.to_f64_vec().unwrap())
         .collect();
-    let reference: Vec<Vec<f64>> = naive::eval(g, &refs).into_iter().map(|v| v.data).collect();
+    let reference: Vec<Vec<f64>> = common::reference::eval_tensors(g, &refs)
+        .into_iter()
+        .map(|v| v.data)
+        .collect();
     let (rtol_run, rtol_ref) = if dt == DType::F64 {
         (1e-12, 1e-9)
     } else {
@@ -130,7 +133,7 @@ fn scalarized(g: &Graph, seed: u64) -> Graph {
     let mut s = g.clone();
     let o = g.outputs()[0];
     let shape = g.shape(o).clone();
-    let w = naive::values(shape.numel(), seed ^ 0xabc, -1.0, 1.0);
+    let w = common::values(shape.numel(), seed ^ 0xabc, -1.0, 1.0);
     let c = s
         .constant(Literal::F64(w.into()), shape, DType::F64)
         .unwrap();
@@ -160,7 +163,7 @@ fn derivatives(g: &Graph, xs: &[Vec<f64>], seed: u64, jit: bool) -> Res {
     let tensors = |vals: &[Vec<f64>]| -> Vec<Tensor> {
         vals.iter()
             .zip(&shapes)
-            .map(|(v, s)| naive::tensor(v, s, dt))
+            .map(|(v, s)| common::tensor(v, s, dt))
             .collect()
     };
     let fail = |what: &str, e: rlx::Error| TestCaseError::fail(format!("{what} failed: {e}\n{g}"));
@@ -186,9 +189,9 @@ fn derivatives(g: &Graph, xs: &[Vec<f64>], seed: u64, jit: bool) -> Res {
 
     // VJP: <u, J v> = <Jᵀ u, v>.
     let vg = autodiff::vjp(g, &all).map_err(|e| fail("vjp", e))?;
-    let u = naive::values(jv[m].len(), seed ^ 0x77, -1.0, 1.0);
+    let u = common::values(jv[m].len(), seed ^ 0x77, -1.0, 1.0);
     let mut args = at(0.0);
-    args.push(naive::tensor(&u, g.shape(g.outputs()[0]).dims(), dt));
+    args.push(common::tensor(&u, g.shape(g.outputs()[0]).dims(), dt));
     let bars = run(&vg, &args, jit)?;
     let lhs = dot(&u, &jv[m]);
     let rhs: f64 = (0..n).map(|i| dot(&bars[m + i], &vs[i])).sum();
@@ -315,7 +318,7 @@ pub fn check_hostile(r: &Recipe) -> Res {
                 .iter()
                 .map(|i| {
                     let ty = t.ty(i.node);
-                    naive::tensor(&values(ty.shape.dims(), r.seed), ty.shape.dims(), ty.dtype)
+                    common::tensor(&values(ty.shape.dims(), r.seed), ty.shape.dims(), ty.dtype)
                 })
                 .collect();
             let refs: Vec<&Tensor> = inputs.iter().collect();
