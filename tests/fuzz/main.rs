@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
 
 /// Cases per property in a plain `cargo test` run (debug build, seconds).
-const DEFAULT_CASES: u32 = 150;
+const DEFAULT_CASES: u32 = 300;
 
 /// A case that makes no progress for this long is a hang.
 const HANG: Duration = Duration::from_secs(60);
