@@ -50,10 +50,10 @@ impl LoopStep {
     /// Runs the loop on the values of `env` into `out`.
     pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage) -> Result<()> {
         let operands: Vec<&Storage> = self.args.iter().map(|&v| env.get(v)).collect();
-        let mut body = Warm::new(&self.body);
+        let mut body = Warm::new(&self.body)?;
         let res = match &self.vjp {
             Some(v) => {
-                let mut vjp = Warm::new(v);
+                let mut vjp = Warm::new(v)?;
                 let r = run_loop(
                     &self.l,
                     &mut body,
@@ -79,11 +79,11 @@ struct Warm<'a> {
 }
 
 impl<'a> Warm<'a> {
-    fn new(exe: &'a Executable) -> Warm<'a> {
-        Warm {
+    fn new(exe: &'a Executable) -> Result<Warm<'a>> {
+        Ok(Warm {
             exe,
-            state: Some(exe.take_state()),
-        }
+            state: Some(exe.take_state()?),
+        })
     }
 
     fn finish(mut self) {
