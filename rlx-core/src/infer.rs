@@ -410,6 +410,10 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
             }
             Ok(f.ty(f.outputs()[0]))
         }
+        Op::Loop(l) => {
+            l.validate()?;
+            l.infer(inputs)
+        }
     }
 }
 

@@ -154,7 +154,8 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId]) -> Option<Literal> {
         | Op::Softmax { .. }
         | Op::LogSoftmax { .. }
         | Op::Solve
-        | Op::Custom(_) => None,
+        | Op::Custom(_)
+        | Op::Loop(_) => None,
     }
 }
 

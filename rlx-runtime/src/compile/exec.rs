@@ -213,6 +213,9 @@ pub(crate) fn run(
                 }
                 .map_err(|e| at_node(step.node, k.op.name(), e))
             }
+            StepKind::Loop(l) => l
+                .run(&env, &mut targets[0])
+                .map_err(|e| at_node(step.node, "loop", e)),
         });
         for t in step.targets.iter().rev() {
             let taken = st.taken.pop().unwrap_or(EMPTY);

@@ -24,6 +24,9 @@
 //!   plan, a schedule of steps;
 //! - `planner`: grouping of element-wise chains, step selection, buffer
 //!   planning by liveness; `exec`: the per-call state and the step loop;
+//! - `looping`: the step of a loop node, which holds its body compiled
+//!   into an [`Executable`] of this module (a plan inside a plan: nesting
+//!   makes this the one import that points up) and runs it once per step;
 //! - this module: [`compile`], [`Executable`].
 //!
 //! Invariants: a plan is only built from a graph that passes
@@ -38,6 +41,7 @@ mod exec;
 mod fused;
 #[cfg(feature = "jit")]
 mod jit;
+mod looping;
 #[macro_use]
 mod math;
 mod matmul;
@@ -114,7 +118,12 @@ pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
 fn prepare(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
     let (g, inlined) = g.inline_custom_with_origins()?;
     let (g, optimized) = optimize(g)?;
-    Ok((g, optimized.iter().map(|k| inlined[k.index()]).collect()))
+    let origins: Vec<NodeId> = optimized.iter().map(|k| inlined[k.index()]).collect();
+    // A loop's value and its reverse sweep share one forward pass.
+    match rlx_core::loops::spine::fuse_spines(&g)? {
+        Some((fused, from)) => Ok((fused, from.iter().map(|k| origins[k.index()]).collect())),
+        None => Ok((g, origins)),
+    }
 }
 
 /// The optimisation pipeline: `stop_gradient` only matters to autodiff, then

@@ -12,12 +12,13 @@
 //! and `out_shape.numel()` elements. Dtype and length mismatches are
 //! reported as errors; data errors (an index out of range, a singular
 //! matrix) too. Except for `Solve` (see [`solve_into`] to keep its scratch
-//! warm) and `Custom`, kernels do not allocate.
+//! warm), `Custom` and `Loop` (carries and checkpoints), kernels do not allocate.
 
 mod elementwise;
 mod index;
 pub mod iter;
 mod layout;
+pub(crate) mod looping;
 mod matmul;
 mod operand;
 mod reduce;
@@ -92,6 +93,22 @@ pub fn eval_into(
         Op::Softmax { axis } => softmax::softmax(*axis, false, inputs[0], out),
         Op::LogSoftmax { axis } => softmax::softmax(*axis, true, inputs[0], out),
         Op::Solve => solve_into(inputs[0], inputs[1], out, &mut Vec::new()),
+        Op::Loop(l) => {
+            use looping::{run_loop, Interpreted};
+            let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
+            let mut body = Interpreted(&l.body);
+            let spine = match l.spine {
+                0 => vec![],
+                _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
+            };
+            match &l.kind {
+                rlx_core::LoopKind::Scan => run_loop(l, &mut body, None, &spine, &storages, out),
+                rlx_core::LoopKind::Adjoint { vjp, .. } => {
+                    let mut vjp = Interpreted(vjp);
+                    run_loop(l, &mut body, Some(&mut vjp), &spine, &storages, out)
+                }
+            }
+        }
         Op::Custom(c) => {
             let flat = c.forward.inline_custom()?;
             let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
@@ -196,7 +213,7 @@ fn fits(src: &[usize], out: &[usize]) -> bool {
 fn shapes_fit(op: &Op, inputs: &[Operand<'_>], so: &[usize]) -> bool {
     let d = |k: usize| inputs[k].dims();
     match op {
-        Op::Input { .. } | Op::Constant(_) | Op::Custom(_) | Op::Solve => true,
+        Op::Input { .. } | Op::Constant(_) | Op::Custom(_) | Op::Solve | Op::Loop(_) => true,
         Op::Unary(_) | Op::Cast(_) => d(0) == so,
         Op::Softmax { axis } | Op::LogSoftmax { axis } => d(0) == so && *axis < so.len(),
         Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Broadcast { .. } => {

@@ -275,6 +275,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         solve: (0, 0),
         stats: PlanStats::default(),
         jit: options.jit,
+        options: options.clone(),
     };
 
     // Locations known up front: inputs, constants, outputs.
