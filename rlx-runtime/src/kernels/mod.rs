@@ -23,6 +23,7 @@ mod reduce;
 pub mod scalar;
 mod softmax;
 pub(crate) mod solve;
+pub mod vmath;
 
 use rlx_core::{DType, Error, Op, Result, Shape};
 

@@ -10,6 +10,7 @@ use rlx_core::{DType, Error, ReduceOp, Result};
 
 use super::iter::{strides, walk, Dims};
 use super::scalar::{max_nan, min_nan, Float, Real};
+use super::vmath::VFloat;
 use super::{same_float, Operand};
 use crate::storage::Storage;
 
