@@ -13,7 +13,12 @@
 //! `#[inline(always)]`: called with the op a constant, the `match` folds
 //! away and a loop around it vectorises, which is why `sigmoid`, `silu`,
 //! `min` and `max` are written without a branch on the value (they become
-//! vector blends, not jumps).
+//! vector blends, not jumps). `exp`, `expm1`, `tanh`, `ln`, `log1p`, `sin`,
+//! `cos`, `erf` and `pow` come from [`super::vmath`], written the same way
+//! (libm calls would stop the loops from vectorising); ops with a rare
+//! libm path expose it through [`unary_core`]/[`unary_rare`] and
+//! [`binary_core`]/[`binary_rare`] so block loops keep the branch out of
+//! their vector loop.
 
 use std::convert::identity;
 use std::fmt::Debug;
@@ -88,6 +93,18 @@ macro_rules! forward {
     };
 }
 
+/// Defines `Real` methods as calls of the given functions.
+macro_rules! via {
+    ($t:ident; $($f:ident = $g:path),* $(,)?) => {
+        $(
+            #[inline(always)]
+            fn $f(self) -> $t {
+                $g(self)
+            }
+        )*
+    };
+}
+
 macro_rules! real {
     ($t:ident, $erfc:path) => {
         impl Real for $t {
@@ -102,33 +119,11 @@ macro_rules! real {
             }
             forward!($t; tan(), sinh(), cosh(), asin(), acos(), atan(), atan2(x: $t), sqrt(),
                 floor(), ceil(), round(), powi(n: i32));
-            #[inline(always)]
-            fn exp(self) -> $t {
-                vmath::exp(self)
-            }
-            #[inline(always)]
-            fn exp_m1(self) -> $t {
-                vmath::expm1(self)
-            }
-            #[inline(always)]
-            fn ln(self) -> $t {
-                vmath::ln(self)
-            }
-            #[inline(always)]
-            fn ln_1p(self) -> $t {
-                vmath::log1p(self)
-            }
-            #[inline(always)]
-            fn tanh(self) -> $t {
-                vmath::tanh(self)
-            }
+            via!($t; exp = vmath::exp, exp_m1 = vmath::expm1, ln = vmath::ln,
+                ln_1p = vmath::log1p, tanh = vmath::tanh, erfc = $erfc);
             #[inline(always)]
             fn powf(self, e: $t) -> $t {
                 VFloat::pow(self, e)
-            }
-            #[inline(always)]
-            fn erfc(self) -> $t {
-                $erfc(self)
             }
         }
     };

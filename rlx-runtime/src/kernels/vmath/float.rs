@@ -152,6 +152,30 @@ pub trait VFloat:
     const LN_P: &'static [Self];
 }
 
+/// The methods that are std's own, and the libm fallbacks of `sin`/`cos`.
+macro_rules! std_methods {
+    ($t:ident) => {
+        #[inline(always)]
+        fn abs(self) -> $t {
+            $t::abs(self)
+        }
+        #[inline(always)]
+        fn copysign(self, sign: $t) -> $t {
+            $t::copysign(self, sign)
+        }
+        #[inline(always)]
+        fn is_nan(self) -> bool {
+            $t::is_nan(self)
+        }
+        fn sin_libm(self) -> $t {
+            $t::sin(self)
+        }
+        fn cos_libm(self) -> $t {
+            $t::cos(self)
+        }
+    };
+}
+
 impl VFloat for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
@@ -181,18 +205,7 @@ impl VFloat for f32 {
     ];
     const LN_P: &'static [f32] = &[0.666_666_87, 0.399_887_8, 0.295_799_5];
 
-    #[inline(always)]
-    fn abs(self) -> f32 {
-        f32::abs(self)
-    }
-    #[inline(always)]
-    fn copysign(self, sign: f32) -> f32 {
-        f32::copysign(self, sign)
-    }
-    #[inline(always)]
-    fn is_nan(self) -> bool {
-        f32::is_nan(self)
-    }
+    std_methods!(f32);
     #[inline(always)]
     fn round_int(self) -> f32 {
         const M: f32 = 12582912.0; // 1.5 · 2^23
@@ -225,12 +238,6 @@ impl VFloat for f32 {
     #[inline(always)]
     fn trig_rare(self) -> bool {
         !(f32::abs(self) <= trig::F32_RANGE)
-    }
-    fn sin_libm(self) -> f32 {
-        f32::sin(self)
-    }
-    fn cos_libm(self) -> f32 {
-        f32::cos(self)
     }
     #[inline(always)]
     fn erf_core(self) -> f32 {
@@ -298,18 +305,7 @@ impl VFloat for f64 {
         0.146_164_496_850_434_06,
     ];
 
-    #[inline(always)]
-    fn abs(self) -> f64 {
-        f64::abs(self)
-    }
-    #[inline(always)]
-    fn copysign(self, sign: f64) -> f64 {
-        f64::copysign(self, sign)
-    }
-    #[inline(always)]
-    fn is_nan(self) -> bool {
-        f64::is_nan(self)
-    }
+    std_methods!(f64);
     #[inline(always)]
     fn round_int(self) -> f64 {
         const M: f64 = 6755399441055744.0; // 1.5 · 2^52
@@ -343,12 +339,6 @@ impl VFloat for f64 {
     #[inline(always)]
     fn trig_rare(self) -> bool {
         !(f64::abs(self) <= trig::F64_RANGE)
-    }
-    fn sin_libm(self) -> f64 {
-        f64::sin(self)
-    }
-    fn cos_libm(self) -> f64 {
-        f64::cos(self)
     }
     // erf and pow of f64 stay libm calls (see the module doc): the core is
     // never used.
