@@ -6,9 +6,9 @@
 use rlx_core::{Error, Result};
 
 use super::iter::{broadcast_strides, walk};
+use super::operand::{dtype_error, same_float, Operand};
 use super::scalar::Float;
 use super::vmath::VFloat;
-use super::{dtype_error, same_float, Operand};
 use crate::storage::Storage;
 
 /// Output columns accumulated at once.
