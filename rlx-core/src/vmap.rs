@@ -73,12 +73,13 @@ pub fn vmap(g: &Graph, batched: &[bool], size: usize) -> Result<Graph> {
             got: batched.len(),
         });
     }
+    g.check_sizes()?;
     let mut out = Graph::new();
     let mut map: Vec<Option<(NodeId, bool)>> = vec![None; g.len()];
     for (inp, &b) in g.inputs().iter().zip(batched) {
         let ty = g.try_node(inp.node)?.ty();
         let shape = if b {
-            with_batch(size, &ty.shape)
+            checked_batch(size, &ty.shape, ty.dtype)?
         } else {
             ty.shape
         };
@@ -103,6 +104,7 @@ pub fn vmap(g: &Graph, batched: &[bool], size: usize) -> Result<Graph> {
             }
         }
         let r = if args.iter().any(|a| a.1) {
+            checked_batch(size, &node.shape, node.dtype)?;
             (batch_node(&mut out, node, &args, size)?, true)
         } else {
             let ids: Vec<NodeId> = args.iter().map(|a| a.0).collect();
@@ -132,6 +134,15 @@ pub fn vmap(g: &Graph, batched: &[bool], size: usize) -> Result<Graph> {
     out.set_outputs(outs);
     out.verify()?;
     Ok(out)
+}
+
+/// `[size, ..s]`, or [`Error::TooLarge`] if a `dtype` tensor of that shape
+/// could not exist (every shape `vmap` builds is at most this large: checking
+/// each batched node's shape bounds the rest).
+fn checked_batch(size: usize, s: &Shape, dtype: DType) -> Result<Shape> {
+    let b = with_batch(size, s);
+    b.check_size(dtype, "vmap", std::slice::from_ref(s))?;
+    Ok(b)
 }
 
 /// `[size, ..s]`.

@@ -100,7 +100,7 @@ pub fn compile(g: &Graph) -> Result<Executable> {
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
     let plan = planner::build(&g, &origins, options)?;
-    let first = Box::new(exec::State::new(&plan));
+    let first = Box::new(exec::State::new(&plan)?);
     let mut pool = Vec::with_capacity(POOL);
     pool.push(first);
     Ok(Executable {
@@ -172,7 +172,7 @@ impl Executable {
     /// allocates its packing buffer per call).
     pub fn run_into(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<()> {
         self.check(inputs, outputs)?;
-        let mut state = self.take_state();
+        let mut state = self.take_state()?;
         let res = exec::run(
             &self.plan,
             &mut state,
@@ -226,7 +226,7 @@ impl Executable {
         if let Some(values) = self.run_scalar_program(head, tail) {
             return Ok(values);
         }
-        let mut state = self.take_state();
+        let mut state = self.take_state()?;
         let mut numbers = std::mem::take(&mut state.numbers);
         for (i, a) in head.iter().chain(tail).enumerate() {
             match (a, &mut numbers[i]) {
@@ -389,12 +389,15 @@ impl Executable {
         true
     }
 
-    fn take_state(&self) -> Box<exec::State> {
+    fn take_state(&self) -> Result<Box<exec::State>> {
         let popped = {
             let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             pool.pop()
         };
-        popped.unwrap_or_else(|| Box::new(exec::State::new(&self.plan)))
+        match popped {
+            Some(state) => Ok(state),
+            None => Ok(Box::new(exec::State::new(&self.plan)?)),
+        }
     }
 
     fn put_state(&self, state: Box<exec::State>) {

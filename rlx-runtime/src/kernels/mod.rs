@@ -60,6 +60,13 @@ pub fn eval_into(
     out: &mut Storage,
 ) -> Result<()> {
     check(op, inputs, out_shape, out)?;
+    // Nothing to write. Returning early also keeps loops over the other
+    // axes of an empty value (`[1 << 58, 0]` has 2^58 rows of nothing) from
+    // running for ever. Gather and scatter-add still check their indices
+    // (NumPy's `take` refuses a bad index even for an empty result).
+    if out.is_empty() && writes_only(op) {
+        return Ok(());
+    }
     let so = out_shape.dims();
     match op {
         Op::Input { .. } => Err(Error::InvalidArgument {
@@ -165,6 +172,16 @@ fn check(op: &Op, inputs: &[Operand<'_>], out_shape: &Shape, out: &Storage) -> R
         });
     }
     Ok(())
+}
+
+/// Whether running `op` has no effect but writing its output (no run-time
+/// check of its operands' values that could fail): such an op with an empty
+/// output can be skipped.
+pub(crate) fn writes_only(op: &Op) -> bool {
+    !matches!(
+        op,
+        Op::Input { .. } | Op::Custom(_) | Op::Gather { .. } | Op::ScatterAdd { .. }
+    )
 }
 
 /// Whether `src` broadcasts to `out` (NumPy rules).
@@ -331,7 +348,8 @@ pub(crate) fn run_storages(g: &Graph, inputs: &[&Storage]) -> Result<Vec<Storage
                         .expect("operands are live until their last use");
                     operands.push(Operand::new(s, g.shape(*j)));
                 }
-                let mut out = Storage::zeros(node.dtype, node.shape.numel());
+                let mut out = crate::storage::allocate(op.name(), &node.shape, node.dtype, 0.0)
+                    .map_err(|e| at_node(g, i, e))?;
                 eval_into(op, &operands, &node.shape, &mut out).map_err(|e| at_node(g, i, e))?;
                 Val::Owned(out)
             }

@@ -93,13 +93,9 @@ pub fn round(v: f64, dt: DType) -> f64 {
         DType::F32 => v as f32 as f64,
         DType::F16 => half::f16::from_f64(v).to_f64(),
         DType::BF16 => half::bf16::from_f64(v).to_f64(),
-        DType::I64 => {
-            if v.is_nan() {
-                0.0
-            } else {
-                v.trunc()
-            }
-        }
+        // As Rust's `as i64`: NaN is 0, out of range saturates (the max of
+        // nothing is i64::MIN, not -inf).
+        DType::I64 => v as i64 as f64,
         DType::Bool => (v != 0.0) as u8 as f64,
     }
 }
