@@ -5,7 +5,8 @@
 //! [`iter`] (strided, broadcasting walks; no allocation for ranks up to
 //! [`iter::INLINE`]) and [`scalar`] (the math of each element-wise op,
 //! generic over `f32`/`f64`; `f16`/`bf16` are loaded into `f32`, computed
-//! and rounded back).
+//! and rounded back), whose transcendental functions live in [`vmath`]
+//! (branch-free, so loops over them vectorise).
 //!
 //! Contract: `inputs` have the types [`rlx_core::infer()`] accepts for `op`,
 //! `out_shape` is the inferred shape and `out` already has the output dtype
@@ -25,6 +26,7 @@ mod reduce;
 pub mod scalar;
 mod softmax;
 pub(crate) mod solve;
+pub mod vmath;
 
 use rlx_core::{Error, Graph, Op, Result, Shape};
 
