@@ -10,7 +10,8 @@
 //! - [`compile`](mod@compile): graph → executable plan (fused element-wise
 //!   loops, scalar regions, strided matrix products, planned buffers);
 //! - [`function`]: per-function plan caches and the runtime side of
-//!   `#[differentiable]`-generated code.
+//!   `#[differentiable]`-generated code;
+//! - [`sparse`]: sparse Jacobians/Hessians as CSC matrices and sparse LU (faer).
 #![deny(missing_docs)]
 
 pub mod compile;
@@ -20,6 +21,7 @@ pub mod function;
 mod interp;
 pub mod kernels;
 pub mod ops;
+pub mod sparse;
 pub mod storage;
 pub mod tensor;
 pub mod trace;
@@ -30,6 +32,7 @@ pub use interp::interpret;
 pub use rlx_core::{
     BinaryOp, CmpOp, DType, Error, Graph, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,
 };
+pub use sparse::{SparseLu, SparseMatrix};
 pub use storage::{Element, Storage};
 pub use tensor::Tensor;
 pub use value::{Arg, Value};
