@@ -14,12 +14,14 @@ struct Counting;
 thread_local! {
     static ARMED: Cell<bool> = const { Cell::new(false) };
     static COUNT: Cell<usize> = const { Cell::new(0) };
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
 }
 
-fn note() {
+fn note_size(size: usize) {
     let _ = ARMED.try_with(|a| {
         if a.get() {
             let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
         }
     });
 }
@@ -28,7 +30,7 @@ fn note() {
 // const-initialised thread-locals, which never allocate.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
+        note_size(layout.size());
         // SAFETY: same contract as ours.
         unsafe { System.alloc(layout) }
     }
@@ -37,12 +39,12 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
+        note_size(layout.size());
         // SAFETY: same contract as ours.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
+        note_size(new_size);
         // SAFETY: same contract as ours.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -52,10 +54,19 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 /// Allocations (and reallocations) made by this thread while `f` runs.
+#[allow(dead_code)]
 pub fn allocations(f: impl FnOnce()) -> usize {
+    measure(f).0
+}
+
+/// The number of allocations (and reallocations) this thread makes while
+/// `f` runs, and the size in bytes of the largest one.
+#[allow(dead_code)]
+pub fn measure(f: impl FnOnce()) -> (usize, usize) {
     COUNT.with(|c| c.set(0));
+    LARGEST.with(|l| l.set(0));
     ARMED.with(|a| a.set(true));
     f();
     ARMED.with(|a| a.set(false));
-    COUNT.with(|c| c.get())
+    (COUNT.with(|c| c.get()), LARGEST.with(|l| l.get()))
 }
