@@ -123,8 +123,9 @@ pub fn sparse_jacobian(
     };
     let values = decompress(&mut r, flat, &c, dt)?;
     set_outputs(&mut r, g, vec![values]);
+    let size = c.count().max(1) * pattern.nrows().max(pattern.ncols());
     Ok(SparseProgram {
-        graph: finish(r)?,
+        graph: finish(fold_seeds(r, size)?)?,
         pattern,
         mode,
         colours: c.count(),
@@ -164,12 +165,22 @@ pub fn sparse_hessian(g: &Graph, wrt: &[usize]) -> Result<SparseProgram> {
     let flat = flatten_blocks(&mut r, g, &nodes, &ys, p)?;
     let values = decompress(&mut r, flat, &c, g.dtype(g.outputs()[0]))?;
     set_outputs(&mut r, g, vec![values]);
+    let size = p * pattern.ncols();
     Ok(SparseProgram {
-        graph: finish(r)?,
+        graph: finish(fold_seeds(r, size)?)?,
         pattern,
         mode: SparseMode::Star,
         colours: c.count(),
     })
+}
+
+/// Folds what depends on the seed matrix alone (the tangents of linear
+/// parts: a stencil's Laplacian, constant couplings), up to tensors of the
+/// seed products' size (twice, for padded intermediates), so that a call only computes what depends on the
+/// inputs. The usual cleanup limits folding to small tensors.
+fn fold_seeds(r: Graph, size: usize) -> Result<Graph> {
+    // Padding (concat) makes intermediates a little larger than the products.
+    crate::passes::fold::fold_constants_up_to(&crate::passes::optimize(&r)?, 2 * size)
 }
 
 /// The seed matrix `[max(count, 1), n]` (a zero row when there are no colours,
