@@ -145,7 +145,7 @@ fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize, _tag: usize) -> Tensor {
 fn grid_hand(v: &[f64], vs: f64, i_src: &[f64], k: usize, f: &mut [f64], values: &mut [f64]) {
     let mut p = 0;
     for c in 0..k * k {
-        let (i, j) = (c / k, c % k);
+        let i = c / k;
         let e = (v[c] / V_T).exp();
         let mut fc = I_SAT * (e - 1.0) + v[c] / R_LEAK - i_src[c];
         let mut d = I_SAT / V_T * e + 1.0 / R_LEAK;

@@ -83,13 +83,16 @@ pub enum Transform {
     Hvp,
     /// Per-item Jacobians of a batched function (`batch_jacobian_*`).
     BatchJacobian,
-    /// Sparse Jacobian values (`sparse_jacobian_*`; see [`crate::sparse`]).
+    /// Sparse Jacobian values alone (`sparse_jacobian_*`; see [`crate::sparse`]).
     SparseJacobian,
+    /// The function's outputs and the sparse Jacobian's values
+    /// (`value_and_sparse_jacobian_*`).
+    ValueAndSparseJacobian,
     /// Sparse Hessian values (`sparse_hessian_*`).
     SparseHessian,
 }
 
-const TRANSFORMS: usize = 10;
+const TRANSFORMS: usize = 11;
 
 impl Transform {
     fn index(self) -> usize {
@@ -103,7 +106,8 @@ impl Transform {
             Transform::Hvp => 6,
             Transform::BatchJacobian => 7,
             Transform::SparseJacobian => 8,
-            Transform::SparseHessian => 9,
+            Transform::ValueAndSparseJacobian => 9,
+            Transform::SparseHessian => 10,
         }
     }
 
@@ -112,6 +116,13 @@ impl Transform {
     fn apply(self, g: &Graph, wrt: &[usize]) -> Result<(Graph, Option<Arc<Pattern>>)> {
         let dense = |r: Result<Graph>| r.map(|g| (g, None));
         let sparse = |r: Result<SparseProgram>| r.map(|p| (p.graph, Some(Arc::new(p.pattern))));
+        // Without the function's own outputs, what only they need is dropped.
+        let values_only = |r: Result<SparseProgram>| {
+            let (mut g, p) = sparse(r)?;
+            let last = g.outputs().last().copied();
+            g.set_outputs(last.into_iter().collect());
+            Ok((rlx_core::optimize(&g)?, p))
+        };
         match self {
             Transform::Call => Ok((g.clone(), None)),
             Transform::Grad => dense(autodiff::value_and_grad(g, wrt)),
@@ -121,8 +132,9 @@ impl Transform {
             Transform::Hessian => dense(autodiff::hessian(g, wrt)),
             Transform::Hvp => dense(autodiff::hvp(g, wrt)),
             Transform::BatchJacobian => dense(autodiff::batch_jacobian(g, wrt)),
-            Transform::SparseJacobian => sparse(sparse_jacobian(g, wrt, None)),
-            Transform::SparseHessian => sparse(sparse_hessian(g, wrt)),
+            Transform::SparseJacobian => values_only(sparse_jacobian(g, wrt, None)),
+            Transform::ValueAndSparseJacobian => sparse(sparse_jacobian(g, wrt, None)),
+            Transform::SparseHessian => values_only(sparse_hessian(g, wrt)),
         }
     }
 }
@@ -607,6 +619,7 @@ impl Function {
             | Transform::Hessian
             | Transform::BatchJacobian
             | Transform::SparseJacobian
+            | Transform::ValueAndSparseJacobian
             | Transform::SparseHessian => Vec::new(),
         };
         let plan = Plan {

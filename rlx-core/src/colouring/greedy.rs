@@ -1,7 +1,7 @@
 //! Partial distance-2 colouring of the columns (or rows) of a pattern:
 //! greedy over the bipartite graph rows–columns, best of a few orders.
 
-use super::{first_free, vertex_order, Colouring, Order, ORDERS};
+use super::{count, first_free, vertex_order, Colouring, Order, ORDERS};
 use crate::sparsity::Pattern;
 
 /// Column colouring of `p` for forward mode: columns of one colour share no
@@ -59,10 +59,6 @@ pub fn rows(p: &Pattern) -> Colouring {
         count,
         sources,
     }
-}
-
-fn count(colours: &[u32]) -> usize {
-    colours.iter().max().map_or(0, |&c| c as usize + 1)
 }
 
 /// The colouring of the columns of `p` (with `t` its transpose) with the

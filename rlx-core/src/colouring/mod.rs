@@ -133,6 +133,11 @@ pub fn is_star(p: &Pattern, colours: &[u32]) -> bool {
     true
 }
 
+/// The number of colours used (colours are numbered from 0).
+pub(crate) fn count(colours: &[u32]) -> usize {
+    colours.iter().max().map_or(0, |&c| c as usize + 1)
+}
+
 /// Greedy colouring with the first colour not in `forbidden`, which is
 /// marked with the vertex being coloured (no clearing between vertices).
 pub(crate) fn first_free(forbidden: &mut Vec<usize>, stamp: usize) -> u32 {

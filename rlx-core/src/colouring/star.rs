@@ -15,7 +15,7 @@
 //! like `j`, else `(H · S)[j, colour(i)]`. The diagonal comes from
 //! `(H · S)[i, colour(i)]`.
 
-use super::{first_free, vertex_order, Colouring, ORDERS};
+use super::{count, first_free, vertex_order, Colouring, ORDERS};
 use crate::sparsity::Pattern;
 
 /// A star colouring of the symmetric pattern `p` (the diagonal may be
@@ -76,10 +76,6 @@ pub fn star(p: &Pattern) -> Colouring {
         count,
         sources,
     }
-}
-
-fn count(colours: &[u32]) -> usize {
-    colours.iter().max().map_or(0, |&c| c as usize + 1)
 }
 
 fn colour(p: &Pattern, order: super::Order) -> Vec<u32> {

@@ -13,7 +13,7 @@
 
 mod pattern;
 mod propagate;
-mod sets;
+pub(crate) mod sets;
 
 pub use pattern::Pattern;
 

@@ -82,11 +82,26 @@ fn product(pairs: &mut Pairs, a: &[u32], b: &[u32]) {
     }
 }
 
-/// Whether a unary op has a zero derivative everywhere it has one.
-fn flat(u: UnaryOp) -> bool {
+/// How a unary op's derivatives look, for the patterns.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape1 {
+    /// Zero first derivative wherever it has one (rounding, sign).
+    Flat,
+    /// Zero second derivative (`neg`, and piecewise linear `abs`, `relu`).
+    Linear,
+    /// Nonzero second derivative somewhere.
+    Curved,
+}
+
+fn unary_shape(u: UnaryOp) -> Shape1 {
     match u {
-        UnaryOp::Sign | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Not => true,
-        UnaryOp::Neg
+        UnaryOp::Sign | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Not => {
+            Shape1::Flat
+        }
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => Shape1::Linear,
+        UnaryOp::Powi(0) => Shape1::Flat,
+        UnaryOp::Powi(1) => Shape1::Linear,
+        UnaryOp::Powi(_)
         | UnaryOp::Exp
         | UnaryOp::Expm1
         | UnaryOp::Ln
@@ -105,49 +120,9 @@ fn flat(u: UnaryOp) -> bool {
         | UnaryOp::Rsqrt
         | UnaryOp::Recip
         | UnaryOp::Square
-        | UnaryOp::Powi(_)
-        | UnaryOp::Abs
-        | UnaryOp::Relu
         | UnaryOp::Gelu
         | UnaryOp::Silu
-        | UnaryOp::Erf => false,
-    }
-}
-
-/// Whether a unary op has a nonzero second derivative somewhere (piecewise
-/// linear ops such as `abs` and `relu` do not).
-fn curved(u: UnaryOp) -> bool {
-    match u {
-        UnaryOp::Neg
-        | UnaryOp::Abs
-        | UnaryOp::Relu
-        | UnaryOp::Sign
-        | UnaryOp::Floor
-        | UnaryOp::Ceil
-        | UnaryOp::Round
-        | UnaryOp::Not => false,
-        UnaryOp::Powi(n) => n != 0 && n != 1,
-        UnaryOp::Exp
-        | UnaryOp::Expm1
-        | UnaryOp::Ln
-        | UnaryOp::Log1p
-        | UnaryOp::Sin
-        | UnaryOp::Cos
-        | UnaryOp::Tan
-        | UnaryOp::Tanh
-        | UnaryOp::Sinh
-        | UnaryOp::Cosh
-        | UnaryOp::Asin
-        | UnaryOp::Acos
-        | UnaryOp::Atan
-        | UnaryOp::Sigmoid
-        | UnaryOp::Sqrt
-        | UnaryOp::Rsqrt
-        | UnaryOp::Recip
-        | UnaryOp::Square
-        | UnaryOp::Gelu
-        | UnaryOp::Silu
-        | UnaryOp::Erf => true,
+        | UnaryOp::Erf => Shape1::Curved,
     }
 }
 
@@ -172,8 +147,9 @@ fn node_deps(
         Op::Input { .. } => wrt_offset.map(|off| Sets::identity(numel, off)),
         Op::Constant(_) | Op::Compare(_) | Op::StopGradient => None,
         Op::Unary(u) => {
-            let s = d(0).filter(|_| !flat(*u)).cloned();
-            if let (Some(s), Some(p), true) = (&s, pairs, curved(*u)) {
+            let shape = unary_shape(*u);
+            let s = d(0).filter(|_| shape != Shape1::Flat).cloned();
+            if let (Some(s), Some(p), Shape1::Curved) = (&s, pairs, shape) {
                 for k in 0..s.len() {
                     product(p, s.get(k), s.get(k));
                 }

@@ -13,9 +13,11 @@ use crate::trace;
 use crate::value::{Arg, Value};
 
 impl Function {
-    /// Runs the sparse transform `t` ([`Transform::SparseJacobian`] or
-    /// [`Transform::SparseHessian`]) on `args`: the function's own outputs
-    /// and the sparse derivative, from one execution. The pattern, colouring
+    /// Runs the sparse transform `t` ([`Transform::SparseJacobian`],
+    /// [`Transform::ValueAndSparseJacobian`] or [`Transform::SparseHessian`])
+    /// on `args`: the function's own outputs (only for
+    /// `ValueAndSparseJacobian`; empty otherwise) and the sparse derivative,
+    /// from one execution. The pattern, colouring
     /// and compressed program are built on the first call per signature.
     pub fn run_sparse<S: StaticArg>(
         &self,
@@ -41,8 +43,9 @@ impl Function {
 
     /// [`Function::run_sparse`] writing into caller-owned storage: the
     /// derivative's values into `out` (whose pattern must be this
-    /// signature's, as returned by a first `run_sparse`) and, with `value`,
-    /// output 0 flattened into it. A warm call allocates nothing.
+    /// signature's, as returned by a first `run_sparse`) and, with `value`
+    /// (which needs [`Transform::ValueAndSparseJacobian`]), output 0
+    /// flattened into it. A warm call allocates nothing.
     pub fn run_sparse_into<S: StaticArg>(
         &self,
         t: Transform,
@@ -57,6 +60,11 @@ impl Function {
             let pattern = pattern_of(pattern)?;
             self.check_storage(t, pattern, out)?;
             let out0 = &exe.output_types()[0];
+            if value.is_some() && t != Transform::ValueAndSparseJacobian {
+                return Err(Error::Unsupported(format!(
+                    "{t:?} computes no value; ask for `ValueAndSparseJacobian`"
+                )));
+            }
             if let Some(v) = &value {
                 if v.len() != out0.shape.numel() {
                     return Err(Error::CountMismatch {
@@ -82,7 +90,12 @@ impl Function {
     }
 
     fn check_sparse(&self, t: Transform, args: &[Arg<'_>]) -> Result<()> {
-        if !matches!(t, Transform::SparseJacobian | Transform::SparseHessian) {
+        if !matches!(
+            t,
+            Transform::SparseJacobian
+                | Transform::ValueAndSparseJacobian
+                | Transform::SparseHessian
+        ) {
             return Err(Error::Unsupported(format!(
                 "`run_sparse` takes a sparse transform, got {t:?}"
             )));

@@ -14,8 +14,9 @@ use super::{
     batched_jvp, batched_vjp, finish, float_wrt, grad_graph, out0, set_outputs, wrt_nodes,
 };
 use crate::colouring::{self, Colouring};
+use crate::sparsity::sets::broadcast_map;
 use crate::sparsity::{hessian_pattern, jacobian_pattern, Pattern};
-use crate::{DType, Error, Graph, Literal, NodeId, Result};
+use crate::{DType, Error, Graph, Literal, NodeId, Op, Result};
 
 /// How a sparse derivative is compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -180,7 +181,99 @@ pub fn sparse_hessian(g: &Graph, wrt: &[usize]) -> Result<SparseProgram> {
 /// inputs. The usual cleanup limits folding to small tensors.
 fn fold_seeds(r: Graph, size: usize) -> Result<Graph> {
     // Padding (concat) makes intermediates a little larger than the products.
-    crate::passes::fold::fold_constants_up_to(&crate::passes::optimize(&r)?, 2 * size)
+    let folded =
+        crate::passes::fold::fold_constants_up_to(&crate::passes::optimize(&r)?, 2 * size)?;
+    gather_early(folded)
+}
+
+/// Moves the decompressing `gather` (the last output) up through
+/// element-wise ops, reshapes and broadcasts, so that only the entries read
+/// are computed: `gather(a ⊙ b, idx) = gather(a, idx) ⊙ gather(b, idx)`.
+/// Constants are gathered now; an operand smaller than the index list (a
+/// broadcast one) or made by another op is gathered where it stands.
+fn gather_early(mut g: Graph) -> Result<Graph> {
+    let Some(&out) = g.outputs().last() else {
+        return Ok(g);
+    };
+    let node = g.node(out).clone();
+    let (Op::Gather { axis: 0 }, [flat, idx]) = (&node.op, node.inputs.as_slice()) else {
+        return Ok(g);
+    };
+    let Op::Constant(lit) = &g.node(*idx).op else {
+        return Ok(g);
+    };
+    let idx: Vec<usize> = (0..g.shape(*idx).numel())
+        .map(|i| lit.get_i64(i) as usize)
+        .collect();
+    let mut memo = std::collections::HashMap::new();
+    let values = push_gather(&mut g, *flat, &idx, &mut memo)?;
+    let mut outs = g.outputs().to_vec();
+    *outs.last_mut().expect("an output") = values;
+    g.set_outputs(outs);
+    crate::passes::optimize(&g)
+}
+
+/// The elements `idx` of `x` (flattened), as a `[idx.len()]` node.
+fn push_gather(
+    g: &mut Graph,
+    x: NodeId,
+    idx: &[usize],
+    memo: &mut std::collections::HashMap<(NodeId, Vec<usize>), NodeId>,
+) -> Result<NodeId> {
+    if let Some(&y) = memo.get(&(x, idx.to_vec())) {
+        return Ok(y);
+    }
+    let node = g.node(x).clone();
+    let dims = node.shape.dims().to_vec();
+    let k = idx.len();
+    // An operand of `x`, read at the elements its output elements `idx` read.
+    let mut operand = |g: &mut Graph, a: NodeId, bcast: bool| -> Result<NodeId> {
+        let map: Vec<usize> = if bcast {
+            let m = broadcast_map(g.shape(a).dims(), &dims);
+            idx.iter().map(|&i| m[i]).collect()
+        } else {
+            idx.to_vec()
+        };
+        let small = g.shape(a).numel() < k && !matches!(g.node(a).op, Op::Constant(_));
+        if small {
+            leaf(g, a, &map)
+        } else {
+            push_gather(g, a, &map, memo)
+        }
+    };
+    let y = match &node.op {
+        Op::Constant(lit) => {
+            let v: Vec<f64> = idx.iter().map(|&i| lit.get_f64(i)).collect();
+            match lit {
+                Literal::Splat(_) | Literal::SplatI64(_) => g.full(lit.get_f64(0), [k], node.dtype),
+                Literal::F64(_) | Literal::I64(_) if node.dtype.is_float() => {
+                    g.constant(Literal::F64(v.into()), [k], node.dtype)?
+                }
+                Literal::F64(_) | Literal::I64(_) => return leaf(g, x, idx),
+            }
+        }
+        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast(_) => {
+            let mut args = Vec::with_capacity(node.inputs.len());
+            for &a in &node.inputs {
+                args.push(operand(g, a, true)?);
+            }
+            g.push(node.op.clone(), &args)?
+        }
+        Op::Reshape { .. } => operand(g, node.inputs[0], false)?,
+        Op::Broadcast { .. } => operand(g, node.inputs[0], true)?,
+        _ => leaf(g, x, idx)?,
+    };
+    memo.insert((x, idx.to_vec()), y);
+    Ok(y)
+}
+
+/// `gather(reshape(x, [numel]), idx)`.
+fn leaf(g: &mut Graph, x: NodeId, idx: &[usize]) -> Result<NodeId> {
+    let n = g.shape(x).numel();
+    let flat = g.reshape(x, [n])?;
+    let v: Vec<i64> = idx.iter().map(|&i| i as i64).collect();
+    let c = g.constant(Literal::I64(v.into()), [idx.len()], DType::I64)?;
+    g.gather(flat, c, 0)
 }
 
 /// The seed matrix `[max(count, 1), n]` (a zero row when there are no colours,
