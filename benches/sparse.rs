@@ -62,14 +62,14 @@ fn ladder(v: &Tensor, vs: f64, i_src: &Tensor, n: usize) -> Tensor {
 fn ladder_hand(v: &[f64], values: &mut [f64]) {
     let n = v.len();
     let mut k = 0;
-    for j in 0..n {
+    for (j, &vj) in v.iter().enumerate() {
         if j > 0 {
             values[k] = -1.0 / R;
             k += 1;
         }
         let g_left = if j == 0 { 1.0 / R_SOURCE } else { 1.0 / R };
         let g_right = if j + 1 < n { 1.0 / R } else { 1.0 / R_LOAD };
-        values[k] = g_left + g_right + I_SAT / V_T * (v[j] / V_T).exp();
+        values[k] = g_left + g_right + I_SAT / V_T * (vj / V_T).exp();
         k += 1;
         if j + 1 < n {
             values[k] = -1.0 / R;
@@ -111,8 +111,8 @@ fn stencil_rows(k: usize, c: usize, mut f: impl FnMut(usize)) {
 /// The analytic Jacobian of `stencil`: 1 off the diagonal, `-4 - 3u²` on it.
 fn stencil_hand(u: &[f64], k: usize, values: &mut [f64]) {
     let mut p = 0;
-    for c in 0..k * k {
-        let d = -4.0 - 3.0 * u[c] * u[c];
+    for (c, &uc) in u.iter().enumerate() {
+        let d = -4.0 - 3.0 * uc * uc;
         stencil_rows(k, c, |r| {
             values[p] = if r == c { d } else { 1.0 };
             p += 1;

@@ -84,42 +84,44 @@ pub fn sparse_jacobian(
         });
     }
     let pattern = jacobian_pattern(g, wrt)?;
-    let mode = match mode {
+    // Colour the side asked for, or both and keep the one with fewer
+    // colours (forward on a tie); the lower bounds decide the clear cases.
+    let forward = |c| (SparseMode::Forward, c);
+    let (mode, c) = match mode {
         Some(SparseMode::Star) => return Err(Error::InvalidArgument {
             op: OP,
             message:
                 "star colouring is for symmetric Hessians; a Jacobian takes `Forward` or `Reverse`"
                     .into(),
         }),
-        Some(m) => m,
+        Some(SparseMode::Forward) => forward(colouring::columns(&pattern)),
+        Some(SparseMode::Reverse) => (SparseMode::Reverse, colouring::rows(&pattern)),
+        None if pattern.max_row_nnz() * 2 <= pattern.max_col_nnz() => {
+            forward(colouring::columns(&pattern))
+        }
         None => {
-            // The lower bounds decide cheaply in the common cases; colour
-            // both sides only when they are close.
-            let clear = pattern.max_row_nnz() * 2 <= pattern.max_col_nnz();
-            if clear || colouring::columns(&pattern).count() <= colouring::rows(&pattern).count() {
-                SparseMode::Forward
+            let (cols, rows) = (colouring::columns(&pattern), colouring::rows(&pattern));
+            if cols.count() <= rows.count() {
+                forward(cols)
             } else {
-                SparseMode::Reverse
+                (SparseMode::Reverse, rows)
             }
         }
     };
     let mut r = g.clone();
-    let (c, flat) = match mode {
+    let p = c.count().max(1);
+    let flat = match mode {
         SparseMode::Forward => {
-            let c = colouring::columns(&pattern);
             let seeds = seed_nodes(&mut r, g, &nodes, &c)?;
-            let y = batched_jvp(&mut r, g, &nodes, &[o], &seeds, c.count().max(1))?[0];
-            let flat = r.reshape(y, [c.count().max(1) * pattern.nrows()])?;
-            (c, flat)
+            let y = batched_jvp(&mut r, g, &nodes, &[o], &seeds, p)?[0];
+            r.reshape(y, [p * pattern.nrows()])?
         }
         SparseMode::Reverse | SparseMode::Star => {
-            let c = colouring::rows(&pattern);
-            let p = c.count().max(1);
             let mut dims = vec![p];
             dims.extend_from_slice(g.shape(o).dims());
             let seed = constant(&mut r, padded_seeds(&c, pattern.nrows()), dims, dt)?;
             let ys = batched_vjp(&mut r, g, &nodes, o, seed, p)?;
-            (c, flatten_blocks(&mut r, g, &nodes, &ys, p)?)
+            flatten_blocks(&mut r, g, &nodes, &ys, p)?
         }
     };
     let values = decompress(&mut r, flat, &c, dt)?;
@@ -205,7 +207,7 @@ fn gather_early(mut g: Graph) -> Result<Graph> {
     let idx: Vec<usize> = (0..g.shape(*idx).numel())
         .map(|i| lit.get_i64(i) as usize)
         .collect();
-    let mut memo = std::collections::HashMap::new();
+    let mut memo = Memo::new();
     let values = push_gather(&mut g, *flat, &idx, &mut memo)?;
     let mut outs = g.outputs().to_vec();
     *outs.last_mut().expect("an output") = values;
@@ -213,15 +215,14 @@ fn gather_early(mut g: Graph) -> Result<Graph> {
     crate::passes::optimize(&g)
 }
 
+/// Gathers already built, per node: (index list, result). A node is
+/// reached with few distinct lists, so they are compared, not hashed.
+type Memo = std::collections::HashMap<NodeId, Vec<(Vec<usize>, NodeId)>>;
+
 /// The elements `idx` of `x` (flattened), as a `[idx.len()]` node.
-fn push_gather(
-    g: &mut Graph,
-    x: NodeId,
-    idx: &[usize],
-    memo: &mut std::collections::HashMap<(NodeId, Vec<usize>), NodeId>,
-) -> Result<NodeId> {
-    if let Some(&y) = memo.get(&(x, idx.to_vec())) {
-        return Ok(y);
+fn push_gather(g: &mut Graph, x: NodeId, idx: &[usize], memo: &mut Memo) -> Result<NodeId> {
+    if let Some((_, y)) = memo.get(&x).and_then(|v| v.iter().find(|(i, _)| i == idx)) {
+        return Ok(*y);
     }
     let node = g.node(x).clone();
     let dims = node.shape.dims().to_vec();
@@ -263,7 +264,7 @@ fn push_gather(
         Op::Broadcast { .. } => operand(g, node.inputs[0], true)?,
         _ => leaf(g, x, idx)?,
     };
-    memo.insert((x, idx.to_vec()), y);
+    memo.entry(x).or_default().push((idx.to_vec(), y));
     Ok(y)
 }
 
