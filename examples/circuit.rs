@@ -1,29 +1,85 @@
-//! DC operating point of a nonlinear circuit by Newton–Raphson.
+//! DC operating point of nonlinear circuits by Newton–Raphson, with the
+//! sparse Jacobian path at real scale and the dense one for comparison.
 //!
-//! A ladder of `n` sections: a voltage source `VS` feeds node 0 through a
-//! resistor; consecutive nodes are joined by resistors `R`; every node has
-//! a diode and a current source to ground, and the last node a load
-//! resistor. Kirchhoff's current law at every node gives the residual
-//! `F(v) = 0`; Newton's method solves `J(v) dv = -F(v)` with the Jacobian
-//! `J = dF/dv` from `jacobian_residual` (all columns in one batched
-//! execution) and the runtime's dense LU solve.
+//! 1. A 2-D resistor–diode grid of `k × k` nodes (20 164 by default):
+//!    neighbouring nodes are joined by resistors `R`, the first row is fed
+//!    from a voltage source `VS` through `R_SOURCE`, and every node has a
+//!    diode, a leakage resistor and a current source to ground. Kirchhoff's
+//!    current law at every node gives the residual `F(v) = 0`; Newton's
+//!    method solves `J(v) dv = -F(v)` with the residual and its sparse
+//!    Jacobian from one execution (`value_and_sparse_jacobian_into_grid`,
+//!    five nonzeros per row, found from the traced graph and compressed to a
+//!    handful of colours) and a sparse LU from faer whose symbolic
+//!    factorisation is computed once and reused at every step.
+//! 2. The 200-section diode ladder with the dense `jacobian_ladder` and the
+//!    runtime's dense LU, the way to go for small circuits.
 //!
-//! Run with `cargo run --release --example circuit` (200 sections), or
-//! `-- --ci` for a smaller, faster instance.
+//! Run with `cargo run --release --example circuit`, or `-- --ci` for
+//! smaller, faster instances.
+
+use std::time::Instant;
 
 use rlx::prelude::*;
 
-const R: f64 = 50.0; // series resistors, ohms
+const R: f64 = 50.0; // resistors between nodes, ohms
 const R_SOURCE: f64 = 10.0; // source resistance, ohms
-const R_LOAD: f64 = 1_000.0; // load at the last node, ohms
+const R_LEAK: f64 = 1.0e5; // leakage from every grid node to ground, ohms
+const R_LOAD: f64 = 1_000.0; // load at the last ladder node, ohms
 const I_SAT: f64 = 1e-14; // diode saturation current, amperes
 const V_T: f64 = 0.025_85; // thermal voltage at 300 K, volts
 
-/// Sum of the currents leaving each node (amperes); zero at the operating point.
+/// Currents leaving each node of the `k × k` grid (amperes); zero at the
+/// operating point.
 #[differentiable(wrt(v))]
-pub fn residual(v: &Tensor, vs: f64, i_src: &Tensor, n: usize) -> Tensor {
-    // Neighbour to the left of each node (the source for node 0) and the
-    // conductance of the resistor in between.
+pub fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize) -> Tensor {
+    // Current through each horizontal and vertical resistor, then the net
+    // current out of each node (an edge's current leaves one end and enters
+    // the other; grid borders have no edge beyond them).
+    let ih = (v.slice(1, 0, k - 1) - v.slice(1, 1, k - 1)) / R;
+    let iv = (v.slice(0, 0, k - 1) - v.slice(0, 1, k - 1)) / R;
+    let zc = Tensor::zeros([k, 1], DType::F64);
+    let zr = Tensor::zeros([1, k], DType::F64);
+    let out_h = Tensor::concat(&[&ih, &zc], 1) - Tensor::concat(&[&zc, &ih], 1);
+    let out_v = Tensor::concat(&[&iv, &zr], 0) - Tensor::concat(&[&zr, &iv], 0);
+    // The first row is fed from the source.
+    let fed = Tensor::concat(
+        &[
+            &((v.slice(0, 0, 1) - vs) / R_SOURCE),
+            &Tensor::zeros([k - 1, k], DType::F64),
+        ],
+        0,
+    );
+    let diode = ((v / V_T).exp() - 1.0) * I_SAT;
+    out_h + out_v + fed + diode + v / R_LEAK - i_src
+}
+
+/// The grid residual in plain Rust, written independently, to check the answer.
+fn grid_reference(v: &[f64], vs: f64, i_src: &[f64], k: usize) -> Vec<f64> {
+    let mut f = vec![0.0; k * k];
+    for i in 0..k {
+        for j in 0..k {
+            let n = i * k + j;
+            let mut out = I_SAT * ((v[n] / V_T).exp() - 1.0) + v[n] / R_LEAK - i_src[n];
+            for (di, dj) in [(-1i64, 0i64), (1, 0), (0, -1), (0, 1)] {
+                let (a, b) = (i as i64 + di, j as i64 + dj);
+                if a >= 0 && b >= 0 && (a as usize) < k && (b as usize) < k {
+                    out += (v[n] - v[a as usize * k + b as usize]) / R;
+                }
+            }
+            if i == 0 {
+                out += (v[n] - vs) / R_SOURCE;
+            }
+            f[n] = out;
+        }
+    }
+    f
+}
+
+/// Sum of the currents leaving each node of the ladder (amperes): a voltage
+/// source `VS` feeds node 0 through `R_SOURCE`, consecutive nodes are joined
+/// by `R`, every node has a diode and a current source, the last a load.
+#[differentiable(wrt(v))]
+pub fn ladder(v: &Tensor, vs: f64, i_src: &Tensor, n: usize) -> Tensor {
     let left = Tensor::concat(&[&vs.reshape([1]), &v.slice(0, 0, n - 1)], 0);
     let g_left = Tensor::concat(
         &[
@@ -33,7 +89,6 @@ pub fn residual(v: &Tensor, vs: f64, i_src: &Tensor, n: usize) -> Tensor {
         0,
     );
     let to_left = (v - &left) * &g_left;
-    // Current into the right neighbour (the load for the last node).
     let to_right = Tensor::concat(
         &[
             &((v.slice(0, 0, n - 1) - v.slice(0, 1, n - 1)) / R),
@@ -45,8 +100,8 @@ pub fn residual(v: &Tensor, vs: f64, i_src: &Tensor, n: usize) -> Tensor {
     to_left + to_right + diode - i_src
 }
 
-/// The same residual in plain Rust, written independently, to check the answer.
-fn residual_reference(v: &[f64], vs: f64, i_src: &[f64]) -> Vec<f64> {
+/// The ladder residual in plain Rust, to check the answer.
+fn ladder_reference(v: &[f64], vs: f64, i_src: &[f64]) -> Vec<f64> {
     let n = v.len();
     (0..n)
         .map(|k| {
@@ -69,52 +124,123 @@ fn norm(x: &[f64]) -> f64 {
     x.iter().map(|a| a * a).sum::<f64>().sqrt()
 }
 
-fn main() -> rlx::Result<()> {
-    let ci = std::env::args().any(|a| a == "--ci");
-    let n = if ci { 40 } else { 200 };
+/// Limits each Newton step to a few thermal voltages, as circuit simulators
+/// do for junctions, so that `exp` cannot overflow far from the solution.
+fn damped_update(v: &mut [f64], dv: &[f64]) {
+    let limit = 4.0 * V_T;
+    for (vk, d) in v.iter_mut().zip(dv) {
+        *vk += d.clamp(-limit, limit);
+    }
+}
+
+fn sparse_grid(k: usize) -> rlx::Result<()> {
+    let n = k * k;
+    let vs = 5.0;
+    let i_src: Vec<f64> = (0..n)
+        .map(|m| 2e-4 * (1.0 + (m % 7) as f64 / 7.0))
+        .collect();
+    let i_src_t = Tensor::from_slice(&i_src, [k, k]);
+    let mut v = vec![0.6; n];
+    println!("DC operating point of a {k} × {k} resistor–diode grid ({n} nodes), sparse Newton");
+
+    // First call: trace, sparsity pattern, colouring, compile, and faer's
+    // symbolic LU, all once for this size.
+    let t0 = Instant::now();
+    let vt = Tensor::from_slice(&v, [k, k]);
+    let mut jac = sparse_jacobian_grid(&vt, vs, &i_src_t, k)?;
+    let mut lu = SparseLu::new(jac.pattern())?;
+    println!(
+        "first call (pattern, colouring, compile, symbolic LU): {:.1} ms; Jacobian {n} × {n} with {} nonzeros",
+        t0.elapsed().as_secs_f64() * 1e3,
+        jac.nnz()
+    );
+
+    let mut f = vec![0.0; n];
+    let mut dv = vec![0.0; n];
+    println!(
+        "{:>4}  {:>12}  {:>12}  {:>10}",
+        "iter", "|F(v)|", "|dv|", "step (ms)"
+    );
+    let mut converged = false;
+    let mut total = 0.0;
+    let mut steps = 0;
+    for iter in 0..60 {
+        let t = Instant::now();
+        let vt = Tensor::from_slice(&v, [k, k]);
+        value_and_sparse_jacobian_into_grid(&vt, vs, &i_src_t, k, &mut f, &mut jac)?;
+        lu.factor(&jac)?;
+        for (d, fi) in dv.iter_mut().zip(&f) {
+            *d = -fi;
+        }
+        lu.solve_in_place(&mut dv)?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        total += ms;
+        steps += 1;
+        damped_update(&mut v, &dv);
+        let (fnorm, step) = (norm(&f), norm(&dv));
+        println!("{iter:>4}  {fnorm:>12.3e}  {step:>12.3e}  {ms:>10.2}");
+        if fnorm < 1e-10 && step < 1e-9 {
+            converged = true;
+            break;
+        }
+    }
+    assert!(converged, "Newton did not converge");
+    println!(
+        "mean Newton step (residual + sparse Jacobian, numeric LU, solve): {:.2} ms over {steps} steps",
+        total / steps as f64
+    );
+    let check = norm(&grid_reference(&v, vs, &i_src, k));
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    println!("node voltages: min {lo:.6} V, max {hi:.6} V");
+    println!("independent residual check: |F(v)| = {check:.3e} A");
+    assert!(check < 1e-9, "the independent residual disagrees: {check}");
+    Ok(())
+}
+
+fn dense_ladder(n: usize) -> rlx::Result<()> {
     let vs = 5.0;
     let i_src: Vec<f64> = (0..n)
         .map(|k| 1e-3 * (1.0 + (k % 7) as f64 / 7.0))
         .collect();
     let i_src_t = Tensor::from_slice(&i_src, [n]);
-
     let mut v = vec![0.6; n];
-    println!("DC operating point of a {n}-section diode ladder (Newton–Raphson)");
-    println!("{:>4}  {:>12}  {:>12}", "iter", "|F(v)|", "|dv|");
+    println!("DC operating point of a {n}-section diode ladder, dense Newton (comparison)");
+    println!(
+        "{:>4}  {:>12}  {:>12}  {:>10}",
+        "iter", "|F(v)|", "|dv|", "step (ms)"
+    );
     let mut converged = false;
     for iter in 0..50 {
+        let t = Instant::now();
         let vt = Tensor::from_slice(&v, [n]);
-        let f = residual(&vt, vs, &i_src_t, n);
-        let jac = jacobian_residual(&vt, vs, &i_src_t, n)?;
+        let (f, jac) = value_and_jacobian_ladder(&vt, vs, &i_src_t, n)?;
         let rhs = (-&f).reshape([n, 1]);
         let dv = jac.try_solve(&rhs)?.to_vec::<f64>()?;
-        // Limit each step to a few thermal voltages, as circuit simulators do
-        // for junctions, so that exp() cannot overflow far from the solution.
-        let limit = 4.0 * V_T;
-        for (vk, d) in v.iter_mut().zip(&dv) {
-            *vk += d.clamp(-limit, limit);
-        }
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        damped_update(&mut v, &dv);
         let fnorm = norm(&f.to_vec::<f64>()?);
         let step = norm(&dv);
-        println!("{iter:>4}  {fnorm:>12.3e}  {step:>12.3e}");
+        println!("{iter:>4}  {fnorm:>12.3e}  {step:>12.3e}  {ms:>10.2}");
         if fnorm < 1e-12 && step < 1e-9 {
             converged = true;
             break;
         }
     }
     assert!(converged, "Newton did not converge");
-
-    let check = norm(&residual_reference(&v, vs, &i_src));
-    let (lo, hi) = v
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-    println!(
-        "node voltages: first {:.6} V, last {:.6} V, min {lo:.6} V, max {hi:.6} V",
-        v[0],
-        v[n - 1]
-    );
+    let check = norm(&ladder_reference(&v, vs, &i_src));
+    println!("node voltages: first {:.6} V, last {:.6} V", v[0], v[n - 1]);
     println!("independent residual check: |F(v)| = {check:.3e} A");
     assert!(check < 1e-10, "the independent residual disagrees: {check}");
+    Ok(())
+}
+
+fn main() -> rlx::Result<()> {
+    let ci = std::env::args().any(|a| a == "--ci");
+    sparse_grid(if ci { 30 } else { 142 })?;
+    println!();
+    dense_ladder(if ci { 40 } else { 200 })?;
     println!("ok");
     Ok(())
 }

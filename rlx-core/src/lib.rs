@@ -14,6 +14,9 @@
 //! - [`vmap`](mod@vmap): batching, one rule per op;
 //! - [`autodiff`]: VJP/JVP rule tables, the two drivers and the transforms
 //!   (`grad`, `jvp`, `hessian`, `jacobian`, ...), all graph to graph;
+//! - [`sparsity`], [`colouring`]: Jacobian and Hessian sparsity patterns
+//!   from the graph's structure, and the colourings that compress them
+//!   (the compressed programs are `autodiff::transforms::sparse`);
 //! - [`error`]: the one error type, re-exported as `rlx::Error`.
 //!
 //! Layers, bottom to top: `dtype`, `shape`, `error`; `op`, `infer`;
@@ -27,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod autodiff;
+pub mod colouring;
 pub mod dtype;
 pub mod error;
 pub mod graph;
@@ -35,6 +39,7 @@ pub mod loops;
 pub mod op;
 pub mod passes;
 pub mod shape;
+pub mod sparsity;
 pub mod vmap;
 
 pub use dtype::DType;

@@ -18,7 +18,8 @@
 //!   loops, scalar regions, strided matrix products, planned buffers); its
 //!   own layers are listed in its docs;
 //! - [`function`]: per-function plan caches and the runtime side of
-//!   `#[differentiable]`-generated code.
+//!   `#[differentiable]`-generated code;
+//! - [`sparse`]: sparse Jacobians/Hessians as CSC matrices and sparse LU (faer).
 #![deny(missing_docs)]
 
 mod apply;
@@ -30,6 +31,7 @@ mod interp;
 pub mod kernels;
 pub mod ops;
 pub mod scan;
+pub mod sparse;
 pub mod storage;
 pub mod tensor;
 pub mod trace;
@@ -40,6 +42,7 @@ pub use interp::interpret;
 pub use rlx_core::{
     BinaryOp, CmpOp, DType, Error, Graph, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,
 };
+pub use sparse::{SparseLu, SparseMatrix};
 pub use storage::{Element, Storage};
 pub use tensor::Tensor;
 pub use value::{Arg, Value};

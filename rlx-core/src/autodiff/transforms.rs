@@ -175,10 +175,6 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     }
     locality::check(g, &nodes, o, n)?;
     // The JVP graph, batched over one basis vector per item input element.
-    let mut t = g.clone();
-    let tans = add_like_inputs(&mut t, g, &nodes, "tangent");
-    let dots = jvp_nodes(&mut t, &nodes, &tans, &[o])?;
-    t.set_outputs(dots);
     let items: Vec<Shape> = nodes
         .iter()
         .map(|&w| Shape::from(&g.shape(w).dims()[1..]))
@@ -195,10 +191,7 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
             blocks.push(zero_block(&mut r, d, dt, OP)?);
         }
     } else {
-        let mut flags = vec![false; g.inputs().len()];
-        flags.extend(vec![true; nodes.len()]);
-        let b = batched(&t, &flags, m)?;
-        let mut args = r.input_ids();
+        let mut seeds = Vec::with_capacity(nodes.len());
         let mut off = 0;
         for (&w, item) in nodes.iter().zip(&items) {
             let mut one = vec![1];
@@ -206,10 +199,10 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
             let e = basis(&mut r, m, off, &Shape::new(one), g.dtype(w))?;
             let mut full = vec![m, n];
             full.extend_from_slice(item.dims());
-            args.push(r.broadcast(e, full)?);
+            seeds.push(r.broadcast(e, full)?);
             off += item.numel();
         }
-        let out = r.inline(&b, &args)?[0]; // [m, N, out_item...]
+        let out = batched_jvp(&mut r, g, &nodes, &[o], &seeds, m)?[0]; // [m, N, out_item...]
         let mut off = 0;
         for item in &items {
             let k = item.numel();
@@ -232,7 +225,7 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
 
 /// `g` plus the gradient of its scalar output 0: outputs are the original
 /// outputs followed by one gradient per `wrt` (not yet cleaned up).
-fn grad_graph(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
+pub(crate) fn grad_graph(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
     let nodes = wrt_nodes(g, wrt, op)?;
     let o = scalar_out0(g, op)?;
     let mut h = g.clone();
@@ -276,21 +269,14 @@ fn jac_fwd_core(g: &Graph, wrt: &[usize], of: &[usize], op: &'static str) -> Res
             }
         }
     } else {
-        let mut t = g.clone();
-        let tans = add_like_inputs(&mut t, g, &nodes, "tangent");
-        let dots = jvp_nodes(&mut t, &nodes, &tans, &outs)?;
-        t.set_outputs(dots);
-        let mut flags = vec![false; g.inputs().len()];
-        flags.extend(vec![true; nodes.len()]);
-        let b = batched(&t, &flags, m)?;
-        let mut args = r.input_ids();
+        let mut seeds = Vec::with_capacity(nodes.len());
         let mut off = 0;
         for &w in &nodes {
             let s = g.shape(w).clone();
-            args.push(basis(&mut r, m, off, &s, g.dtype(w))?);
+            seeds.push(basis(&mut r, m, off, &s, g.dtype(w))?);
             off += s.numel();
         }
-        let bo = r.inline(&b, &args)?; // each [m, out...]
+        let bo = batched_jvp(&mut r, g, &nodes, &outs, &seeds, m)?; // each [m, out...]
         for (&o, &y) in outs.iter().zip(&bo) {
             let os = g.shape(o).clone();
             let mut off = 0;
@@ -338,16 +324,8 @@ fn jac_rev_core(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
             blocks.push(zero_block(&mut r, d, dt, op)?);
         }
     } else {
-        let mut t = g.clone();
-        let ct = t.input("cotangent", os.clone(), dt);
-        let bars = vjp_nodes(&mut t, &[o], &[ct], &nodes)?;
-        t.set_outputs(bars);
-        let mut flags = vec![false; g.inputs().len()];
-        flags.push(true);
-        let b = batched(&t, &flags, p)?;
-        let mut args = r.input_ids();
-        args.push(basis(&mut r, p, 0, &os, dt)?);
-        let bo = r.inline(&b, &args)?; // each [p, in...]
+        let seed = basis(&mut r, p, 0, &os, dt)?;
+        let bo = batched_vjp(&mut r, g, &nodes, o, seed, p)?; // each [p, in...]
         for (&w, &y) in nodes.iter().zip(&bo) {
             let mut d = os.dims().to_vec();
             d.extend_from_slice(g.shape(w).dims());
@@ -356,6 +334,54 @@ fn jac_rev_core(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
     }
     set_outputs(&mut r, g, blocks);
     Ok(r)
+}
+
+/// Adds to `r` (a copy of `g`, possibly extended) the JVP of `g`'s nodes
+/// `outs` with respect to `nodes`, batched over `m` tangents: `seeds` holds
+/// one `[m, in...]` node of `r` per `nodes` entry. Returns one `[m, out...]`
+/// node per `outs`.
+pub(crate) fn batched_jvp(
+    r: &mut Graph,
+    g: &Graph,
+    nodes: &[NodeId],
+    outs: &[NodeId],
+    seeds: &[NodeId],
+    m: usize,
+) -> Result<Vec<NodeId>> {
+    let mut t = g.clone();
+    let tans = add_like_inputs(&mut t, g, nodes, "tangent");
+    let dots = jvp_nodes(&mut t, nodes, &tans, outs)?;
+    t.set_outputs(dots);
+    let mut flags = vec![false; g.inputs().len()];
+    flags.extend(vec![true; nodes.len()]);
+    let b = batched(&t, &flags, m)?;
+    let mut args = r.input_ids()[..g.inputs().len()].to_vec();
+    args.extend_from_slice(seeds);
+    r.inline(&b, &args)
+}
+
+/// Adds to `r` (a copy of `g`) the VJP of `g`'s node `o` with respect to
+/// `nodes`, batched over `p` cotangents given by `seed` (`[p, out...]`).
+/// Returns one `[p, in...]` node per `nodes` entry.
+pub(crate) fn batched_vjp(
+    r: &mut Graph,
+    g: &Graph,
+    nodes: &[NodeId],
+    o: NodeId,
+    seed: NodeId,
+    p: usize,
+) -> Result<Vec<NodeId>> {
+    let mut t = g.clone();
+    let ty = g.ty(o);
+    let ct = t.input("cotangent", ty.shape, ty.dtype);
+    let bars = vjp_nodes(&mut t, &[o], &[ct], nodes)?;
+    t.set_outputs(bars);
+    let mut flags = vec![false; g.inputs().len()];
+    flags.push(true);
+    let b = batched(&t, &flags, p)?;
+    let mut args = r.input_ids()[..g.inputs().len()].to_vec();
+    args.push(seed);
+    r.inline(&b, &args)
 }
 
 /// Batches `g` over a new leading axis of length `size` for the inputs with
@@ -437,7 +463,7 @@ fn shapes_of(g: &Graph, nodes: &[NodeId]) -> Vec<Shape> {
 /// The input nodes at positions `wrt`. Every transform starts here, so this
 /// is also where a graph with a shape too large for any tensor (an input
 /// declared with [`Graph::input`]) is refused, before any size arithmetic.
-fn wrt_nodes(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Vec<NodeId>> {
+pub(crate) fn wrt_nodes(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Vec<NodeId>> {
     g.check_sizes()?;
     wrt.iter()
         .map(|&i| {
@@ -455,7 +481,7 @@ fn wrt_nodes(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Vec<NodeId>> 
         .collect()
 }
 
-fn out0(g: &Graph, op: &'static str) -> Result<NodeId> {
+pub(crate) fn out0(g: &Graph, op: &'static str) -> Result<NodeId> {
     let o = g
         .outputs()
         .first()
@@ -469,7 +495,7 @@ fn out0(g: &Graph, op: &'static str) -> Result<NodeId> {
     Ok(o)
 }
 
-fn scalar_out0(g: &Graph, op: &'static str) -> Result<NodeId> {
+pub(crate) fn scalar_out0(g: &Graph, op: &'static str) -> Result<NodeId> {
     let o = out0(g, op)?;
     if g.shape(o).numel() != 1 {
         return Err(Error::NotScalar {
@@ -487,7 +513,7 @@ fn scalar_out0(g: &Graph, op: &'static str) -> Result<NodeId> {
     Ok(o)
 }
 
-fn float_wrt(g: &Graph, w: NodeId, op: &'static str) -> Result<()> {
+pub(crate) fn float_wrt(g: &Graph, w: NodeId, op: &'static str) -> Result<()> {
     let dt = g.dtype(w);
     if !dt.is_float() {
         return Err(Error::UnsupportedDType {
@@ -524,6 +550,7 @@ fn set_outputs(h: &mut Graph, g: &Graph, extra: Vec<NodeId>) {
 }
 
 mod locality;
+pub mod sparse;
 
 #[cfg(test)]
 mod tests {

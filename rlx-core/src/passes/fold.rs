@@ -51,15 +51,26 @@ pub fn fold_constants(g: &Graph) -> Result<Graph> {
     Ok(traced(g)?.0)
 }
 
+/// [`fold_constants`] creating non-splat constants of up to `limit`
+/// elements: for programs whose large constant subgraphs are worth
+/// computing once (the seed-matrix products of a sparse Jacobian).
+pub fn fold_constants_up_to(g: &Graph, limit: usize) -> Result<Graph> {
+    Ok(traced_up_to(g, limit)?.0)
+}
+
 /// [`fold_constants`] and the origins of the result's nodes.
 pub(super) fn traced(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
+    traced_up_to(g, MAX_FOLD_ELEMENTS)
+}
+
+fn traced_up_to(g: &Graph, limit: usize) -> Result<(Graph, Vec<NodeId>)> {
     rewrite(g, |out, node, args| {
         if let Op::Constant(lit) = &node.op {
             if let Some(v) = uniform(lit) {
                 return out.constant(splat(v, node.dtype), node.shape.clone(), node.dtype);
             }
         }
-        match fold_node(out, node, args) {
+        match fold_node(out, node, args, limit) {
             Some(lit) => out.constant(lit, node.shape.clone(), node.dtype),
             None => Ok(copy(out, node, args)),
         }
@@ -75,7 +86,7 @@ enum V {
 }
 
 /// The folded literal for `node`, or `None` if it must stay a computation.
-fn fold_node(out: &Graph, node: &Node, args: &[NodeId]) -> Option<Literal> {
+fn fold_node(out: &Graph, node: &Node, args: &[NodeId], limit: usize) -> Option<Literal> {
     let mut ops = Vec::with_capacity(args.len());
     for &a in args {
         let n = out.node(a);
@@ -88,30 +99,30 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId]) -> Option<Literal> {
     let shape = &node.shape;
     match &node.op {
         Op::Input { .. } | Op::Constant(_) => None,
-        Op::Unary(u) => elementwise(&ops, shape, dt, |v| unary(*u, v[0], dt)),
-        Op::Binary(b) => elementwise(&ops, shape, dt, |v| binary(*b, v[0], v[1], ops[0].2)),
-        Op::Compare(c) => elementwise(&ops, shape, dt, |v| compare(*c, v[0], v[1])),
-        Op::Select => elementwise(&ops, shape, dt, |v| match v[0] {
+        Op::Unary(u) => elementwise(&ops, shape, dt, limit, |v| unary(*u, v[0], dt)),
+        Op::Binary(b) => elementwise(&ops, shape, dt, limit, |v| binary(*b, v[0], v[1], ops[0].2)),
+        Op::Compare(c) => elementwise(&ops, shape, dt, limit, |v| compare(*c, v[0], v[1])),
+        Op::Select => elementwise(&ops, shape, dt, limit, |v| match v[0] {
             V::F(c) => Some(if c != 0.0 { v[1] } else { v[2] }),
             V::I(_) => None,
         }),
-        Op::Cast(to) => elementwise(&ops, shape, dt, |v| cast(ops[0].2, *to, v[0])),
-        Op::StopGradient | Op::Reshape { .. } => movement(&ops, shape, dt, |f| Some((0, f))),
+        Op::Cast(to) => elementwise(&ops, shape, dt, limit, |v| cast(ops[0].2, *to, v[0])),
+        Op::StopGradient | Op::Reshape { .. } => movement(&ops, shape, dt, limit, |f| Some((0, f))),
         Op::Broadcast { .. } => {
             // `movement` reads `src` only for results it folds (at most
-            // MAX_FOLD_ELEMENTS elements): no table for a huge broadcast.
-            let src = if shape.numel() <= MAX_FOLD_ELEMENTS {
+            // `limit` elements): no table for a huge broadcast.
+            let src = if shape.numel() <= limit {
                 broadcast_sources(shape, ops[0].1)
             } else {
                 Vec::new()
             };
-            movement(&ops, shape, dt, |f| Some((0, src[f])))
+            movement(&ops, shape, dt, limit, |f| Some((0, src[f])))
         }
         Op::Transpose { perm } => {
             let xs = ops[0].1;
             let xst = xs.strides();
             let coords = Coords::new(shape);
-            movement(&ops, shape, dt, |f| {
+            movement(&ops, shape, dt, limit, |f| {
                 let c = coords.of(f);
                 Some((0, perm.iter().zip(&c).map(|(&p, &k)| k * xst[p]).sum()))
             })
@@ -119,7 +130,7 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId]) -> Option<Literal> {
         Op::Slice { axis, start, .. } => {
             let xst = ops[0].1.strides();
             let coords = Coords::new(shape);
-            movement(&ops, shape, dt, |f| {
+            movement(&ops, shape, dt, limit, |f| {
                 let mut c = coords.of(f);
                 c[*axis] += start;
                 Some((0, c.iter().zip(&xst).map(|(k, s)| k * s).sum()))
@@ -128,7 +139,7 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId]) -> Option<Literal> {
         Op::Concat { axis } => {
             let coords = Coords::new(shape);
             let strides: Vec<Vec<usize>> = ops.iter().map(|o| o.1.strides()).collect();
-            movement(&ops, shape, dt, |f| {
+            movement(&ops, shape, dt, limit, |f| {
                 let mut c = coords.of(f);
                 for (k, o) in ops.iter().enumerate() {
                     let d = o.1.dim(*axis);
@@ -238,6 +249,7 @@ fn elementwise(
     ops: &[Operand<'_>],
     out: &Shape,
     dt: DType,
+    limit: usize,
     f: impl Fn(&[V]) -> Option<V>,
 ) -> Option<Literal> {
     if ops.iter().all(|o| is_splat(o.0)) {
@@ -245,7 +257,7 @@ fn elementwise(
         return Some(splat(f(&vals)?, dt));
     }
     let n = out.numel();
-    if n > MAX_FOLD_ELEMENTS {
+    if n > limit {
         return None;
     }
     let srcs: Vec<Vec<usize>> = ops.iter().map(|o| broadcast_sources(out, o.1)).collect();
@@ -267,6 +279,7 @@ fn movement(
     ops: &[Operand<'_>],
     out: &Shape,
     dt: DType,
+    limit: usize,
     src: impl Fn(usize) -> Option<(usize, usize)>,
 ) -> Option<Literal> {
     if ops.iter().all(|o| is_splat(o.0)) {
@@ -276,7 +289,7 @@ fn movement(
         }
     }
     let n = out.numel();
-    if n > MAX_FOLD_ELEMENTS {
+    if n > limit {
         return None;
     }
     let mut vals = Vec::with_capacity(n);

@@ -235,6 +235,33 @@ impl Executable {
         if let Some(values) = self.run_scalar_program(head, tail) {
             return Ok(values);
         }
+        self.run_args_with(head, tail, |outs| {
+            let mut values = Vec::with_capacity(outs.len());
+            for (s, t) in outs.iter_mut().zip(&self.plan.output_types) {
+                values.push(match s {
+                    Storage::F64(v) if is_number(t) => Value::F64(v[0]),
+                    Storage::F32(v) if is_number(t) => Value::F32(v[0]),
+                    // Moved out; the next run allocates a fresh buffer.
+                    _ => Value::Tensor(Tensor::from_storage(
+                        std::mem::replace(s, Storage::zeros(t.dtype, 0)),
+                        t.shape.clone(),
+                    )?),
+                });
+            }
+            Ok(values)
+        })
+    }
+
+    /// Runs on `head` then `tail` (types already checked by the caller) and
+    /// hands the output storages to `read`. Storages left in place are
+    /// reused by the next run, so a warm call that only reads them
+    /// allocates nothing (the sparse companions' `*_into` forms).
+    pub(crate) fn run_args_with<R>(
+        &self,
+        head: &[Arg<'_>],
+        tail: &[Arg<'_>],
+        read: impl FnOnce(&mut [Storage]) -> Result<R>,
+    ) -> Result<R> {
         let mut state = self.take_state()?;
         let mut numbers = std::mem::take(&mut state.numbers);
         for (i, a) in head.iter().chain(tail).enumerate() {
@@ -254,26 +281,12 @@ impl Executable {
                 numbers: &numbers,
             },
             &mut env::Outputs::Storages(&mut outs),
-        );
-        let values = res.and_then(|()| {
-            let mut values = Vec::with_capacity(outs.len());
-            for (s, t) in outs.iter_mut().zip(&self.plan.output_types) {
-                values.push(match s {
-                    Storage::F64(v) if is_number(t) => Value::F64(v[0]),
-                    Storage::F32(v) if is_number(t) => Value::F32(v[0]),
-                    // Moved out; the next run allocates a fresh buffer.
-                    _ => Value::Tensor(Tensor::from_storage(
-                        std::mem::replace(s, Storage::zeros(t.dtype, 0)),
-                        t.shape.clone(),
-                    )?),
-                });
-            }
-            Ok(values)
-        });
+        )
+        .and_then(|()| read(&mut outs));
         state.numbers = numbers;
         state.outs = outs;
         self.put_state(state);
-        values
+        res
     }
 
     /// Runs a [`plan::ScalarProgram`], returning its results as [`Value`]s

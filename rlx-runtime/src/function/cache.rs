@@ -12,6 +12,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use rlx_core::autodiff;
+use rlx_core::autodiff::transforms::sparse::{sparse_hessian, sparse_jacobian, SparseProgram};
+use rlx_core::sparsity::Pattern;
 use rlx_core::{DType, Error, Graph, Result, Shape, TensorType};
 
 use crate::compile::{compile, Executable};
@@ -41,9 +43,16 @@ pub enum Transform {
     Hvp,
     /// Per-item Jacobians of a batched function (`batch_jacobian_*`).
     BatchJacobian,
+    /// Sparse Jacobian values alone (`sparse_jacobian_*`; see [`crate::sparse`]).
+    SparseJacobian,
+    /// The function's outputs and the sparse Jacobian's values
+    /// (`value_and_sparse_jacobian_*`).
+    ValueAndSparseJacobian,
+    /// Sparse Hessian values (`sparse_hessian_*`).
+    SparseHessian,
 }
 
-const TRANSFORMS: usize = 8;
+const TRANSFORMS: usize = 11;
 
 impl Transform {
     fn index(self) -> usize {
@@ -56,19 +65,36 @@ impl Transform {
             Transform::Hessian => 5,
             Transform::Hvp => 6,
             Transform::BatchJacobian => 7,
+            Transform::SparseJacobian => 8,
+            Transform::ValueAndSparseJacobian => 9,
+            Transform::SparseHessian => 10,
         }
     }
 
-    fn apply(self, g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    /// The transformed graph and, for the sparse transforms, the pattern
+    /// of the values it computes.
+    fn apply(self, g: &Graph, wrt: &[usize]) -> Result<(Graph, Option<Arc<Pattern>>)> {
+        let dense = |r: Result<Graph>| r.map(|g| (g, None));
+        let sparse = |r: Result<SparseProgram>| r.map(|p| (p.graph, Some(Arc::new(p.pattern))));
+        // Without the function's own outputs, what only they need is dropped.
+        let values_only = |r: Result<SparseProgram>| {
+            let (mut g, p) = sparse(r)?;
+            let last = g.outputs().last().copied();
+            g.set_outputs(last.into_iter().collect());
+            Ok((rlx_core::optimize(&g)?, p))
+        };
         match self {
-            Transform::Call => Ok(g.clone()),
-            Transform::Grad => autodiff::value_and_grad(g, wrt),
-            Transform::Jvp => autodiff::jvp(g, wrt),
-            Transform::Vjp => autodiff::vjp(g, wrt),
-            Transform::Jacobian => autodiff::jacobian(g, wrt),
-            Transform::Hessian => autodiff::hessian(g, wrt),
-            Transform::Hvp => autodiff::hvp(g, wrt),
-            Transform::BatchJacobian => autodiff::batch_jacobian(g, wrt),
+            Transform::Call => Ok((g.clone(), None)),
+            Transform::Grad => dense(autodiff::value_and_grad(g, wrt)),
+            Transform::Jvp => dense(autodiff::jvp(g, wrt)),
+            Transform::Vjp => dense(autodiff::vjp(g, wrt)),
+            Transform::Jacobian => dense(autodiff::jacobian(g, wrt)),
+            Transform::Hessian => dense(autodiff::hessian(g, wrt)),
+            Transform::Hvp => dense(autodiff::hvp(g, wrt)),
+            Transform::BatchJacobian => dense(autodiff::batch_jacobian(g, wrt)),
+            Transform::SparseJacobian => values_only(sparse_jacobian(g, wrt, None)),
+            Transform::ValueAndSparseJacobian => sparse(sparse_jacobian(g, wrt, None)),
+            Transform::SparseHessian => values_only(sparse_hessian(g, wrt)),
         }
     }
 }
@@ -160,6 +186,8 @@ struct Plan {
     /// The number of extra arguments and their [`f32_mask`], when they
     /// are all numbers (see [`Function::run_numbers`]).
     extras_f32s: Option<(usize, u64)>,
+    /// For the sparse transforms: the pattern of the values output.
+    sparse: Option<Arc<Pattern>>,
     exe: OnceLock<Executable>,
 }
 
@@ -321,6 +349,38 @@ impl Function {
             // Not reached (a failed run leaves its error); `run` would retry.
             (None, None) => Ok(false),
         }
+    }
+
+    /// Calls `f` with the executable of transform `t` for `args` (traced,
+    /// transformed and compiled on first use, as [`Function::run`] does)
+    /// and, for the sparse transforms, the pattern of its values output:
+    /// the building block of companions written in other modules
+    /// ([`crate::sparse`]). Runs nothing itself; warm, it takes no lock.
+    pub(crate) fn with_plan<S: StaticArg, R>(
+        &self,
+        t: Transform,
+        args: &[Arg<'_>],
+        statics: &S,
+        tracer: Tracer<S>,
+        f: impl FnOnce(&Executable, Option<&Arc<Pattern>>) -> Result<R>,
+    ) -> Result<R> {
+        if args.len() != self.params.len() {
+            return Err(self.count_mismatch(args.len()));
+        }
+        let mut f = Some(f);
+        let mut run = |e: &Entry| -> Result<R> {
+            let plan = self.plan(e, t)?;
+            let exe = self.executable(plan)?;
+            match f.take() {
+                Some(f) => f(exe, plan.sparse.as_ref()),
+                None => Err(Error::Unsupported("a plan callback ran twice".into())),
+            }
+        };
+        if let Some(r) = self.hot(|e| e.matches(args, statics), &mut run) {
+            return r;
+        }
+        let entry = self.miss(args, statics, tracer)?;
+        run(&entry)
     }
 
     /// Calls `f` with this thread's last entry for this function, if
@@ -488,8 +548,8 @@ impl Function {
         if let Some(p) = slot.get() {
             return Ok(p);
         }
-        let graph = t.apply(&entry.graph, self.wrt).map_err(|e| match (t, e.root()) {
-            (Transform::Grad | Transform::Hessian | Transform::Hvp, Error::NotScalar { shape, .. }) => {
+        let (graph, sparse) = t.apply(&entry.graph, self.wrt).map_err(|e| match (t, e.root()) {
+            (Transform::Grad | Transform::Hessian | Transform::Hvp | Transform::SparseHessian, Error::NotScalar { shape, .. }) => {
                 Error::Unsupported(format!(
                     "`{}` returns a value of shape {shape}, but gradients and Hessians need a scalar (0-d or one-element) output\n  = help: use `vjp_{0}` with a cotangent, or `jacobian_{0}`",
                     self.name
@@ -517,10 +577,14 @@ impl Function {
             | Transform::Grad
             | Transform::Jacobian
             | Transform::Hessian
-            | Transform::BatchJacobian => Vec::new(),
+            | Transform::BatchJacobian
+            | Transform::SparseJacobian
+            | Transform::ValueAndSparseJacobian
+            | Transform::SparseHessian => Vec::new(),
         };
         let plan = Plan {
             graph,
+            sparse,
             extras_f32s: f32_mask(extras.iter().map(|(_, t)| t)).map(|m| (extras.len(), m)),
             extras,
             exe: OnceLock::new(),

@@ -59,6 +59,15 @@ pub(super) fn gather(
             return Ok(());
         }
         for b in 0..outer {
+            if inner == 1 {
+                // Element by element (a sparse Jacobian's decompression):
+                // a copy call per element would dominate.
+                let (v, o) = (&v[b * size..(b + 1) * size], &mut o[b * count..(b + 1) * count]);
+                for (d, &j) in o.iter_mut().zip(ix) {
+                    *d = v[j as usize];
+                }
+                continue;
+            }
             for (i, &j) in ix.iter().enumerate() {
                 let src = (b * size + j as usize) * inner;
                 let dst = (b * count + i) * inner;

@@ -17,12 +17,14 @@ thread_local! {
     /// Bytes this thread holds beyond what it held when armed, and their peak.
     static BYTES: Cell<isize> = const { Cell::new(0) };
     static PEAK: Cell<isize> = const { Cell::new(0) };
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
 }
 
-fn note() {
+fn note_size(size: usize) {
     let _ = ARMED.try_with(|a| {
         if a.get() {
             let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
         }
     });
 }
@@ -43,7 +45,7 @@ fn bytes(delta: isize) {
 // const-initialised thread-locals, which never allocate.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
+        note_size(layout.size());
         bytes(layout.size() as isize);
         // SAFETY: same contract as ours.
         unsafe { System.alloc(layout) }
@@ -54,13 +56,13 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
+        note_size(layout.size());
         bytes(layout.size() as isize);
         // SAFETY: same contract as ours.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
+        note_size(new_size);
         bytes(new_size as isize - layout.size() as isize);
         // SAFETY: same contract as ours.
         unsafe { System.realloc(ptr, layout, new_size) }
@@ -86,9 +88,17 @@ pub fn peak_bytes(f: impl FnOnce()) -> usize {
 /// Allocations (and reallocations) made by this thread while `f` runs.
 #[allow(dead_code)]
 pub fn allocations(f: impl FnOnce()) -> usize {
+    measure(f).0
+}
+
+/// The number of allocations (and reallocations) this thread makes while
+/// `f` runs, and the size in bytes of the largest one.
+#[allow(dead_code)]
+pub fn measure(f: impl FnOnce()) -> (usize, usize) {
     COUNT.with(|c| c.set(0));
+    LARGEST.with(|l| l.set(0));
     ARMED.with(|a| a.set(true));
     f();
     ARMED.with(|a| a.set(false));
-    COUNT.with(|c| c.get())
+    (COUNT.with(|c| c.get()), LARGEST.with(|l| l.get()))
 }

@@ -1,0 +1,306 @@
+//! Sparse Jacobian benchmarks, each against a hand-written baseline in the
+//! same run (values checked equal before timing):
+//! (a) `ladder_200`: the sparse Jacobian of the 200-node diode-ladder
+//!     residual (`sparse_jacobian_into_ladder`, warm, into caller storage)
+//!     vs filling the analytic tridiagonal Jacobian into the same CSC arrays;
+//! (b) `stencil_100x100`: the sparse Jacobian of a 5-point-stencil
+//!     nonlinear residual `Δu - u³` on a 100 × 100 grid vs the hand fill;
+//! (c) `newton_20000`: one Newton step on the 142 × 142 resistor–diode
+//!     grid of `examples/circuit.rs` (20 164 unknowns): residual and sparse
+//!     Jacobian from one execution, numeric LU refactorisation and solve
+//!     (faer, symbolic factorisation reused), vs the hand-written residual
+//!     and analytic Jacobian solved by the same LU;
+//! (d) `first_call_20000`: the first call of `sparse_jacobian_grid` for a
+//!     new signature (trace, pattern, colouring, compressed program,
+//!     compile, run), each iteration with a fresh signature.
+//!
+//! The colour counts and their lower bound (the most nonzeros in a row) are
+//! printed before timing.
+//!
+//! Run: `cargo bench --bench sparse -- --warm-up-time 1 --measurement-time 3`
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use rlx::prelude::*;
+use rlx::sparse::Pattern;
+
+const R: f64 = 50.0;
+const R_SOURCE: f64 = 10.0;
+const R_LEAK: f64 = 1.0e5;
+const R_LOAD: f64 = 1_000.0;
+const I_SAT: f64 = 1e-14;
+const V_T: f64 = 0.025_85;
+
+/// The ladder residual of `examples/circuit.rs`.
+#[differentiable(wrt(v))]
+fn ladder(v: &Tensor, vs: f64, i_src: &Tensor, n: usize) -> Tensor {
+    let left = Tensor::concat(&[&vs.reshape([1]), &v.slice(0, 0, n - 1)], 0);
+    let g_left = Tensor::concat(
+        &[
+            &Tensor::full(1.0 / R_SOURCE, [1], DType::F64),
+            &Tensor::full(1.0 / R, [n - 1], DType::F64),
+        ],
+        0,
+    );
+    let to_left = (v - &left) * &g_left;
+    let to_right = Tensor::concat(
+        &[
+            &((v.slice(0, 0, n - 1) - v.slice(0, 1, n - 1)) / R),
+            &(v.slice(0, n - 1, 1) / R_LOAD),
+        ],
+        0,
+    );
+    let diode = ((v / V_T).exp() - 1.0) * I_SAT;
+    to_left + to_right + diode - i_src
+}
+
+/// The analytic ladder Jacobian written into `values` (the CSC order of
+/// the tridiagonal pattern: column j holds rows j-1, j, j+1).
+fn ladder_hand(v: &[f64], values: &mut [f64]) {
+    let n = v.len();
+    let mut k = 0;
+    for (j, &vj) in v.iter().enumerate() {
+        if j > 0 {
+            values[k] = -1.0 / R;
+            k += 1;
+        }
+        let g_left = if j == 0 { 1.0 / R_SOURCE } else { 1.0 / R };
+        let g_right = if j + 1 < n { 1.0 / R } else { 1.0 / R_LOAD };
+        values[k] = g_left + g_right + I_SAT / V_T * (vj / V_T).exp();
+        k += 1;
+        if j + 1 < n {
+            values[k] = -1.0 / R;
+            k += 1;
+        }
+    }
+}
+
+/// `Δu - u³` with zero boundary values (5-point stencil).
+#[differentiable]
+fn stencil(u: &Tensor, k: usize) -> Tensor {
+    let zr = Tensor::zeros([1, k], DType::F64);
+    let rows = Tensor::concat(&[&zr, u, &zr], 0);
+    let zc = Tensor::zeros([k + 2, 1], DType::F64);
+    let p = Tensor::concat(&[&zc, &rows, &zc], 1);
+    let nb = |di: usize, dj: usize| p.slice(0, di, k).slice(1, dj, k);
+    nb(0, 1) + nb(2, 1) + nb(1, 0) + nb(1, 2) - u * 4.0 - u.powi(3)
+}
+
+/// Visits the 5-point-stencil entries of column `c = i k + j` in CSC
+/// (increasing row) order, calling `f(row)`.
+fn stencil_rows(k: usize, c: usize, mut f: impl FnMut(usize)) {
+    let (i, j) = (c / k, c % k);
+    if i > 0 {
+        f(c - k);
+    }
+    if j > 0 {
+        f(c - 1);
+    }
+    f(c);
+    if j + 1 < k {
+        f(c + 1);
+    }
+    if i + 1 < k {
+        f(c + k);
+    }
+}
+
+/// The analytic Jacobian of `stencil`: 1 off the diagonal, `-4 - 3u²` on it.
+fn stencil_hand(u: &[f64], k: usize, values: &mut [f64]) {
+    let mut p = 0;
+    for (c, &uc) in u.iter().enumerate() {
+        let d = -4.0 - 3.0 * uc * uc;
+        stencil_rows(k, c, |r| {
+            values[p] = if r == c { d } else { 1.0 };
+            p += 1;
+        });
+    }
+}
+
+/// The grid residual of `examples/circuit.rs`; `_tag` only makes a new
+/// signature (for the first-call benchmark).
+#[differentiable(wrt(v))]
+fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize, _tag: usize) -> Tensor {
+    let ih = (v.slice(1, 0, k - 1) - v.slice(1, 1, k - 1)) / R;
+    let iv = (v.slice(0, 0, k - 1) - v.slice(0, 1, k - 1)) / R;
+    let zc = Tensor::zeros([k, 1], DType::F64);
+    let zr = Tensor::zeros([1, k], DType::F64);
+    let out_h = Tensor::concat(&[&ih, &zc], 1) - Tensor::concat(&[&zc, &ih], 1);
+    let out_v = Tensor::concat(&[&iv, &zr], 0) - Tensor::concat(&[&zr, &iv], 0);
+    let fed = Tensor::concat(
+        &[
+            &((v.slice(0, 0, 1) - vs) / R_SOURCE),
+            &Tensor::zeros([k - 1, k], DType::F64),
+        ],
+        0,
+    );
+    let diode = ((v / V_T).exp() - 1.0) * I_SAT;
+    out_h + out_v + fed + diode + v / R_LEAK - i_src
+}
+
+/// The grid residual and its analytic Jacobian (CSC values), by hand.
+fn grid_hand(v: &[f64], vs: f64, i_src: &[f64], k: usize, f: &mut [f64], values: &mut [f64]) {
+    let mut p = 0;
+    for c in 0..k * k {
+        let i = c / k;
+        let e = (v[c] / V_T).exp();
+        let mut fc = I_SAT * (e - 1.0) + v[c] / R_LEAK - i_src[c];
+        let mut d = I_SAT / V_T * e + 1.0 / R_LEAK;
+        if i == 0 {
+            fc += (v[c] - vs) / R_SOURCE;
+            d += 1.0 / R_SOURCE;
+        }
+        stencil_rows(k, c, |r| {
+            if r != c {
+                fc += (v[c] - v[r]) / R;
+                d += 1.0 / R;
+            }
+        });
+        f[c] = fc;
+        stencil_rows(k, c, |r| {
+            values[p] = if r == c { d } else { -1.0 / R };
+            p += 1;
+        });
+    }
+}
+
+fn assert_close(a: &[f64], b: &[f64]) {
+    for (x, y) in a.iter().zip(b) {
+        assert!((x - y).abs() <= 1e-12 * (1.0 + y.abs()), "{x} vs {y}");
+    }
+}
+
+fn report(name: &str, p: &Pattern) {
+    eprintln!(
+        "{name}: {} × {}, {} nonzeros; colours: {} by columns, {} by rows; lower bounds (most nonzeros in a row / column): {} / {}",
+        p.nrows(),
+        p.ncols(),
+        p.nnz(),
+        rlx::core::colouring::columns(p).count(),
+        rlx::core::colouring::rows(p).count(),
+        p.max_row_nnz(),
+        p.max_col_nnz()
+    );
+}
+
+fn bench_ladder(c: &mut Criterion) {
+    let n = 200;
+    let v: Vec<f64> = (0..n).map(|i| 0.6 + 0.01 * (i as f64).sin()).collect();
+    let i_src = Tensor::from_slice(
+        &(0..n)
+            .map(|k| 1e-3 * (1.0 + (k % 7) as f64 / 7.0))
+            .collect::<Vec<_>>(),
+        [n],
+    );
+    let vt = Tensor::from_slice(&v, [n]);
+    let mut jac = sparse_jacobian_ladder(&vt, 5.0, &i_src, n).unwrap();
+    report("ladder_200", jac.pattern());
+    let mut hand = jac.values().to_vec();
+    ladder_hand(&v, &mut hand);
+    assert_close(jac.values(), &hand);
+    let mut group = c.benchmark_group("ladder_200");
+    group.bench_function("rlx sparse_jacobian_into", |b| {
+        b.iter(|| sparse_jacobian_into_ladder(black_box(&vt), 5.0, &i_src, n, &mut jac).unwrap())
+    });
+    group.bench_function("hand tridiagonal fill", |b| {
+        b.iter(|| ladder_hand(black_box(&v), &mut hand))
+    });
+    group.finish();
+}
+
+fn bench_stencil(c: &mut Criterion) {
+    let k = 100;
+    let u: Vec<f64> = (0..k * k).map(|i| 0.3 * (i as f64 * 0.37).sin()).collect();
+    let ut = Tensor::from_slice(&u, [k, k]);
+    let mut jac = sparse_jacobian_stencil(&ut, k).unwrap();
+    report("stencil_100x100", jac.pattern());
+    let mut hand = jac.values().to_vec();
+    stencil_hand(&u, k, &mut hand);
+    assert_close(jac.values(), &hand);
+    let mut group = c.benchmark_group("stencil_100x100");
+    group.bench_function("rlx sparse_jacobian_into", |b| {
+        b.iter(|| sparse_jacobian_into_stencil(black_box(&ut), k, &mut jac).unwrap())
+    });
+    group.bench_function("hand 5-point fill", |b| {
+        b.iter(|| stencil_hand(black_box(&u), k, &mut hand))
+    });
+    group.finish();
+}
+
+fn bench_newton(c: &mut Criterion) {
+    let k = 142;
+    let n = k * k;
+    let vs = 5.0;
+    let src: Vec<f64> = (0..n)
+        .map(|m| 2e-4 * (1.0 + (m % 7) as f64 / 7.0))
+        .collect();
+    let i_src = Tensor::from_slice(&src, [k, k]);
+    let v: Vec<f64> = (0..n)
+        .map(|m| 0.55 + 0.05 * (m as f64 * 0.1).sin())
+        .collect();
+    let vt = Tensor::from_slice(&v, [k, k]);
+    let mut jac = sparse_jacobian_grid(&vt, vs, &i_src, k, 0).unwrap();
+    report("newton_20000", jac.pattern());
+    let mut lu = SparseLu::new(jac.pattern()).unwrap();
+    let (mut f, mut dv) = (vec![0.0; n], vec![0.0; n]);
+    let mut hand_j = jac.clone();
+    let mut hand_f = vec![0.0; n];
+    value_and_sparse_jacobian_into_grid(&vt, vs, &i_src, k, 0, &mut f, &mut jac).unwrap();
+    grid_hand(&v, vs, &src, k, &mut hand_f, hand_j.values_mut());
+    assert_close(jac.values(), hand_j.values());
+    assert_close(&f, &hand_f);
+    let mut group = c.benchmark_group("newton_20000");
+    group.sample_size(20);
+    group.bench_function("rlx residual + sparse Jacobian + LU", |b| {
+        b.iter(|| {
+            value_and_sparse_jacobian_into_grid(black_box(&vt), vs, &i_src, k, 0, &mut f, &mut jac)
+                .unwrap();
+            lu.factor(&jac).unwrap();
+            dv.copy_from_slice(&f);
+            lu.solve_in_place(&mut dv).unwrap();
+        })
+    });
+    group.bench_function("hand residual + analytic Jacobian + LU", |b| {
+        b.iter(|| {
+            grid_hand(black_box(&v), vs, &src, k, &mut hand_f, hand_j.values_mut());
+            lu.factor(&hand_j).unwrap();
+            dv.copy_from_slice(&hand_f);
+            lu.solve_in_place(&mut dv).unwrap();
+        })
+    });
+    group.finish();
+}
+
+fn bench_first_call(c: &mut Criterion) {
+    let k = 142;
+    let i_src = Tensor::full(2e-4, [k, k], DType::F64);
+    let vt = Tensor::full(0.6, [k, k], DType::F64);
+    static TAG: AtomicUsize = AtomicUsize::new(1);
+    let mut group = c.benchmark_group("first_call_20000");
+    group.sample_size(10);
+    group.bench_function("rlx sparse_jacobian (new signature)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let tag = TAG.fetch_add(1, Ordering::Relaxed);
+                let t = Instant::now();
+                black_box(sparse_jacobian_grid(&vt, 5.0, &i_src, k, tag).unwrap());
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_ladder,
+    bench_stencil,
+    bench_newton,
+    bench_first_call
+);
+criterion_main!(benches);

@@ -1,0 +1,220 @@
+//! Sparse Jacobians and Hessians of small random graphs against the dense
+//! ones, for every compression (forward over column colours, reverse over
+//! row colours, star-coloured forward over reverse for Hessians): the
+//! pattern must hold every nonzero of the dense derivative and the values
+//! must agree. Also: the automatic choice of mode, and patterns against
+//! central finite differences.
+
+use rlx_core::autodiff::transforms::sparse::{sparse_hessian, sparse_jacobian, SparseMode};
+use rlx_core::autodiff::{hessian, jacobian};
+use rlx_core::sparsity::{jacobian_pattern, Pattern};
+use rlx_core::{DType, Graph, Literal, NodeId};
+use rlx_runtime::{compile, Tensor};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() % 10_000) as f64 / 10_000.0 - 0.5
+    }
+}
+
+/// A random graph of `x: [n]` with output 0 of shape `[n]`: element-wise
+/// ops, shifts (slice + concat), constant-index gathers, selects, a
+/// softmax, and now and then a dense coupling (a sum broadcast back).
+fn random_graph(rng: &mut Rng, n: usize) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input("x", [n], DType::F64);
+    let mut nodes: Vec<NodeId> = vec![x];
+    let steps = 3 + rng.below(6);
+    for _ in 0..steps {
+        let a = nodes[rng.below(nodes.len())];
+        let b = nodes[rng.below(nodes.len())];
+        let y = match rng.below(10) {
+            0 => g.sin(a).unwrap(),
+            1 => g.tanh(a).unwrap(),
+            2 => g.mul(a, b).unwrap(),
+            3 => g.add(a, b).unwrap(),
+            4 => {
+                // Shift by one: y_i = a_{i+1}, 0 at the end.
+                let s = g.slice(a, 0, 1, n - 1).unwrap();
+                let z = g.full(0.0, [1], DType::F64);
+                g.concat(&[s, z], 0).unwrap()
+            }
+            5 => {
+                let idx: Vec<i64> = (0..n).map(|_| rng.below(n) as i64).collect();
+                let i = g
+                    .constant(Literal::I64(idx.into()), [n], DType::I64)
+                    .unwrap();
+                g.gather(a, i, 0).unwrap()
+            }
+            6 => {
+                let zero = g.scalar(0.0, DType::F64);
+                let c = g.compare(rlx_core::CmpOp::Gt, a, zero).unwrap();
+                let s = g.square(b).unwrap();
+                g.select(c, s, a).unwrap()
+            }
+            7 if rng.below(3) == 0 => {
+                let s = g.sum_all(a).unwrap();
+                g.mul(b, s).unwrap()
+            }
+            8 if rng.below(2) == 0 => {
+                let r = g.reshape(a, [1, n]).unwrap();
+                let s = g.softmax(r, 1).unwrap();
+                g.reshape(s, [n]).unwrap()
+            }
+            _ => g.square(a).unwrap(),
+        };
+        nodes.push(y);
+    }
+    let out = *nodes.last().unwrap();
+    // Keep x in the output so that every column can be nonzero.
+    let w = g.scalar(0.5, DType::F64);
+    let xw = g.mul(x, w).unwrap();
+    let y = g.add(out, xw).unwrap();
+    g.set_outputs(vec![y]);
+    g
+}
+
+fn run(g: &Graph, x: &[f64]) -> Vec<Vec<f64>> {
+    let t = Tensor::from_slice(x, [x.len()]);
+    compile(g)
+        .unwrap()
+        .run(&[&t])
+        .unwrap()
+        .iter()
+        .map(|o| o.to_vec::<f64>().unwrap())
+        .collect()
+}
+
+/// The dense matrix of `values` over `p`, row-major.
+fn densify(p: &Pattern, values: &[f64]) -> Vec<f64> {
+    let mut d = vec![0.0; p.nrows() * p.ncols()];
+    for (k, (r, c)) in p.entries().enumerate() {
+        d[r * p.ncols() + c] = values[k];
+    }
+    d
+}
+
+fn assert_close(a: &[f64], b: &[f64], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-12 * (1.0 + y.abs()),
+            "{what}: element {i}: {x} vs {y}"
+        );
+    }
+}
+
+#[test]
+fn sparse_jacobians_of_random_graphs_equal_dense_ones_in_both_modes() {
+    let mut rng = Rng(0x5eed);
+    for case in 0..60 {
+        let n = 3 + rng.below(6);
+        let g = random_graph(&mut rng, n);
+        let x: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+        let dense = run(&jacobian(&g, &[0]).unwrap(), &x)[1].clone();
+        for mode in [SparseMode::Forward, SparseMode::Reverse] {
+            let s = sparse_jacobian(&g, &[0], Some(mode)).unwrap();
+            let outs = run(&s.graph, &x);
+            assert_eq!(outs[0], run(&g, &x)[0], "case {case}: value");
+            let what = format!("case {case}, {mode:?}, {} colours\n{g}", s.colours);
+            assert_close(&densify(&s.pattern, &outs[1]), &dense, &what);
+        }
+    }
+}
+
+#[test]
+fn sparse_hessians_of_random_graphs_equal_dense_ones_and_are_symmetric() {
+    let mut rng = Rng(0xbeef);
+    for case in 0..40 {
+        let n = 3 + rng.below(6);
+        let mut g = random_graph(&mut rng, n);
+        // A scalar: Σ w_i y_i with fixed weights.
+        let y = g.outputs()[0];
+        let w: Vec<f64> = (0..n).map(|i| 1.0 + i as f64 * 0.25).collect();
+        let wc = g.constant(Literal::F64(w.into()), [n], DType::F64).unwrap();
+        let p = g.mul(y, wc).unwrap();
+        let f = g.sum_all(p).unwrap();
+        g.set_outputs(vec![f]);
+        let x: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+        let dense = run(&hessian(&g, &[0]).unwrap(), &x)[1].clone();
+        let s = sparse_hessian(&g, &[0]).unwrap();
+        assert!(s.pattern.is_symmetric());
+        let h = densify(&s.pattern, &run(&s.graph, &x)[1]);
+        assert_close(
+            &h,
+            &dense,
+            &format!("case {case}, {} colours\n{g}", s.colours),
+        );
+        for i in 0..n {
+            for j in 0..n {
+                assert!((h[i * n + j] - h[j * n + i]).abs() <= 1e-12 * (1.0 + h[i * n + j].abs()));
+            }
+        }
+    }
+}
+
+#[test]
+fn patterns_hold_every_nonzero_of_finite_differences() {
+    let mut rng = Rng(0xfeed);
+    for case in 0..40 {
+        let n = 3 + rng.below(6);
+        let g = random_graph(&mut rng, n);
+        let p = jacobian_pattern(&g, &[0]).unwrap();
+        let x: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+        let h = 1e-6;
+        for j in 0..n {
+            let (mut xp, mut xm) = (x.clone(), x.clone());
+            xp[j] += h;
+            xm[j] -= h;
+            let (fp, fm) = (run(&g, &xp)[0].clone(), run(&g, &xm)[0].clone());
+            for i in 0..n {
+                let d = (fp[i] - fm[i]) / (2.0 * h);
+                if d.abs() > 1e-7 {
+                    assert!(
+                        p.position(i, j).is_some(),
+                        "case {case}: ({i}, {j}) = {d} is outside the pattern\n{g}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_cheaper_mode_is_picked() {
+    // One dense row and a diagonal: reverse mode with two colours.
+    let n = 16;
+    let mut g = Graph::new();
+    let x = g.input("x", [n], DType::F64);
+    let sq = g.square(x).unwrap();
+    let s = g.sum_all(sq).unwrap();
+    let s = g.reshape(s, [1]).unwrap();
+    let rest = g.slice(x, 0, 1, n - 1).unwrap();
+    let rest = g.sin(rest).unwrap();
+    let y = g.concat(&[s, rest], 0).unwrap();
+    g.set_outputs(vec![y]);
+    let p = sparse_jacobian(&g, &[0], None).unwrap();
+    assert_eq!((p.mode, p.colours), (SparseMode::Reverse, 2));
+    // Its transpose (one dense column): forward mode with two colours.
+    let mut g = Graph::new();
+    let x = g.input("x", [n], DType::F64);
+    let x0 = g.slice(x, 0, 0, 1).unwrap();
+    let e = g.exp(x0).unwrap();
+    let y = g.mul(x, e).unwrap();
+    g.set_outputs(vec![y]);
+    let p = sparse_jacobian(&g, &[0], None).unwrap();
+    assert_eq!((p.mode, p.colours), (SparseMode::Forward, 2));
+    let e = sparse_jacobian(&g, &[0], Some(SparseMode::Star)).unwrap_err();
+    assert!(e.to_string().contains("Hessian"), "{e}");
+}
