@@ -25,17 +25,12 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
 
+/// `n` deterministic values in `[lo, hi)`, well spread (a multiplicative
+/// sequence modulo a prime).
 fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-        })
+    const P: u64 = 1_000_003;
+    (0..n as u64)
+        .map(|i| lo + (hi - lo) * ((i * 7919 + seed * 104_729) % P) as f64 / P as f64)
         .collect()
 }
 
