@@ -44,6 +44,7 @@ pub mod transforms;
 pub mod vjp_rules;
 
 mod derivs;
+mod slices;
 
 pub use custom::custom_op;
 pub use jvp_rules::jvp_rule;
@@ -219,7 +220,11 @@ pub(crate) fn backward(
         }
     }
     let top = outputs.iter().map(|o| o.index() + 1).max().unwrap_or(0);
+    // Cotangents of slices, gathered when the walk reaches the sliced value
+    // (see `slices`).
+    let mut sliced: Vec<Vec<slices::SliceCt>> = vec![Vec::new(); n];
     for i in (lo..top).rev() {
+        flush_slices(g, &mut ct, &mut sliced, i)?;
         let Some(c) = ct[i] else { continue };
         if is_leaf[i] || !depends[i] {
             continue;
@@ -231,6 +236,11 @@ pub(crate) fn backward(
             .map(|j| depends[j.index()] && g.dtype(*j).is_float())
             .collect();
         if !needs.iter().any(|&b| b) {
+            continue;
+        }
+        if let Op::Slice { axis, start, .. } = g.node(id).op {
+            check_like(g, id, c, "vjp")?;
+            sliced[inputs[0].index()].push(slices::SliceCt { axis, start, ct: c });
             continue;
         }
         let grads = vjp_rule(g, id, c, &needs)?;
@@ -248,7 +258,28 @@ pub(crate) fn backward(
             }
         }
     }
+    for l in leaves {
+        flush_slices(g, &mut ct, &mut sliced, l.index())?;
+    }
     Ok(leaves.iter().map(|l| ct[l.index()]).collect())
+}
+
+/// Adds the gathered cotangents of the slices of node `i` to its cotangent.
+fn flush_slices(
+    g: &mut Graph,
+    ct: &mut [Option<NodeId>],
+    sliced: &mut [Vec<slices::SliceCt>],
+    i: usize,
+) -> Result<()> {
+    if sliced[i].is_empty() {
+        return Ok(());
+    }
+    let parts = std::mem::take(&mut sliced[i]);
+    let x = NodeId(i as u32);
+    for t in slices::gather(g, x, parts)? {
+        accumulate(g, ct, x, t)?;
+    }
+    Ok(())
 }
 
 /// The forward walk: propagates `tangents` of `leaves` to `outputs`, visiting

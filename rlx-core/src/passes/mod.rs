@@ -18,7 +18,9 @@
 //!   data-movement ops whose operands are all constants, only where the
 //!   result is exactly what the runtime's kernels give;
 //! - [`simplify()`] (module [`simplify`](mod@simplify)): algebraic identities (`x*1`, `x+0`,
-//!   `x*0`, chains of reshapes/transposes/broadcasts, ...);
+//!   `x*0`, chains of reshapes/transposes/broadcasts, ...), with broadcast
+//!   sinking (module `sink`: element-wise ops and slices of broadcasts run
+//!   on the unbroadcast operands);
 //! - [`dce`]: dead-code elimination.
 //!
 //! [`strip_stop_gradient`] is not part of [`optimize`]: autodiff needs
@@ -31,6 +33,7 @@
 
 pub mod fold;
 pub mod simplify;
+mod sink;
 
 use std::collections::HashMap;
 

@@ -126,6 +126,9 @@ fn filled(out: &mut Graph, node: &Node, v: f64) -> Option<NodeId> {
 
 /// The replacement for `node` (operands already mapped to `args`), if a rule applies.
 fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>> {
+    if let Some(r) = super::sink::rule(out, node, args)? {
+        return Ok(Some(r));
+    }
     match &node.op {
         Op::Input { .. } | Op::Constant(_) => Ok(None),
         Op::Binary(b) => binary_rule(out, node, *b, args[0], args[1]),

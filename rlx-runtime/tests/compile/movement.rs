@@ -101,3 +101,27 @@ fn custom_ops_are_inlined() {
         .unwrap();
     assert_eq!(out[0].to_vec::<f64>().unwrap(), vec![9.0, 4.0]);
 }
+
+/// The shapes of a batched Jacobian (issue #16): column slices `[N, 1]` of
+/// an `[N, 3]` value, a concat on the last axis, a `[3, N, 3]` to
+/// `[N, 3, 3]` transpose (inner axis of 3), and fused loops over
+/// `[3, N, 1]` reading `[N, 1]` and `[3, 1, 1]` operands. Copies merge and
+/// reorder axes and broadcast reads merge axes, which must not change a
+/// single bit.
+#[test]
+fn column_slices_and_short_axes_are_exact() {
+    let n = 70; // longer than the copy's short-run threshold
+    let mut g = Graph::new();
+    let u = g.input("u", [n, 3], DType::F64);
+    let cols: Vec<_> = (0..3).map(|k| g.slice(u, 1, k, 1).unwrap()).collect();
+    let c = crate::common::constant(&mut g, vec![0.5, -2.0, 3.0], &[3, 1, 1]);
+    let e = g.exp(cols[0]).unwrap();
+    let p = g.mul(c, e).unwrap(); // [3, n, 1]
+    let q = g.mul(p, cols[2]).unwrap();
+    let cc = g.concat(&[p, q, p], 2).unwrap(); // [3, n, 3]
+    let t = g.transpose(cc, &[1, 2, 0]).unwrap(); // [n, 3, 3]
+    let back = g.concat(&[cols[2], cols[1], cols[0]], 1).unwrap();
+    g.set_outputs(vec![t, back, cols[1]]);
+    let uv = tensor(&values(3 * n, 7, -1.0, 1.0), &[n, 3], DType::F64);
+    check(&g, &[&uv], 0.0, "column slices");
+}

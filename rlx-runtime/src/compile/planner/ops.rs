@@ -8,7 +8,7 @@ use super::builder::{contiguous, Builder};
 use crate::compile::env::Val;
 use crate::compile::fused::Access;
 use crate::compile::matmul::{MatMulStep, MatView};
-use crate::compile::movement::{CopyStep, Strided};
+use crate::compile::movement::{merge_axes, CopyStep, Strided};
 use crate::compile::plan::{KernelStep, StepKind};
 use crate::compile::reduce::ReduceStep;
 use crate::compile::solve::SolveStep;
@@ -40,7 +40,7 @@ impl Builder<'_> {
                         dst_off: 0,
                         dst_strides: contiguous(&n.shape),
                     };
-                    self.push(i, StepKind::Copy(CopyStep { parts: vec![part] }), vec![self.root[x]]);
+                    self.push(i, StepKind::Copy(CopyStep::new(vec![part])), vec![self.root[x]]);
                 }
             }
             Op::Slice { axis, start, .. } => {
@@ -55,7 +55,7 @@ impl Builder<'_> {
                     dst_off: 0,
                     dst_strides: contiguous(&n.shape),
                 };
-                self.push(i, StepKind::Copy(CopyStep { parts: vec![part] }), vec![self.root[x]]);
+                self.push(i, StepKind::Copy(CopyStep::new(vec![part])), vec![self.root[x]]);
             }
             Op::Concat { axis } => {
                 let os = contiguous(&n.shape);
@@ -76,7 +76,7 @@ impl Builder<'_> {
                     at += s.dim(*axis);
                     reads.push(self.root[p.index()]);
                 }
-                self.push(i, StepKind::Copy(CopyStep { parts }), reads);
+                self.push(i, StepKind::Copy(CopyStep::new(parts)), reads);
             }
             Op::Reduce { op, axes } => {
                 let x = arg(0);
@@ -225,7 +225,7 @@ impl Builder<'_> {
             let r = shape.rank();
             let pr = ps.rank();
             let pst = contiguous(ps);
-            let strides = (0..r)
+            let strides: Vec<usize> = (0..r)
                 .map(|d| {
                     let lead = r - pr;
                     if d < lead || ps.dim(d - lead) == 1 {
@@ -236,9 +236,12 @@ impl Builder<'_> {
                 })
                 .collect();
             self.rank(r);
+            // Output axes of length 1 dropped, runs of axes merged: a
+            // `[N, 1]` operand of a `[3, N, 1]` loop is read in runs of `N`.
+            let (dims, mut st) = merge_axes(shape.dims(), &[&strides]);
             Access::Broadcast {
-                dims: shape.dims().to_vec(),
-                strides,
+                dims,
+                strides: st.pop().expect("one stride list"),
             }
         }
     }

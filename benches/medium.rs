@@ -1,0 +1,299 @@
+//! Medium tensors (issue #16): element-wise math over thousands of elements
+//! with slices, concatenations and broadcasts in between, through the
+//! `#[differentiable]` companions on a warm plan cache, each against a
+//! hand-written analytic implementation of the same derivative in the same
+//! run (1 thread).
+//!
+//! - `rosenbrock_hvp_1000`: `hvp_` of the extended Rosenbrock function
+//!   (two slices, squares, a sum) at n = 1000;
+//! - `diode_batch_jacobian_10000`: per-device 3×3 Jacobians of a 3-terminal
+//!   device (`exp` of one voltage difference, `tanh` of another, products;
+//!   the three currents concatenated on the last axis) over 10 000 devices;
+//! - `lj_broadcast_64`: `value_and_grad_` of the all-pairs Lennard-Jones
+//!   energy of 64 particles in the broadcast form (the pairs done twice)
+//!   against a pair loop;
+//! - `slices_grad_1000`: the gradient through 1000 row slices of one
+//!   `[1000, 64]` tensor (a recurrence that reads one row per step), against
+//!   the hand-written forward and backward loops.
+//!
+//! Each group first checks that both sides agree, and prints the cold cost
+//! (trace, differentiate, compile, first run) once.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use rlx::prelude::*;
+
+/// `n` deterministic values in `[lo, hi)`, well spread (a multiplicative
+/// sequence modulo a prime).
+fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    const P: u64 = 1_000_003;
+    (0..n as u64)
+        .map(|i| lo + (hi - lo) * ((i * 7919 + seed * 104_729) % P) as f64 / P as f64)
+        .collect()
+}
+
+fn assert_close(what: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let tol = 1e-9 * (1.0 + w.abs());
+        assert!((g - w).abs() <= tol, "{what}[{i}]: {g} vs {w}");
+    }
+}
+
+fn vals(t: &Tensor) -> Vec<f64> {
+    t.to_vec::<f64>().unwrap()
+}
+
+// ---- Rosenbrock ----
+
+/// Σ_i 100 (x_{i+1} − x_i²)² + (1 − x_i)²
+#[differentiable]
+fn rosenbrock(x: &Tensor) -> f64 {
+    let n = x.shape().dim(0);
+    let a = x.slice(0, 0, n - 1);
+    let b = x.slice(0, 1, n - 1);
+    let d = b - a.square();
+    ((d.square() * 100.0) + (a * -1.0 + 1.0).square()).sum_all()
+}
+
+/// The analytic Hessian-vector product of [`rosenbrock`].
+fn rosenbrock_hvp_by_hand(x: &[f64], v: &[f64], hv: &mut [f64]) {
+    hv.fill(0.0);
+    for i in 0..x.len() - 1 {
+        let (xi, xj) = (x[i], x[i + 1]);
+        let d = xj - xi * xi;
+        let hii = -400.0 * d + 800.0 * xi * xi + 2.0;
+        let hij = -400.0 * xi;
+        hv[i] += hii * v[i] + hij * v[i + 1];
+        hv[i + 1] += hij * v[i] + 200.0 * v[i + 1];
+    }
+}
+
+fn rosenbrock_bench(c: &mut Criterion) {
+    let n = 1000;
+    let x = values(n, 1, -1.2, 1.2);
+    let v = values(n, 2, -1.0, 1.0);
+    let (xt, vt) = (Tensor::from_slice(&x, [n]), Tensor::from_slice(&v, [n]));
+    let t0 = Instant::now();
+    let got = hvp_rosenbrock(&xt, &vt).unwrap();
+    println!("rosenbrock hvp_ n = {n}: first call {:?}", t0.elapsed());
+    let mut want = vec![0.0; n];
+    rosenbrock_hvp_by_hand(&x, &v, &mut want);
+    assert_close("rosenbrock hvp", &vals(&got), &want);
+    let mut grp = c.benchmark_group("rosenbrock_hvp_1000");
+    grp.bench_function("rlx hvp_", |b| {
+        b.iter(|| hvp_rosenbrock(black_box(&xt), black_box(&vt)).unwrap())
+    });
+    grp.bench_function("hand-written analytic", |b| {
+        b.iter(|| rosenbrock_hvp_by_hand(black_box(&x), black_box(&v), &mut want))
+    });
+    grp.finish();
+}
+
+// ---- 3-terminal device ----
+
+const IS: f64 = 1e-3;
+const VT: f64 = 0.05;
+
+/// Terminal currents of a diode-like device, `u: [N, 3]` → `[N, 3]`:
+/// a diode `IS (exp((v0 − v1)/VT) − 1)` from 0 to 1, a tanh channel
+/// `0.5 tanh(2 (v1 − v2)) (1 + 0.1 v0)` from 1 to 2, a bilinear leak
+/// `0.01 v0 v2` from 0 to 2.
+#[differentiable]
+fn device(u: &Tensor) -> Tensor {
+    let v0 = u.slice(1, 0, 1);
+    let v1 = u.slice(1, 1, 1);
+    let v2 = u.slice(1, 2, 1);
+    let id = ((&v0 - &v1) * (1.0 / VT)).exp() * IS - IS;
+    let it = ((&v1 - &v2) * 2.0).tanh() * 0.5 * (&v0 * 0.1 + 1.0);
+    let il = &v0 * &v2 * 0.01;
+    let i0 = &id + &il;
+    let i1 = &it - &id;
+    let i2 = (&it + &il) * -1.0;
+    Tensor::concat(&[&i0, &i1, &i2], 1)
+}
+
+/// The analytic per-device Jacobians of [`device`], `[N, 3, 3]`.
+fn device_jacobian_by_hand(u: &[f64], jac: &mut [f64]) {
+    for (v, j) in u.chunks_exact(3).zip(jac.chunks_exact_mut(9)) {
+        let (v0, v1, v2) = (v[0], v[1], v[2]);
+        let gd = IS / VT * ((v0 - v1) / VT).exp();
+        let th = (2.0 * (v1 - v2)).tanh();
+        let s = 1.0 + 0.1 * v0;
+        let gt = (1.0 - th * th) * s; // ∂it/∂v1 = −∂it/∂v2
+        let dt0 = 0.05 * th; // ∂it/∂v0
+        let (l0, l2) = (0.01 * v2, 0.01 * v0);
+        j.copy_from_slice(&[
+            gd + l0,
+            -gd,
+            l2,
+            dt0 - gd,
+            gt + gd,
+            -gt,
+            -dt0 - l0,
+            -gt,
+            gt - l2,
+        ]);
+    }
+}
+
+fn device_bench(c: &mut Criterion) {
+    let n = 10_000;
+    let u = values(3 * n, 3, -0.2, 0.2);
+    let ut = Tensor::from_slice(&u, [n, 3]);
+    let t0 = Instant::now();
+    let got = batch_jacobian_device(&ut).unwrap();
+    println!(
+        "device batch_jacobian_ N = {n}: first call {:?}",
+        t0.elapsed()
+    );
+    let mut want = vec![0.0; 9 * n];
+    device_jacobian_by_hand(&u, &mut want);
+    assert_close("device jacobian", &vals(&got), &want);
+    let mut grp = c.benchmark_group("diode_batch_jacobian_10000");
+    grp.bench_function("rlx batch_jacobian_", |b| {
+        b.iter(|| batch_jacobian_device(black_box(&ut)).unwrap())
+    });
+    grp.bench_function("hand-written loop", |b| {
+        b.iter(|| device_jacobian_by_hand(black_box(&u), &mut want))
+    });
+    grp.finish();
+}
+
+// ---- all-pairs Lennard-Jones, broadcast form ----
+
+/// ½ Σ_{i≠j} 4 (r_ij⁻¹² − r_ij⁻⁶) for `p: [n, 3]`; `eye` (the identity)
+/// keeps the diagonal finite (r² = 1 there, where the pair term and its
+/// gradient vanish).
+#[differentiable]
+fn lj_energy(p: &Tensor, eye: &Tensor) -> f64 {
+    let n = p.shape().dim(0);
+    let d = p.reshape([n, 1, 3]) - p.reshape([1, n, 3]);
+    let r2 = d.square().sum(&[2]) + eye;
+    let s3 = r2.powi(-3);
+    ((s3.square() - &s3) * 2.0).sum_all()
+}
+
+/// Energy and gradient of [`lj_energy`] by a pair loop over `i < j`.
+fn lj_by_hand(p: &[f64], g: &mut [f64]) -> f64 {
+    g.fill(0.0);
+    let n = p.len() / 3;
+    let mut e = 0.0;
+    for i in 0..n {
+        for j in i + 1..n {
+            let d = [
+                p[3 * i] - p[3 * j],
+                p[3 * i + 1] - p[3 * j + 1],
+                p[3 * i + 2] - p[3 * j + 2],
+            ];
+            let s = 1.0 / (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+            let s3 = s * s * s;
+            e += 4.0 * (s3 * s3 - s3);
+            let de = 4.0 * (-6.0 * s3 * s3 * s + 3.0 * s3 * s); // dE/dr²
+            for k in 0..3 {
+                g[3 * i + k] += 2.0 * d[k] * de;
+                g[3 * j + k] -= 2.0 * d[k] * de;
+            }
+        }
+    }
+    e
+}
+
+fn lj_bench(c: &mut Criterion) {
+    let n = 64;
+    // A jittered 4×4×4 lattice with spacing 1.2.
+    let jitter = values(3 * n, 4, -0.1, 0.1);
+    let p: Vec<f64> = (0..3 * n)
+        .map(|k| {
+            let (i, a) = (k / 3, k % 3);
+            let c = [i % 4, (i / 4) % 4, i / 16][a];
+            1.2 * c as f64 + jitter[k]
+        })
+        .collect();
+    let pt = Tensor::from_slice(&p, [n, 3]);
+    let eye: Vec<f64> = (0..n * n)
+        .map(|k| if k / n == k % n { 1.0 } else { 0.0 })
+        .collect();
+    let eye = Tensor::from_slice(&eye, [n, n]);
+    let t0 = Instant::now();
+    let (e, g) = value_and_grad_lj_energy(&pt, &eye).unwrap();
+    println!("lj value_and_grad_ n = {n}: first call {:?}", t0.elapsed());
+    let mut want = vec![0.0; 3 * n];
+    let e_want = lj_by_hand(&p, &mut want);
+    assert_close("lj energy", &[e], &[e_want]);
+    assert_close("lj gradient", &vals(&g.0), &want);
+    let mut grp = c.benchmark_group("lj_broadcast_64");
+    grp.bench_function("rlx value_and_grad_", |b| {
+        b.iter(|| value_and_grad_lj_energy(black_box(&pt), black_box(&eye)).unwrap())
+    });
+    grp.bench_function("hand-written pair loop", |b| {
+        b.iter(|| lj_by_hand(black_box(&p), &mut want))
+    });
+    grp.finish();
+}
+
+// ---- gradient through many slices ----
+
+/// h_t = tanh(x_t + 0.5 h_{t−1}) over the rows `x_t` of `x: [k, m]`
+/// (h_{−1} = 0), loss Σ h_{k−1}: one slice per step.
+#[differentiable]
+fn recurrence(x: &Tensor) -> f64 {
+    let k = x.shape().dim(0);
+    let mut h = x.slice(0, 0, 1).tanh();
+    for t in 1..k {
+        h = (x.slice(0, t, 1) + &h * 0.5).tanh();
+    }
+    h.sum_all()
+}
+
+/// The gradient of [`recurrence`] by hand: the forward loop keeping every
+/// `h_t`, then the backward loop.
+fn recurrence_grad_by_hand(x: &[f64], m: usize, hs: &mut [f64], g: &mut [f64]) {
+    let k = x.len() / m;
+    for t in 0..k {
+        for j in 0..m {
+            let prev = if t == 0 { 0.0 } else { hs[(t - 1) * m + j] };
+            hs[t * m + j] = (x[t * m + j] + 0.5 * prev).tanh();
+        }
+    }
+    let mut ct = vec![1.0; m];
+    for t in (0..k).rev() {
+        for j in 0..m {
+            let h = hs[t * m + j];
+            let a = ct[j] * (1.0 - h * h);
+            g[t * m + j] = a;
+            ct[j] = 0.5 * a;
+        }
+    }
+}
+
+fn slices_bench(c: &mut Criterion) {
+    let (k, m) = (1000, 64);
+    let x = values(k * m, 5, -1.0, 1.0);
+    let xt = Tensor::from_slice(&x, [k, m]);
+    let t0 = Instant::now();
+    let got = grad_recurrence(&xt).unwrap();
+    println!("slices grad_ k = {k}: first call {:?}", t0.elapsed());
+    let (mut hs, mut want) = (vec![0.0; k * m], vec![0.0; k * m]);
+    recurrence_grad_by_hand(&x, m, &mut hs, &mut want);
+    assert_close("slices gradient", &vals(&got), &want);
+    let mut grp = c.benchmark_group("slices_grad_1000");
+    grp.bench_function("rlx grad_", |b| {
+        b.iter(|| grad_recurrence(black_box(&xt)).unwrap())
+    });
+    grp.bench_function("hand-written loops", |b| {
+        b.iter(|| recurrence_grad_by_hand(black_box(&x), m, &mut hs, &mut want))
+    });
+    grp.finish();
+}
+
+criterion_group!(
+    benches,
+    rosenbrock_bench,
+    device_bench,
+    lj_bench,
+    slices_bench
+);
+criterion_main!(benches);
