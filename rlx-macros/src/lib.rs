@@ -4,7 +4,7 @@
 //! - `parse`: the `fn` and the attribute arguments to our model
 //!   (parameter kinds, outputs, `wrt`);
 //! - `check`: rejects what cannot be traced soundly
-//!   (`async`, `unsafe`, `self`, generics, `?`, `loop`, `match`/`while` on
+//!   (`async`, `unsafe`, `self`, generics, `loop`, `match`/`while` on
 //!   traced values, ...), using `traced` to tell traced bindings from
 //!   static ones;
 //! - `rewrite`: comparisons and `if`/`else` on traced

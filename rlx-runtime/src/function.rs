@@ -32,8 +32,9 @@
 //! go in as a slice of `f64`s, the results come back in a stack array, and
 //! a plan that is one scalar region runs its native code directly on those
 //! slices. A warm call allocates nothing. Whatever that path cannot serve
-//! (a plan that is not one scalar region, a call inside a trace) it
-//! declines, and the companion takes the general path.
+//! (a plan that is not one scalar region) it declines, and the companion
+//! takes the general path. Numbers are never traced, so inside a trace
+//! such a call computes its results too (constants of the caller's trace).
 //!
 //! # Traced calls
 //!
@@ -47,7 +48,7 @@ use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use rlx_core::autodiff;
@@ -156,6 +157,9 @@ struct Entry {
     statics_type: TypeId,
     graph: Graph,
     plans: [OnceLock<Plan>; TRANSFORMS],
+    /// Executables of `n`-th derivatives, keyed by (position in `wrt`, `n`)
+    /// (see [`Function::run_nth`]).
+    nth: std::sync::Mutex<Vec<Arc<NthPlan>>>,
 }
 
 impl Entry {
@@ -177,6 +181,14 @@ impl Entry {
         }
         self.statics.downcast_ref::<S>() == Some(statics)
     }
+}
+
+/// The graph and executable of an `n`-th derivative (see [`Function::run_nth`]).
+struct NthPlan {
+    /// (position in `wrt`, order).
+    key: (usize, usize),
+    graph: Graph,
+    exe: Executable,
 }
 
 /// Ways of the per-thread cache of recently used entries.
@@ -284,8 +296,8 @@ impl Function {
     /// compiles to one scalar program: writes the outputs into `out` (one
     /// slot each; an `f32` result is stored widened, so `as f32` gives it
     /// back exactly) and returns `true`. Returns `false`, leaving `out`
-    /// unspecified, when the call cannot be served that way (inside a
-    /// trace, other output types or count, extras of other types, a plan
+    /// unspecified, when the call cannot be served that way (other output
+    /// types or count, extras of other types, a plan
     /// that is not a scalar program); the caller then uses
     /// [`Function::run`], which also reports errors in the extras. Other
     /// errors are those [`Function::run`] would return.
@@ -338,7 +350,9 @@ impl Function {
         let mut failed = None;
         let mut run = |entry: &Entry| -> Option<bool> {
             let ran = self.plan(entry, t).and_then(|plan| {
-                if plan.extras_f32s != Some((extras.len(), extra_f32s)) || trace::is_tracing() {
+                // Numbers are never traced: inside a trace too, the call
+                // computes its results (constants of the caller's trace).
+                if plan.extras_f32s != Some((extras.len(), extra_f32s)) {
                     return Ok(false);
                 }
                 let exe = self.executable(plan)?;
@@ -419,7 +433,17 @@ impl Function {
     ) -> Result<Vec<Value>> {
         let plan = self.plan(entry, t)?;
         self.check_extras(plan, t, extras)?;
-        if trace::is_tracing() {
+        // Inside a trace the graph is inlined, unless every argument is a
+        // number: then nothing depends on the trace, and the results are
+        // computed (as constants of the caller's trace), so that a float
+        // result can exist. (A concrete tensor argument is inlined, so that
+        // one captured from outside the trace is refused there.)
+        let numbers = || {
+            args.iter()
+                .chain(extras)
+                .all(|a| !matches!(a, Arg::Tensor(_)))
+        };
+        if trace::is_tracing() && !numbers() {
             let tensors: Vec<Tensor> = args.iter().chain(extras).map(|a| a.to_tensor()).collect();
             let refs: Vec<&Tensor> = tensors.iter().collect();
             let outs = trace::inline(&plan.graph, &refs)?;
@@ -427,6 +451,87 @@ impl Function {
         }
         // `entry` and `check_extras` checked every argument's type.
         self.executable(plan)?.run_arg_lists(args, extras, false)
+    }
+
+    /// The graph traced for `args` and `statics` (from the cache; traced on
+    /// a miss): what the companions differentiate, to print or to pass to
+    /// the transforms of `rlx::autodiff`. Its inputs are the runtime
+    /// parameters, named and ordered as in the function.
+    pub fn graph<S: StaticArg>(
+        &self,
+        args: &[Arg<'_>],
+        statics: &S,
+        tracer: Tracer<S>,
+    ) -> Result<Graph> {
+        if args.len() != self.params.len() {
+            return Err(self.count_mismatch(args.len()));
+        }
+        Ok(self.miss(args, statics, tracer)?.graph.clone())
+    }
+
+    /// The `n`-th derivative of the scalar (first) output with respect to
+    /// each differentiated parameter on its own (`∂ⁿf/∂x_iⁿ`, shaped like
+    /// `x_i` repeated `n` times; [`autodiff::nth_order_grad`]), one result
+    /// per parameter after the function's outputs. Each (parameter, `n`)
+    /// is differentiated and compiled once per signature. Inside a trace
+    /// the derivative graphs are inlined.
+    pub fn run_nth<S: StaticArg>(
+        &self,
+        args: &[Arg<'_>],
+        n: usize,
+        statics: &S,
+        tracer: Tracer<S>,
+    ) -> Result<Vec<Value>> {
+        if args.len() != self.params.len() {
+            return Err(self.count_mismatch(args.len()));
+        }
+        let entry = self.miss(args, statics, tracer)?;
+        let n_out = entry.graph.outputs().len();
+        let mut outs = Vec::new();
+        for (k, &i) in self.wrt.iter().enumerate() {
+            let plan = self.nth_plan(&entry, k, i, n)?;
+            let mut got = if trace::is_tracing() {
+                let tensors: Vec<Tensor> = args.iter().map(|a| a.to_tensor()).collect();
+                let refs: Vec<&Tensor> = tensors.iter().collect();
+                trace::inline(&plan.graph, &refs)?
+                    .into_iter()
+                    .map(Value::Tensor)
+                    .collect()
+            } else {
+                plan.exe.run_arg_lists(args, &[], false)?
+            };
+            let d = got.pop().expect("nth_order_grad adds one output");
+            if k == 0 {
+                got.truncate(n_out);
+                outs.extend(got);
+            }
+            outs.push(d);
+        }
+        Ok(outs)
+    }
+
+    /// The graph and executable of the `n`-th derivative with respect to
+    /// parameter `i` (position `k` in `wrt`), built on first use.
+    fn nth_plan(&self, entry: &Entry, k: usize, i: usize, n: usize) -> Result<Arc<NthPlan>> {
+        let lock = || entry.nth.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(p) = lock().iter().find(|p| p.key == (k, n)) {
+            return Ok(p.clone());
+        }
+        let mut g = autodiff::nth_order_grad(&entry.graph, i, n)?;
+        if n == 0 {
+            // The 0-th derivative is the value itself.
+            let mut outs = g.outputs().to_vec();
+            outs.push(outs[0]);
+            g.set_outputs(outs);
+        }
+        let exe = compile(&g)?;
+        let p = Arc::new(NthPlan {
+            key: (k, n),
+            graph: g,
+            exe,
+        });
+        lock().push(p.clone());
+        Ok(p)
     }
 
     /// A plan's executable, compiled on first use.
@@ -482,6 +587,7 @@ impl Function {
             statics_type: TypeId::of::<S>(),
             graph,
             plans: Default::default(),
+            nth: Default::default(),
         });
         let mut c = cache.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = c.map.get(&hash).and_then(|v| v.iter().find(|e| matches(e))) {
@@ -544,11 +650,21 @@ impl Function {
                 } else {
                     "v_"
                 };
+                // As the macro names them (`tangent_y` for `_y`; see
+                // `extra_name` in rlx-macros).
                 let param = |&i: &usize| {
-                    (
-                        format!("{prefix}{}", self.params[i]),
-                        entry.types[i].clone(),
-                    )
+                    let name = self.params[i].trim_start_matches('_');
+                    let clash = self
+                        .params
+                        .iter()
+                        .enumerate()
+                        .any(|(j, p)| j != i && p.trim_start_matches('_') == name);
+                    let name = if name.is_empty() || clash {
+                        self.params[i]
+                    } else {
+                        name
+                    };
+                    (format!("{prefix}{name}"), entry.types[i].clone())
                 };
                 self.wrt.iter().map(param).collect()
             }
@@ -707,7 +823,7 @@ impl Output for Tensor {
 #[cold]
 fn float_in_trace(ty: &str) -> Error {
     Error::Unsupported(format!(
-        "a `{ty}` result cannot be produced inside traced code: values exist only when the compiled function runs\n  = help: make the called `#[differentiable]` function return `Tensor`, and take `Tensor` parameters for values you differentiate"
+        "a `{ty}` result cannot be produced inside traced code: values exist only when the compiled function runs\n  = help: pass a traced value (a `Tensor`) for one of the called function's `f32`/`f64` parameters (its float results are then tensors), or make it return `Tensor`"
     ))
 }
 
@@ -814,12 +930,13 @@ tuple_placeholder!(
 );
 
 /// A companion's result: outside a trace, as is; inside a trace an error is
-/// recorded in the trace (the outermost companion returns it) and a
-/// stand-in is returned, so that tracing can go on.
+/// recorded in the trace (the outermost companion returns it, naming the
+/// caller's line) and a stand-in is returned, so that tracing can go on.
+#[track_caller]
 pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     match f() {
         Err(e) if trace::is_tracing() => {
-            record(e);
+            record(located(e, Location::caller()));
             Ok(T::placeholder())
         }
         r => r,
@@ -827,16 +944,38 @@ pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
 }
 
 /// A plain call's result: the value, or a panic with the error's message
-/// (inside a trace: the error is recorded and a stand-in returned).
+/// naming the caller's line (inside a trace: the error is recorded and a
+/// stand-in returned).
 #[track_caller]
 pub fn plain<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> T {
     match f() {
         Ok(v) => v,
         Err(e) if trace::is_tracing() => {
-            record(e);
+            record(located(e, Location::caller()));
             T::placeholder()
         }
         Err(e) => panic!("{e}"),
+    }
+}
+
+/// `e` at the caller's `loc`, unless it already names a source line (an
+/// error met in the called function's own traced code).
+fn located(e: Error, loc: &Location<'_>) -> Error {
+    fn has_line(e: &Error) -> bool {
+        match e {
+            Error::At { .. } => true,
+            Error::Trace { source, .. } | Error::AtNode { source, .. } => has_line(source),
+            _ => false,
+        }
+    }
+    if has_line(&e) {
+        return e;
+    }
+    Error::At {
+        source: Box::new(e),
+        file: loc.file().to_string(),
+        line: loc.line(),
+        column: loc.column(),
     }
 }
 
@@ -940,9 +1079,35 @@ fn tensor_pair(a: &impl TracedOperand, b: &impl TracedOperand) -> (Tensor, Tenso
     (a.operand(like), b.operand(like))
 }
 
-macro_rules! tensor_compare {
-    ($(($l:ty, $r:ty)),*) => {$(
-        impl Compare<$r> for $l {
+// One impl per tensor side, generic over the other operand, so that the
+// result type (`Tensor`) is known before a float literal's type is: `let m
+// = x > 0.0; m.not()` needs no annotation.
+impl<R: TracedOperand> Compare<R> for Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn compare(&self, op: CmpOp, rhs: &R) -> Tensor {
+        let (a, b) = tensor_pair(self, rhs);
+        Tensor::apply_or_panic(Op::Compare(op), &[&a, &b])
+    }
+}
+
+impl<R: TracedOperand> Compare<R> for &Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn compare(&self, op: CmpOp, rhs: &R) -> Tensor {
+        let (a, b) = tensor_pair(self, rhs);
+        Tensor::apply_or_panic(Op::Compare(op), &[&a, &b])
+    }
+}
+
+/// A number on the left of a traced comparison (`0.5 <= x`).
+pub trait ScalarOperand: TracedOperand {}
+impl ScalarOperand for f64 {}
+impl ScalarOperand for f32 {}
+
+macro_rules! scalar_compare {
+    ($($r:ty),*) => {$(
+        impl<L: ScalarOperand> Compare<$r> for L {
             type Output = Tensor;
             #[track_caller]
             fn compare(&self, op: CmpOp, rhs: &$r) -> Tensor {
@@ -952,18 +1117,7 @@ macro_rules! tensor_compare {
         }
     )*};
 }
-tensor_compare!(
-    (Tensor, &Tensor),
-    (Tensor, f64),
-    (Tensor, f32),
-    (&Tensor, Tensor),
-    (&Tensor, f64),
-    (&Tensor, f32),
-    (f64, Tensor),
-    (f64, &Tensor),
-    (f32, Tensor),
-    (f32, &Tensor)
-);
+scalar_compare!(Tensor, &Tensor);
 
 macro_rules! cmp_fns {
     ($($name:ident => $op:ident),*) => {$(
@@ -1149,11 +1303,14 @@ mod tests {
             )
             .unwrap_err();
         assert!(e.to_string().contains("tangent_x"), "{e}");
-        // Inside a trace the graph is inlined by `run`, never run here.
+        // Numbers are never traced: inside a trace the call computes its
+        // value (a constant of that trace), as outside.
         let t = Trace::enter();
-        assert!(!F
-            .run_numbers(Transform::Call, &args, 0, &[], 0, &(), tracer, &mut [0.0])
+        let mut value = [0.0];
+        assert!(F
+            .run_numbers(Transform::Call, &args, 0, &[], 0, &(), tracer, &mut value)
             .unwrap());
+        assert_eq!(value[0], (0.5f64 * -2.0).sin() + 0.5);
         drop(t);
         // A wrong argument count is an error, as with `run`.
         let e = F

@@ -109,11 +109,20 @@ impl Tensor {
         Tensor::from_vec(vec![value], Shape::scalar())
     }
 
-    /// A tensor of `shape` and `dtype` where every element is `value`.
-    pub fn full(value: f64, shape: impl Into<Shape>, dtype: DType) -> Tensor {
-        let shape = shape.into();
-        let storage = Storage::full(dtype, shape.numel(), value);
-        Tensor::from_storage(storage, shape).expect("sizes agree by construction")
+    /// A tensor of `shape` and `dtype` where every element is `value`: a
+    /// number, or a 0-d tensor (an `f64` parameter inside a
+    /// `#[differentiable]` body is one), broadcast and cast.
+    ///
+    /// ```
+    /// use rlx_runtime::{DType, Tensor};
+    /// let a = Tensor::full(1.5, [2], DType::F32);
+    /// assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.5, 1.5]);
+    /// let b = Tensor::full(&Tensor::scalar(2.0f64), [2], DType::F64);
+    /// assert_eq!(b.to_vec::<f64>().unwrap(), vec![2.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn full(value: impl FillValue, shape: impl Into<Shape>, dtype: DType) -> Tensor {
+        value.fill(shape.into(), dtype)
     }
 
     /// Zeros of `shape` and `dtype`.
@@ -274,4 +283,42 @@ fn traced_read() -> Error {
     Error::Unsupported(
         "cannot read the values of a traced tensor inside `#[differentiable]` code\n  = help: values exist only when the compiled function runs; use tensor ops instead of reading elements".into(),
     )
+}
+
+/// What [`Tensor::full`] fills with: an `f64`, or a tensor that broadcasts
+/// to the shape (it is cast to the dtype).
+pub trait FillValue {
+    /// A tensor of `shape` and `dtype` filled with the value.
+    #[track_caller]
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor;
+}
+
+impl FillValue for f64 {
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
+        let storage = Storage::full(dtype, shape.numel(), self);
+        Tensor::from_storage(storage, shape).expect("sizes agree by construction")
+    }
+}
+
+impl FillValue for &Tensor {
+    #[track_caller]
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
+        let t = if self.dtype() == dtype {
+            self.clone()
+        } else {
+            self.cast(dtype)
+        };
+        if t.shape() == &shape {
+            t
+        } else {
+            t.broadcast_to(shape)
+        }
+    }
+}
+
+impl FillValue for Tensor {
+    #[track_caller]
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
+        (&self).fill(shape, dtype)
+    }
 }

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use crate::{infer, DType, Error, Literal, Op, Result, Shape, TensorType, UnaryOp};
+use crate::{infer, DType, Error, Literal, Op, Result, Shape, TensorType};
 
 /// Index of a node in its [`Graph`]. Printed as `%7`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

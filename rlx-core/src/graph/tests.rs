@@ -1,4 +1,5 @@
 use super::*;
+use crate::UnaryOp;
 
 #[test]
 fn builder_infers_broadcast_shapes() {

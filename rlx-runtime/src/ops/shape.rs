@@ -1,6 +1,8 @@
 //! Shape, layout and indexing ops: reshape, broadcast, transpose, concat,
 //! slice, gather, scatter-add, select, cast, stop-gradient.
 
+use std::borrow::Borrow;
+
 use rlx_core::{DType, Op, Result, Shape};
 
 use crate::tensor::Tensor;
@@ -91,7 +93,8 @@ impl Tensor {
         self.transpose(&perm)
     }
 
-    /// Joins tensors along `axis` (equal shapes elsewhere).
+    /// Joins tensors along `axis` (equal shapes elsewhere). Takes a slice of
+    /// tensors or of references: `&[&a, &b]`, `&vec_of_tensors`.
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
@@ -99,16 +102,20 @@ impl Tensor {
     /// let b = Tensor::from_slice(&[3.0f64, 4.0], [1, 2]);
     /// let c = Tensor::concat(&[&a, &b], 0);
     /// assert_eq!(c.shape().dims(), &[2, 2]);
+    /// let rows: Vec<Tensor> = vec![a, b];
+    /// assert_eq!(Tensor::concat(&rows, 1).shape().dims(), &[1, 4]);
     /// ```
     #[track_caller]
-    pub fn concat(tensors: &[&Tensor], axis: usize) -> Tensor {
-        Tensor::apply_or_panic(Op::Concat { axis }, tensors)
+    pub fn concat<T: Borrow<Tensor>>(tensors: &[T], axis: usize) -> Tensor {
+        let refs: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
+        Tensor::apply_or_panic(Op::Concat { axis }, &refs)
     }
 
     /// [`Tensor::concat`] returning an error on mismatched shapes.
     #[track_caller]
-    pub fn try_concat(tensors: &[&Tensor], axis: usize) -> Result<Tensor> {
-        Tensor::apply(Op::Concat { axis }, tensors)
+    pub fn try_concat<T: Borrow<Tensor>>(tensors: &[T], axis: usize) -> Result<Tensor> {
+        let refs: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
+        Tensor::apply(Op::Concat { axis }, &refs)
     }
 
     /// Elements `start..start + len` along `axis`.
