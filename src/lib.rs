@@ -42,6 +42,7 @@ pub use rlx_core::{
     TensorType, UnaryOp,
 };
 pub use rlx_macros::differentiable;
+pub use rlx_runtime::function::{plan_cache_capacity, set_plan_cache_capacity};
 pub use rlx_runtime::{compile, trace, Executable, Tensor};
 
 /// The core crate (IR and transforms).

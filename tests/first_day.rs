@@ -400,3 +400,40 @@ fn the_traced_graph_is_public_and_feeds_the_core_transforms() {
     let g = graph_exp_sin(0.3).unwrap();
     assert_eq!(g.inputs().len(), 1);
 }
+
+// ---------------------------------------------------------------------------
+// Item 11: the plan cache evicts the least recently used signature.
+
+static TRACES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts its traces (the body runs once per new signature).
+#[differentiable(cache = 4)]
+fn counted(x: &Tensor) -> Tensor {
+    TRACES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    x.sum_all()
+}
+
+#[test]
+fn a_hot_signature_survives_a_sweep_of_one_off_shapes() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let hot = Tensor::zeros([3], DType::F64);
+    let traces0 = TRACES.load(Relaxed);
+    counted(&hot);
+    for n in 10..60 {
+        // a one-off shape, then the hot one again
+        counted(&Tensor::zeros([n], DType::F64));
+        counted(&hot);
+        assert!(__rlx_function_counted().cached_signatures() <= 4);
+    }
+    // 1 hot trace + 50 one-off traces: the hot plan was never evicted
+    assert_eq!(TRACES.load(Relaxed) - traces0, 51);
+    // the bound can be changed per function; the cache shrinks at the next insert
+    __rlx_function_counted().set_capacity(1);
+    counted(&Tensor::zeros([7], DType::F64));
+    assert_eq!(__rlx_function_counted().cached_signatures(), 1);
+    // and globally, for functions without `cache = N`
+    assert_eq!(
+        rlx::plan_cache_capacity(),
+        rlx::runtime::function::MAX_ENTRIES
+    );
+}

@@ -719,6 +719,14 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
             }
         }
     });
+    let new_function = match f.cache {
+        None => {
+            quote!(::rlx::__private::Function::new(#name_str, &[#(#names),*], &[#(#wrt_pos),*]))
+        }
+        Some(n) => {
+            quote!(::rlx::__private::Function::with_capacity(#name_str, &[#(#names),*], &[#(#wrt_pos),*], #n))
+        }
+    };
     let extra = ctx.graph_and_nth();
     let graph_doc = extra.graph_doc;
     let nth_doc = extra.nth_doc;
@@ -754,8 +762,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
 
         #[doc(hidden)]
         fn #fn_ident() -> &'static ::rlx::__private::Function {
-            static FUNCTION: ::rlx::__private::Function =
-                ::rlx::__private::Function::new(#name_str, &[#(#names),*], &[#(#wrt_pos),*]);
+            static FUNCTION: ::rlx::__private::Function = #new_function;
             &FUNCTION
         }
 

@@ -28,7 +28,8 @@ mod traced;
 /// `hessian_f`, `hvp_f`, `batch_jacobian_f`). See the `rlx` crate docs.
 ///
 /// `#[differentiable(wrt(a, b))]` differentiates with respect to the named
-/// parameters only.
+/// parameters only; `#[differentiable(cache = N)]` keeps compiled plans for
+/// at most `N` signatures of this function (least recently used evicted).
 #[proc_macro_attribute]
 pub fn differentiable(args: TokenStream, item: TokenStream) -> TokenStream {
     differentiable_impl(args.into(), item.into())

@@ -19,9 +19,15 @@
 //!   direct-mapped thread-local table), so a warm call with an unchanged
 //!   signature takes no lock and hashes nothing (executables keep per-call
 //!   scratch in their own pool; scalar programs need none);
-//! - at most [`MAX_ENTRIES`] signatures are kept per function; inserting one
-//!   more clears the cache first (a workload cycling through more signatures
-//!   than that retraces, it does not grow without bound);
+//! - at most a bounded number of signatures are kept per function
+//!   ([`MAX_ENTRIES`] unless set with [`set_plan_cache_capacity`], or per
+//!   function with `#[differentiable(cache = N)]`); inserting one more
+//!   evicts the least recently used (a program that keeps one hot shape and
+//!   meets many one-off shapes keeps its hot plan; one cycling through more
+//!   signatures than the bound retraces, it does not grow without bound).
+//!   "Used" is counted at the shared cache: a thread that keeps calling one
+//!   signature is served from its own table and holds that entry alive even
+//!   if the shared cache drops it;
 //! - errors are not cached: a failing call fails again, the same way.
 //!
 //! # Functions of numbers
@@ -49,6 +55,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use rlx_core::autodiff;
@@ -60,8 +67,31 @@ use crate::trace::{self, Trace};
 use crate::value::is_number;
 pub use crate::value::{Arg, Value};
 
-/// Maximum number of signatures cached per function (see the module docs).
+/// The default number of signatures cached per function (see the module docs).
 pub const MAX_ENTRIES: usize = 64;
+
+/// The bound of functions without one of their own.
+static CAPACITY: AtomicUsize = AtomicUsize::new(MAX_ENTRIES);
+
+/// Sets how many signatures (shapes, dtypes and static arguments) each
+/// `#[differentiable]` function keeps compiled plans for, at least 1
+/// (default [`MAX_ENTRIES`]); beyond it the least recently used is evicted.
+/// A function declared `#[differentiable(cache = N)]` keeps its own bound.
+///
+/// ```
+/// use rlx_runtime::function::{plan_cache_capacity, set_plan_cache_capacity};
+/// set_plan_cache_capacity(256);
+/// assert_eq!(plan_cache_capacity(), 256);
+/// # set_plan_cache_capacity(rlx_runtime::function::MAX_ENTRIES);
+/// ```
+pub fn set_plan_cache_capacity(n: usize) {
+    CAPACITY.store(n.max(1), Ordering::Relaxed);
+}
+
+/// The bound set by [`set_plan_cache_capacity`].
+pub fn plan_cache_capacity() -> usize {
+    CAPACITY.load(Ordering::Relaxed)
+}
 
 /// The transforms a companion can ask for; one cached plan each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -137,6 +167,8 @@ pub struct Function {
     params: &'static [&'static str],
     wrt: &'static [usize],
     cache: OnceLock<RwLock<Cache>>,
+    /// This function's bound on cached signatures (0: [`plan_cache_capacity`]).
+    capacity: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -144,6 +176,36 @@ struct Cache {
     /// Keyed by the signature's hash.
     map: HashMap<u64, Vec<Arc<Entry>>, rustc_hash::FxBuildHasher>,
     len: usize,
+    /// Counts uses, to stamp [`Entry::last_used`].
+    clock: AtomicU64,
+}
+
+impl Cache {
+    /// Stamps `e` as used now.
+    fn touch(&self, e: &Entry) {
+        e.last_used.store(
+            self.clock.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Drops the least recently used entry.
+    fn evict_lru(&mut self) {
+        let oldest = self
+            .map
+            .iter()
+            .flat_map(|(&h, v)| v.iter().enumerate().map(move |(i, e)| (h, i, e)))
+            .min_by_key(|(_, _, e)| e.last_used.load(Ordering::Relaxed))
+            .map(|(h, i, _)| (h, i));
+        let Some((h, i)) = oldest else { return };
+        if let Some(v) = self.map.get_mut(&h) {
+            v.swap_remove(i);
+            if v.is_empty() {
+                self.map.remove(&h);
+            }
+            self.len -= 1;
+        }
+    }
 }
 
 /// The traced graph of one signature and its per-transform plans.
@@ -157,6 +219,8 @@ struct Entry {
     statics_type: TypeId,
     graph: Graph,
     plans: [OnceLock<Plan>; TRANSFORMS],
+    /// The cache's clock when this entry was last found there.
+    last_used: AtomicU64,
     /// Executables of `n`-th derivatives, keyed by (position in `wrt`, `n`)
     /// (see [`Function::run_nth`]).
     nth: std::sync::Mutex<Vec<Arc<NthPlan>>>,
@@ -252,6 +316,39 @@ impl Function {
             params,
             wrt,
             cache: OnceLock::new(),
+            capacity: AtomicUsize::new(0),
+        }
+    }
+
+    /// [`Function::new`] keeping at most `capacity` signatures (at least 1)
+    /// whatever [`set_plan_cache_capacity`] says (`#[differentiable(cache =
+    /// N)]`).
+    pub const fn with_capacity(
+        name: &'static str,
+        params: &'static [&'static str],
+        wrt: &'static [usize],
+        capacity: usize,
+    ) -> Function {
+        Function {
+            name,
+            params,
+            wrt,
+            cache: OnceLock::new(),
+            capacity: AtomicUsize::new(if capacity == 0 { 1 } else { capacity }),
+        }
+    }
+
+    /// Sets this function's bound on cached signatures (at least 1); the
+    /// cache shrinks to it at the next insertion.
+    pub fn set_capacity(&self, n: usize) {
+        self.capacity.store(n.max(1), Ordering::Relaxed);
+    }
+
+    /// This function's bound on cached signatures.
+    pub fn capacity(&self) -> usize {
+        match self.capacity.load(Ordering::Relaxed) {
+            0 => plan_cache_capacity(),
+            n => n,
         }
     }
 
@@ -575,6 +672,7 @@ impl Function {
         {
             let c = cache.read().unwrap_or_else(PoisonError::into_inner);
             if let Some(e) = c.map.get(&hash).and_then(|v| v.iter().find(|e| matches(e))) {
+                c.touch(e);
                 return Ok(e.clone());
             }
         }
@@ -587,16 +685,18 @@ impl Function {
             statics_type: TypeId::of::<S>(),
             graph,
             plans: Default::default(),
+            last_used: AtomicU64::new(0),
             nth: Default::default(),
         });
         let mut c = cache.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = c.map.get(&hash).and_then(|v| v.iter().find(|e| matches(e))) {
             return Ok(e.clone());
         }
-        if c.len >= MAX_ENTRIES {
-            c.map.clear();
-            c.len = 0;
+        let capacity = self.capacity();
+        while c.len >= capacity {
+            c.evict_lru();
         }
+        c.touch(&entry);
         c.map.entry(hash).or_default().push(entry.clone());
         c.len += 1;
         Ok(entry)
