@@ -33,8 +33,11 @@
 //! `grad_f`, `value_and_grad_f`, `jvp_f`, `vjp_f`, `jacobian_f`,
 //! `hessian_f`, `hvp_f`, `batch_jacobian_f`, each returning [`Result`].
 //!
-//! Crates: [`rlx_core`] (IR, transforms) and [`rlx_runtime`] (tensors,
-//! tracing, compiler), both re-exported here.
+//! Crates, bottom to top: [`rlx_core`] (IR and transforms, graph to graph,
+//! no execution), [`rlx_runtime`] (tensors, tracing, compiler, kernels;
+//! uses `rlx_core`), `rlx_macros` (the attribute; its generated code calls
+//! [`rlx_runtime`] through this crate's hidden `__private` module) and this
+//! facade, which re-exports all three. No crate imports one above it.
 #![deny(missing_docs)]
 
 pub use rlx_core::{

@@ -14,6 +14,12 @@
 //!   (`grad`, `jvp`, `hessian`, `jacobian`, ...), all graph to graph;
 //! - [`error`]: the one error type, re-exported as `rlx::Error`.
 //!
+//! Layers, bottom to top: `dtype`, `shape`, `error`; `op`, `infer`;
+//! `graph`; `passes`, `vmap`; `autodiff` (its transforms use `passes` and
+//! `vmap`). A module imports from its own line or the lines above, never
+//! from below, with one exception: a custom op holds its forward [`Graph`],
+//! so `op` and `graph` name each other (one recursive type).
+//!
 //! This crate does no execution and contains no `unsafe`; `rlx-runtime` runs graphs.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

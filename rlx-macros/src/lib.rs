@@ -11,6 +11,11 @@
 //!   values to mask ops and selects;
 //! - `expand`: the plain function, its companions, the tracer.
 //!
+//! Imports point down the pipeline: `check` uses `parse` and `traced`,
+//! `rewrite` uses `traced`, `expand` uses `parse`; only this file calls
+//! the steps, in order. The generated code names only paths of the `rlx`
+//! facade (`::rlx::Tensor`, `::rlx::__private::...`).
+//!
 //! On errors the output still holds the user's function and every companion
 //! with the right signatures, next to the `compile_error!`s.
 #![deny(missing_docs)]

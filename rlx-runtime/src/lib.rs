@@ -1,24 +1,33 @@
 //! The CPU runtime of rlx: tensors, tracing, the graph compiler and kernels.
 //!
-//! Modules, in pipeline order:
-//! - [`storage`]: typed contiguous element storage;
-//! - [`tensor`]: [`Tensor`], concrete or traced, and its eager ops;
-//! - [`ops`]: the tensor methods and operators (one per primitive, plus composites);
-//! - [`trace`]: the thread-local trace context used by `#[differentiable]`;
-//! - [`kernels`]: reference kernels, one per op ([`kernels::eval_into`]);
-//! - [`interpret`]: the reference graph interpreter;
+//! Modules, bottom to top (pipeline order); a module imports only modules
+//! of the lines above its own, never one above it in the pipeline:
+//! - [`storage`]: typed contiguous element storage; `context`: the
+//!   thread-local stack of active traces (ids, graphs, first errors);
+//! - [`tensor`]: [`Tensor`], concrete or traced (its data and accessors);
+//! - [`kernels`]: reference kernels, one per op ([`kernels::eval_into`]),
+//!   and a graph run with them; [`trace`]: recording ops on traced tensors
+//!   (the `Trace` used by `#[differentiable]`); `value`: [`Arg`]/[`Value`];
+//! - `apply`: [`Tensor::apply`], every op on tensors, recorded in the trace
+//!   or evaluated eagerly by the kernels; [`interpret`]: the reference graph
+//!   interpreter; `format`: printing;
+//! - [`ops`]: the tensor methods and operators (one per primitive, plus
+//!   composites), all through [`Tensor::apply`];
 //! - [`compile`](mod@compile): graph → executable plan (fused element-wise
-//!   loops, scalar regions, strided matrix products, planned buffers);
+//!   loops, scalar regions, strided matrix products, planned buffers); its
+//!   own layers are listed in its docs;
 //! - [`function`]: per-function plan caches and the runtime side of
 //!   `#[differentiable]`-generated code;
-//! - [`rewritten`]: helpers for the macro's body rewrites (borrowed
-//!   operands, scalar closure parameters);
+//! - [`rewritten`]: helpers for the macro's body rewrites and generated
+//!   signatures (borrowed operands, scalar closure parameters, a number or
+//!   a tensor for a float parameter);
 //! - [`interop`]: conversions to and from nalgebra, ndarray and faer arrays
 //!   (cargo features of those names).
 #![deny(missing_docs)]
 
+mod apply;
 pub mod compile;
-mod eager;
+mod context;
 mod format;
 pub mod function;
 pub mod interop;

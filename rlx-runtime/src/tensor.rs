@@ -1,21 +1,21 @@
 //! [`Tensor`]: a concrete array of values, or a node of the active trace.
 //!
-//! Every op on tensors goes through [`Tensor::apply`]: when an operand is
-//! traced, the op is recorded in the thread's trace (see [`crate::trace`]);
-//! otherwise it is computed at once by the eager kernels. Methods and
+//! Every op on tensors goes through [`Tensor::apply`] (defined above this
+//! module, in `apply`): when an operand is traced, the op is recorded in the
+//! thread's trace (see [`crate::trace`]); otherwise it is computed at once by
+//! the eager kernels. Methods and
 //! operators therefore work unchanged inside and outside `#[differentiable]`
 //! code.
 //!
 //! Concrete values are contiguous and row-major, held in an `Arc` so that
 //! cloning is cheap.
 
-use std::panic::Location;
 use std::sync::Arc;
 
-use rlx_core::{DType, Error, NodeId, Op, Result, Shape, TensorType};
+use rlx_core::{DType, Error, NodeId, Result, Shape, TensorType};
 
+use crate::context;
 use crate::storage::{Element, Storage};
-use crate::trace;
 
 /// A tensor: concrete values, or a traced node.
 ///
@@ -74,7 +74,7 @@ impl Tensor {
             repr: Repr::Concrete(Concrete {
                 storage: Arc::new(storage),
                 shape,
-                origin: trace::current_id(),
+                origin: context::current_id(),
             }),
         })
     }
@@ -240,43 +240,6 @@ impl Tensor {
             Repr::Traced(_) => Err(traced_read()),
         }
     }
-
-    /// Applies a primitive op: records it when an operand is traced,
-    /// otherwise computes it eagerly.
-    ///
-    /// Errors name the op and the operand shapes. In traced code the error
-    /// is also recorded in the trace, with the caller's source location, so
-    /// that the companion function returns it.
-    #[track_caller]
-    pub fn apply(op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
-        if inputs.iter().any(|t| t.is_traced()) {
-            trace::record(op, inputs, Location::caller())
-        } else {
-            let concrete: Vec<&Concrete> = inputs
-                .iter()
-                .map(|t| match &t.repr {
-                    Repr::Concrete(c) => c,
-                    Repr::Traced(_) => unreachable!("checked above"),
-                })
-                .collect();
-            crate::eager::eval(&op, &concrete)
-        }
-    }
-
-    /// Like [`Tensor::apply`], for methods and operators that return a
-    /// `Tensor`: an eager error panics with its message; a traced error is
-    /// recorded and a placeholder returned.
-    #[track_caller]
-    pub fn apply_or_panic(op: Op, inputs: &[&Tensor]) -> Tensor {
-        let loc = Location::caller();
-        match Tensor::apply(op, inputs) {
-            Ok(t) => t,
-            Err(e) => match trace::poison(inputs, e.clone()) {
-                Some(t) => t,
-                None => panic!("{}", e.at(loc.file(), loc.line(), loc.column())),
-            },
-        }
-    }
 }
 
 fn traced_read() -> Error {
@@ -286,7 +249,8 @@ fn traced_read() -> Error {
 }
 
 /// What [`Tensor::full`] fills with: an `f64`, or a tensor that broadcasts
-/// to the shape (it is cast to the dtype).
+/// to the shape (it is cast to the dtype; those impls live with the shape
+/// ops in `ops/shape.rs`).
 pub trait FillValue {
     /// A tensor of `shape` and `dtype` filled with the value.
     #[track_caller]
@@ -297,28 +261,5 @@ impl FillValue for f64 {
     fn fill(self, shape: Shape, dtype: DType) -> Tensor {
         let storage = Storage::full(dtype, shape.numel(), self);
         Tensor::from_storage(storage, shape).expect("sizes agree by construction")
-    }
-}
-
-impl FillValue for &Tensor {
-    #[track_caller]
-    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
-        let t = if self.dtype() == dtype {
-            self.clone()
-        } else {
-            self.cast(dtype)
-        };
-        if t.shape() == &shape {
-            t
-        } else {
-            t.broadcast_to(shape)
-        }
-    }
-}
-
-impl FillValue for Tensor {
-    #[track_caller]
-    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
-        (&self).fill(shape, dtype)
     }
 }

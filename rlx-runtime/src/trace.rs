@@ -17,37 +17,17 @@
 //! the compiled plan is cached and would keep the stale value; pass it as a
 //! parameter instead.
 
-use std::cell::RefCell;
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use rlx_core::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
 
+use crate::context::{with_current, Frame, NEXT_ID, STACK};
 use crate::storage::Storage;
 use crate::tensor::{Repr, Tensor, Traced};
 
-struct Frame {
-    id: u64,
-    graph: Graph,
-    error: Option<Error>,
-}
-
-thread_local! {
-    static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
-}
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Id of the innermost active trace on this thread, or 0 outside any trace.
-pub fn current_id() -> u64 {
-    STACK.with(|s| s.borrow().last().map_or(0, |f| f.id))
-}
-
-/// Whether a trace is active on this thread.
-pub fn is_tracing() -> bool {
-    current_id() != 0
-}
+pub use crate::context::{current_id, is_tracing};
 
 /// An active trace. Dropping it without [`Trace::finish`] discards it.
 ///
@@ -234,14 +214,6 @@ pub(crate) fn poison(inputs: &[&Tensor], error: Error) -> Option<Tensor> {
                 fr.error.get_or_insert(error);
             }
         })
-    })
-}
-
-fn with_current<R>(f: impl FnOnce(&mut Graph) -> R) -> R {
-    STACK.with(|s| {
-        let mut s = s.borrow_mut();
-        let frame = s.last_mut().expect("caller checked that a trace is active");
-        f(&mut frame.graph)
     })
 }
 

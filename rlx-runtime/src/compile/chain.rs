@@ -23,8 +23,8 @@
 
 use rlx_core::{BinaryOp, UnaryOp};
 
-use super::fused::{Bank, Out, Src};
 use super::math::{self, Arg, Real};
+use super::regs::{Bank, Out, Src};
 
 /// Most stages of one chain; longer runs become several chains, so the
 /// stages resolved for a block fit in a stack array.

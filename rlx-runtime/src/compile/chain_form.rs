@@ -11,7 +11,8 @@
 //! run; `f16`/`bf16` therefore keep their rounding after every op.
 
 use super::chain::{Chain, ChainBinary, ChainUnary, Stage, MAX_STAGES};
-use super::fused::{Bank, Instr, Leaf, Out, Reg, Src};
+use super::fused::{Instr, Leaf};
+use super::regs::{Bank, Out, Reg, Src};
 
 /// The body with runs of two or more cheap ops replaced by chains, and the
 /// number of instructions that went into chains.

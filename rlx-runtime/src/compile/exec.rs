@@ -1,4 +1,5 @@
-//! Running a [`Plan`]: the per-call [`State`] and the step loop.
+//! Running a [`Plan`]: the per-call [`State`] and the step loop (the top
+//! of `compile` below its entry points: it imports the plan and the steps).
 //!
 //! A `State` owns every mutable byte a run needs (buffer slots, fused
 //! registers, the scalar register file, scratch for reductions, solves and
@@ -11,113 +12,19 @@
 //! shared borrows, and puts the targets back; reads and writes never alias
 //! without any `unsafe`.
 
-use std::sync::Arc;
-
 use rlx_core::{Error, Result};
 
-use super::fused::Registers;
+use super::env::{Dst, Env, Inputs, Loc, Outputs};
 use super::matmul::HalfScratch;
-use super::plan::{Dst, Loc, Plan, StepKind, Val};
+use super::plan::{Plan, StepKind};
+use super::regs::Registers;
 use super::solve::SolveScratch;
 use crate::kernels::{self, Operand};
 use crate::storage::Storage;
-use crate::tensor::{Repr, Tensor};
-use crate::value::{arg_at, is_number, Arg};
+use crate::value::is_number;
 
 /// A placeholder left in a slot while its storage is taken (allocates nothing).
 const EMPTY: Storage = Storage::F32(Vec::new());
-
-/// What a read of a location that holds nothing returns (never happens for
-/// a valid plan and checked inputs).
-static NOTHING: Storage = Storage::F32(Vec::new());
-
-/// Read access to every value of a run.
-pub(crate) struct Env<'a> {
-    pub(crate) plan: &'a Plan,
-    pub(crate) inputs: &'a Inputs<'a>,
-    pub(crate) bufs: &'a [Storage],
-    pub(crate) outs: &'a Outputs<'a>,
-}
-
-/// The storage of a concrete tensor.
-pub(crate) fn concrete(t: &Tensor) -> &Storage {
-    match &t.repr {
-        Repr::Concrete(c) => &c.storage,
-        // Inputs and outputs are checked to be concrete before a run.
-        Repr::Traced(_) => &NOTHING,
-    }
-}
-
-/// The inputs of a run: tensors, or [`Arg`]s whose numbers were copied into
-/// 0-d storages of the state (`numbers[i]` for argument `i`).
-pub(crate) enum Inputs<'a> {
-    Tensors(&'a [&'a Tensor]),
-    Args {
-        /// Arguments `0..head.len()`, then `tail`.
-        head: &'a [Arg<'a>],
-        tail: &'a [Arg<'a>],
-        numbers: &'a [Storage],
-    },
-}
-
-impl Inputs<'_> {
-    fn get(&self, i: usize) -> &Storage {
-        match self {
-            Inputs::Tensors(ts) => concrete(ts[i]),
-            Inputs::Args {
-                head,
-                tail,
-                numbers,
-            } => match arg_at(head, tail, i) {
-                Arg::Tensor(t) => concrete(t),
-                Arg::F32(_) | Arg::F64(_) => &numbers[i],
-            },
-        }
-    }
-}
-
-/// Where a run writes its outputs: the caller's tensors, or storages of
-/// the state.
-pub(crate) enum Outputs<'a> {
-    Tensors(&'a mut [Tensor]),
-    Storages(&'a mut [Storage]),
-}
-
-impl Outputs<'_> {
-    /// Output `j`, for reading.
-    fn get(&self, j: usize) -> &Storage {
-        match self {
-            Outputs::Tensors(ts) => concrete(&ts[j]),
-            Outputs::Storages(ss) => &ss[j],
-        }
-    }
-
-    /// Output `j`, for writing (a tensor's storage is copied first only if
-    /// the caller shares it).
-    fn get_mut(&mut self, j: usize) -> &mut Storage {
-        match self {
-            Outputs::Tensors(ts) => match &mut ts[j].repr {
-                Repr::Concrete(c) => Arc::make_mut(&mut c.storage),
-                // Checked before a run; a traced output is never written.
-                Repr::Traced(_) => unreachable!("outputs are checked to be concrete"),
-            },
-            Outputs::Storages(ss) => &mut ss[j],
-        }
-    }
-}
-
-impl Env<'_> {
-    /// The storage holding value `v`.
-    pub(crate) fn get(&self, v: Val) -> &Storage {
-        match self.plan.locs[v as usize] {
-            Loc::Input(i) => self.inputs.get(i as usize),
-            Loc::Const(k) => &self.plan.consts[k as usize],
-            Loc::Buf(s) => &self.bufs[s as usize],
-            Loc::Out(j) => self.outs.get(j as usize),
-            Loc::None => &NOTHING,
-        }
-    }
-}
 
 /// Mutable per-call state.
 #[derive(Debug)]
@@ -233,7 +140,8 @@ pub(crate) fn run(
             st.taken.push(taken);
         }
         let env = Env {
-            plan,
+            locs: &plan.locs,
+            consts: &plan.consts,
             inputs,
             bufs: &st.bufs,
             outs: &*outs,

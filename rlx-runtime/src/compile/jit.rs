@@ -36,7 +36,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use rlx_core::CmpOp;
 
-use super::scalar::{SInstr, SType, ScalarStep, ACC};
+use super::scalar_code::{SInstr, SType, ACC};
 
 /// The generated function: `ins` holds the leaves, `outs` receives the stores.
 type RegionFn = extern "C" fn(*const f64, *mut f64);
@@ -121,22 +121,26 @@ impl Native {
     }
 }
 
-/// Compiles `step` to native code; `None` if the region holds an
+/// Compiles a scalar region (its `code` over `len` registers, with
+/// constant registers `consts`) to native code; `None` if the region holds an
 /// instruction the translation does not cover, or Cranelift fails (the
 /// interpreter then runs the region, so this is never an error).
-pub(crate) fn compile(step: &ScalarStep, targets: usize) -> Option<Native> {
-    let leading_loads = step
-        .code
+pub(crate) fn compile(
+    code: &[SInstr],
+    len: usize,
+    consts: &[(u32, f64)],
+    targets: usize,
+) -> Option<Native> {
+    let leading_loads = code
         .iter()
         .take_while(|i| matches!(i, SInstr::Load { .. }))
         .count();
-    let all_loads = step
-        .code
+    let all_loads = code
         .iter()
         .filter(|i| matches!(i, SInstr::Load { .. }))
         .count();
     // The callers gather the leaves from the leading `Load`s.
-    if leading_loads != all_loads || !step.code.iter().all(covered) {
+    if leading_loads != all_loads || !code.iter().all(covered) {
         return None;
     }
     let mut flags = settings::builder();
@@ -163,7 +167,7 @@ pub(crate) fn compile(step: &ScalarStep, targets: usize) -> Option<Native> {
     let mut fctx = FunctionBuilderContext::new();
     let mut unary: Vec<UnaryFn> = Vec::new();
     let mut binary: Vec<BinaryFn> = Vec::new();
-    for ins in &step.code {
+    for ins in code {
         match ins {
             SInstr::Unary { f, .. } => unary.push(*f),
             SInstr::Binary { f, .. } => binary.push(*f),
@@ -190,15 +194,15 @@ pub(crate) fn compile(step: &ScalarStep, targets: usize) -> Option<Native> {
         let sig1 = b.import_signature(sig1);
         let sig2 = b.import_signature(sig2);
 
-        let mut regs = vec![None; step.len];
-        for &(r, v) in &step.consts {
+        let mut regs = vec![None; len];
+        for &(r, v) in consts {
             regs[r as usize] = Some(b.ins().f64const(v));
         }
         let zero = b.ins().f64const(0.0);
         let one = b.ins().f64const(1.0);
         let mut acc = zero;
         let (mut next_unary, mut next_binary) = (0usize, 0usize);
-        for instr in &step.code {
+        for instr in code {
             let get = |r: u32| -> Option<_> {
                 if r == ACC {
                     Some(acc)
@@ -338,7 +342,7 @@ fn covered(ins: &SInstr) -> bool {
     }
 }
 
-/// `x^n` by the same square-and-multiply steps as `scalar::powi_f64`.
+/// `x^n` by the same square-and-multiply steps as `scalar_code::powi_f64`.
 fn powi(
     b: &mut FunctionBuilder<'_>,
     x: cranelift_codegen::ir::Value,

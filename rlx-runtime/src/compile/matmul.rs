@@ -14,8 +14,7 @@
 use half::{bf16, f16};
 use rlx_core::DType;
 
-use super::exec::Env;
-use super::plan::Val;
+use super::env::{Env, Val};
 use crate::storage::Storage;
 
 /// Largest `m·k·n` computed by the plain loop.

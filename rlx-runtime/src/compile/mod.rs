@@ -6,19 +6,25 @@
 //! owns the buffers. The executable keeps a small pool of warm states, so
 //! concurrent calls each get their own and a warm call allocates nothing.
 //!
-//! Modules, in pipeline order:
-//! - `plan`: grouping of element-wise chains, step selection, buffer
-//!   planning by liveness;
-//! - `fused`, `scalar`: block-wise fused loops and 0-d scalar regions,
-//!   with the block loops in `math` (over the one definition of each op,
-//!   [`crate::kernels::scalar`]); `chain_form` and `chain` fuse runs of
-//!   cheap ops inside a fused loop into register-resident chains; `jit`
-//!   (feature `jit`, on by default) compiles scalar regions to native code
-//!   with Cranelift, bit-identical to the interpreter (see [`Options`]);
-//! - `matmul`, `reduce`, `solve`, `movement`: the other specialised
-//!   steps; the remaining ops (gather, scatter-add, softmax, log-softmax)
-//!   call the reference kernels, [`crate::kernels::eval_into`];
-//! - `exec`: the per-call state and the step loop.
+//! Modules, bottom to top; each imports only modules of the lines above
+//! its own:
+//! - shared types, importing nothing of `compile`: `env` (value numbers,
+//!   their locations, the per-call `Env` a step reads through),
+//!   `regs` (the register banks of fused loops), `scalar_code` (the
+//!   instruction set of scalar regions), `math` (the block loops, over the
+//!   one definition of each op, [`crate::kernels::scalar`]), `options`
+//!   ([`Options`]);
+//! - steps: `chain` (register-resident runs of cheap float ops), `fused`
+//!   (block-wise fused loops), `jit` (feature `jit`, on by default: scalar
+//!   regions to native code with Cranelift, bit-identical to the
+//!   interpreter), `scalar` (0-d scalar regions), `matmul`, `reduce`,
+//!   `solve`, `movement`; the remaining ops (gather, scatter-add, softmax,
+//!   log-softmax) call the reference kernels, [`crate::kernels::eval_into`];
+//! - `chain_form`: forms the chains of a fused loop; `plan`: the immutable
+//!   plan, a schedule of steps;
+//! - `planner`: grouping of element-wise chains, step selection, buffer
+//!   planning by liveness; `exec`: the per-call state and the step loop;
+//! - this module: [`compile`], [`Executable`].
 //!
 //! Invariants: a plan is only built from a graph that passes
 //! [`Graph::verify`], so shapes and dtypes seen by the steps are the
@@ -27,6 +33,7 @@
 
 mod chain;
 mod chain_form;
+mod env;
 mod exec;
 mod fused;
 #[cfg(feature = "jit")]
@@ -35,9 +42,13 @@ mod jit;
 mod math;
 mod matmul;
 mod movement;
+mod options;
 mod plan;
+mod planner;
 mod reduce;
+mod regs;
 mod scalar;
+mod scalar_code;
 mod solve;
 
 use std::sync::Mutex;
@@ -47,6 +58,7 @@ use rlx_core::{Error, Graph, NodeId, Result, Shape, TensorType};
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::{is_number, same_dims, Arg, Value};
+pub use options::Options;
 pub use plan::PlanStats;
 
 /// Warm states kept per executable (more concurrent calls still work; their
@@ -84,38 +96,10 @@ pub fn compile(g: &Graph) -> Result<Executable> {
     compile_with(g, &Options::default())
 }
 
-/// Compilation settings for [`compile_with`].
-///
-/// ```
-/// use rlx_runtime::compile::{compile_with, Options};
-/// use rlx_runtime::{DType, Graph};
-/// let mut g = Graph::new();
-/// let x = g.input("x", [], DType::F64);
-/// let y = g.sin(x).unwrap();
-/// g.set_outputs(vec![y]);
-/// // A graph run once: skip generating native code.
-/// let exe = compile_with(&g, &Options { jit: false }).unwrap();
-/// assert_eq!(exe.stats().native_regions, 0);
-/// ```
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Compile scalar (0-d) regions of eight or more instructions to native
-    /// code with Cranelift (only with the `jit` feature, on by default):
-    /// bit-identical results, several times faster than interpreting them,
-    /// at a compile cost of about 0.7 ms for a region of a hundred instructions.
-    pub jit: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options { jit: true }
-    }
-}
-
 /// [`compile`] with explicit [`Options`].
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
-    let plan = plan::build(&g, &origins, options)?;
+    let plan = planner::build(&g, &origins, options)?;
     let first = Box::new(exec::State::new(&plan));
     let mut pool = Vec::with_capacity(POOL);
     pool.push(first);
@@ -192,8 +176,8 @@ impl Executable {
         let res = exec::run(
             &self.plan,
             &mut state,
-            &exec::Inputs::Tensors(inputs),
-            &mut exec::Outputs::Tensors(outputs),
+            &env::Inputs::Tensors(inputs),
+            &mut env::Outputs::Tensors(outputs),
         );
         self.put_state(state);
         res
@@ -255,12 +239,12 @@ impl Executable {
         let res = exec::run(
             &self.plan,
             &mut state,
-            &exec::Inputs::Args {
+            &env::Inputs::Args {
                 head,
                 tail,
                 numbers: &numbers,
             },
-            &mut exec::Outputs::Storages(&mut outs),
+            &mut env::Outputs::Storages(&mut outs),
         );
         let values = res.and_then(|()| {
             let mut values = Vec::with_capacity(outs.len());

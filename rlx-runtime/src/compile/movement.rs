@@ -5,8 +5,7 @@
 //! A transpose permutes the source strides, a slice offsets them, a concat
 //! is one copy per operand into a window of the output.
 
-use super::exec::Env;
-use super::plan::Val;
+use super::env::{Env, Val};
 use crate::storage::Storage;
 
 /// One strided block copy.

@@ -15,8 +15,7 @@
 
 use rlx_core::ReduceOp;
 
-use super::exec::Env;
-use super::plan::Val;
+use super::env::{Env, Val};
 use crate::storage::{Element, Storage};
 
 /// A compiled reduction.

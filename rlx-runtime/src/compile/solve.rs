@@ -9,8 +9,7 @@
 
 use rlx_core::{DType, Error, Result, Shape};
 
-use super::exec::Env;
-use super::plan::Val;
+use super::env::{Env, Val};
 use super::reduce::write_f64;
 use crate::kernels::solve::{eps, factor_and_solve};
 use crate::storage::Storage;

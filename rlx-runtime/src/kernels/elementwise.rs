@@ -4,8 +4,8 @@ use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, Literal, Result, UnaryOp};
 
 use super::iter::{map1, zip2, zip3};
+use super::operand::{dtype_error, same_dtype, Operand};
 use super::scalar::{self, Float};
-use super::{dtype_error, same_dtype, Operand};
 use crate::storage::{Element, Storage};
 
 /// Fills `out` from a literal (a splat or one value per element).

@@ -9,8 +9,8 @@
 use rlx_core::{Error, Result};
 
 use super::iter::split_at_axis;
+use super::operand::{dtype_error, same_dtype, Operand};
 use super::scalar::Float;
-use super::{dtype_error, same_dtype, Operand};
 use crate::storage::Storage;
 
 fn indices<'a>(op: &'static str, axis: usize, size: usize, idx: Operand<'a>) -> Result<&'a [i64]> {

@@ -5,7 +5,7 @@
 use rlx_core::{Error, Result};
 
 use super::iter::{broadcast_strides, split_at_axis, strides, walk, Dims};
-use super::{dtype_error, same_dtype, Operand};
+use super::operand::{dtype_error, same_dtype, Operand};
 use crate::storage::Storage;
 
 /// Copies values unchanged (the kernel of `Reshape` and `StopGradient`).

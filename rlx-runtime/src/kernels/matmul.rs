@@ -6,8 +6,8 @@
 use rlx_core::{Error, Result};
 
 use super::iter::{broadcast_strides, walk};
+use super::operand::{dtype_error, same_float, Operand};
 use super::scalar::{Float, Real};
-use super::{dtype_error, same_float, Operand};
 use crate::storage::Storage;
 
 /// Output columns accumulated at once.

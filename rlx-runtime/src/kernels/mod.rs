@@ -19,36 +19,19 @@ mod index;
 pub mod iter;
 mod layout;
 mod matmul;
+mod operand;
 mod reduce;
 pub mod scalar;
 mod softmax;
 pub(crate) mod solve;
 
-use rlx_core::{DType, Error, Op, Result, Shape};
+use rlx_core::{Error, Graph, Op, Result, Shape};
 
 use crate::storage::Storage;
+use operand::{dtype_error, same_dtype};
 
+pub use operand::Operand;
 pub use solve::{solve_into, solve_scratch_len};
-
-/// A read-only operand of a kernel: contiguous row-major values and their shape.
-#[derive(Clone, Copy, Debug)]
-pub struct Operand<'a> {
-    /// The values.
-    pub storage: &'a Storage,
-    /// Their shape.
-    pub shape: &'a Shape,
-}
-
-impl<'a> Operand<'a> {
-    /// An operand from storage and shape.
-    pub fn new(storage: &'a Storage, shape: &'a Shape) -> Operand<'a> {
-        Operand { storage, shape }
-    }
-
-    fn dims(&self) -> &'a [usize] {
-        self.shape.dims()
-    }
-}
 
 /// Computes `op` on `inputs` into `out`, which has the output dtype and
 /// `out_shape.numel()` elements.
@@ -105,7 +88,7 @@ pub fn eval_into(
         Op::Custom(c) => {
             let flat = c.forward.inline_custom()?;
             let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
-            let mut results = crate::interp::run_storages(&flat, &storages)?;
+            let mut results = run_storages(&flat, &storages)?;
             let value = results.swap_remove(0);
             if value.len() != out.len() {
                 return Err(Error::InvalidArgument {
@@ -282,44 +265,99 @@ fn gathered(x: &[usize], idx: &[usize], axis: usize, out: &[usize]) -> bool {
             .eq(out.iter())
 }
 
-/// The error for operand/output dtypes that do not fit together.
-fn dtype_error(op: &'static str, got: DType, out: DType) -> Error {
-    Error::DTypeMismatch {
-        op,
-        lhs: got,
-        rhs: out,
+enum Val<'a> {
+    Dead,
+    Input(&'a Storage),
+    Owned(Storage),
+}
+
+impl Val<'_> {
+    fn get(&self) -> Option<&Storage> {
+        match self {
+            Val::Dead => None,
+            Val::Input(s) => Some(s),
+            Val::Owned(s) => Some(s),
+        }
     }
 }
 
-/// Matches storages that all hold the same dtype and runs `$body` with the
-/// slices bound to the given names; otherwise evaluates `$err`.
-macro_rules! same_dtype {
-    ($err:expr; ($($s:expr),+) => |$($v:ident),+| $body:expr) => {
-        match ($($s,)+) {
-            ($(Storage::F32($v),)+) => $body,
-            ($(Storage::F64($v),)+) => $body,
-            ($(Storage::F16($v),)+) => $body,
-            ($(Storage::BF16($v),)+) => $body,
-            ($(Storage::I64($v),)+) => $body,
-            ($(Storage::Bool($v),)+) => $body,
-            #[allow(unreachable_patterns)]
-            _ => $err,
+/// Runs `g` with the kernels of [`eval_into`] (the reference interpreter,
+/// and the evaluation of a custom op's graph) on input values already checked against its declarations.
+pub(crate) fn run_storages(g: &Graph, inputs: &[&Storage]) -> Result<Vec<Storage>> {
+    g.verify()?;
+    let n = g.len();
+    // Last node that reads each value; outputs live to the end.
+    let mut last_use = vec![0usize; n];
+    for (i, node) in g.nodes().iter().enumerate() {
+        for j in &node.inputs {
+            last_use[j.index()] = i;
         }
-    };
+    }
+    for o in g.outputs() {
+        last_use[o.index()] = usize::MAX;
+    }
+    let live = g.live_nodes();
+    let mut vals: Vec<Val<'_>> = Vec::with_capacity(n);
+    for (i, node) in g.nodes().iter().enumerate() {
+        if !live[i] {
+            vals.push(Val::Dead);
+            continue;
+        }
+        let v = match &node.op {
+            Op::Input { index } => {
+                let s = inputs.get(*index).ok_or_else(|| Error::CountMismatch {
+                    what: "inputs".into(),
+                    expected: g.inputs().len(),
+                    got: inputs.len(),
+                })?;
+                if s.len() != node.shape.numel() || s.dtype() != node.dtype {
+                    return Err(Error::InputMismatch {
+                        name: g.inputs()[*index].name.clone(),
+                        expected_shape: node.shape.clone(),
+                        expected_dtype: node.dtype,
+                        got_shape: rlx_core::Shape::from([s.len()]),
+                        got_dtype: s.dtype(),
+                    });
+                }
+                Val::Input(s)
+            }
+            op => {
+                let mut operands = Vec::with_capacity(node.inputs.len());
+                for j in &node.inputs {
+                    let s = vals[j.index()]
+                        .get()
+                        .expect("operands are live until their last use");
+                    operands.push(Operand::new(s, g.shape(*j)));
+                }
+                let mut out = Storage::zeros(node.dtype, node.shape.numel());
+                eval_into(op, &operands, &node.shape, &mut out).map_err(|e| at_node(g, i, e))?;
+                Val::Owned(out)
+            }
+        };
+        vals.push(v);
+        for j in &node.inputs {
+            if last_use[j.index()] == i {
+                vals[j.index()] = Val::Dead;
+            }
+        }
+    }
+    Ok(g.outputs()
+        .iter()
+        .map(|o| vals[o.index()].get().expect("outputs stay live").clone())
+        .collect())
 }
 
-/// Like `same_dtype!` for the four float dtypes only.
-macro_rules! same_float {
-    ($err:expr; ($($s:expr),+) => |$($v:ident),+| $body:expr) => {
-        match ($($s,)+) {
-            ($(Storage::F32($v),)+) => $body,
-            ($(Storage::F64($v),)+) => $body,
-            ($(Storage::F16($v),)+) => $body,
-            ($(Storage::BF16($v),)+) => $body,
-            #[allow(unreachable_patterns)]
-            _ => $err,
+/// Data errors keep their variant; the node is named only for internal
+/// inconsistencies, which the kernels report as `InvalidArgument`.
+fn at_node(g: &Graph, i: usize, e: Error) -> Error {
+    match e {
+        Error::InvalidArgument { .. } | Error::DTypeMismatch { .. } | Error::Arity { .. } => {
+            Error::InvalidGraph {
+                node: i as u32,
+                message: e.to_string(),
+                context: g.context(i),
+            }
         }
-    };
+        other => other,
+    }
 }
-
-pub(crate) use {same_dtype, same_float};

@@ -9,8 +9,8 @@
 use rlx_core::{DType, Error, ReduceOp, Result};
 
 use super::iter::{strides, walk, Dims};
+use super::operand::{same_float, Operand};
 use super::scalar::{max_nan, min_nan, Float, Real};
-use super::{same_float, Operand};
 use crate::storage::Storage;
 
 /// The kept and reduced axes of a reduction, with the input's strides.
@@ -145,7 +145,7 @@ pub(super) fn reduce(
             expected: "a numeric dtype",
         }),
         (xs, o) => {
-            let err = super::dtype_error(op.name(), xs.dtype(), o.dtype());
+            let err = super::operand::dtype_error(op.name(), xs.dtype(), o.dtype());
             same_float!(Err(err); (xs, o) => |v, w| {
                 reduce_float(op, &s, v, w);
                 Ok(())

@@ -6,8 +6,8 @@
 use rlx_core::{Error, Result};
 
 use super::iter::split_at_axis;
+use super::operand::{dtype_error, same_float, Operand};
 use super::scalar::{max_nan, Float, Real};
-use super::{dtype_error, same_float, Operand};
 use crate::storage::Storage;
 
 fn run<T: Float>(log: bool, dims: &[usize], axis: usize, x: &[T], out: &mut [T]) {

@@ -8,7 +8,7 @@
 
 use rlx_core::{DType, Error, Result};
 
-use super::Operand;
+use super::operand::Operand;
 use crate::storage::Storage;
 
 /// Length of the `f64` scratch [`solve_into`] needs for an `n x n` system

@@ -5,7 +5,7 @@ use std::borrow::Borrow;
 
 use rlx_core::{DType, Op, Result, Shape};
 
-use crate::tensor::Tensor;
+use crate::tensor::{FillValue, Tensor};
 
 impl Tensor {
     /// The same elements in a new shape (row-major order).
@@ -227,5 +227,28 @@ impl Tensor {
     #[track_caller]
     pub fn stop_gradient(&self) -> Tensor {
         self.op1(Op::StopGradient)
+    }
+}
+
+impl FillValue for &Tensor {
+    #[track_caller]
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
+        let t = if self.dtype() == dtype {
+            self.clone()
+        } else {
+            self.cast(dtype)
+        };
+        if t.shape() == &shape {
+            t
+        } else {
+            t.broadcast_to(shape)
+        }
+    }
+}
+
+impl FillValue for Tensor {
+    #[track_caller]
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
+        (&self).fill(shape, dtype)
     }
 }

@@ -1,71 +1,25 @@
-//! The runtime side of `#[differentiable]`: per-function plan caches and
-//! the helpers that generated code calls (through `rlx::__private`).
-//!
-//! # Plan cache
-//!
-//! Each differentiable function owns one [`Function`] (a `static` in the
-//! generated code). Its cache maps an input *signature* — the shape and
-//! dtype of every runtime argument, plus the static (configuration)
-//! arguments, compared with `Eq` after a hash — to an entry holding the
-//! traced graph and, per [`Transform`], the transformed graph and its
-//! compiled [`Executable`]. Entries are built lazily: the first call with a
-//! new signature traces the function; the first call of each transform
-//! differentiates and compiles.
-//!
-//! Invariants:
-//! - entries and plans are immutable once built and shared as `Arc`s, so
-//!   any number of threads may call the same function at once; each thread
-//!   also remembers the entry it used last per function (a small
-//!   direct-mapped thread-local table), so a warm call with an unchanged
-//!   signature takes no lock and hashes nothing (executables keep per-call
-//!   scratch in their own pool; scalar programs need none);
-//! - at most a bounded number of signatures are kept per function
-//!   ([`MAX_ENTRIES`] unless set with [`set_plan_cache_capacity`], or per
-//!   function with `#[differentiable(cache = N)]`); inserting one more
-//!   evicts the least recently used (a program that keeps one hot shape and
-//!   meets many one-off shapes keeps its hot plan; one cycling through more
-//!   signatures than the bound retraces, it does not grow without bound).
-//!   "Used" is counted at the shared cache: a thread that keeps calling one
-//!   signature is served from its own table and holds that entry alive even
-//!   if the shared cache drops it;
-//! - errors are not cached: a failing call fails again, the same way.
-//!
-//! # Functions of numbers
-//!
-//! When every runtime parameter is an `f32`/`f64` and every result of a
-//! companion is a number (`grad_f` of a scalar energy of coordinates, say),
-//! the generated code first calls [`Function::run_numbers`]: the arguments
-//! go in as a slice of `f64`s, the results come back in a stack array, and
-//! a plan that is one scalar region runs its native code directly on those
-//! slices. A warm call allocates nothing. Whatever that path cannot serve
-//! (a plan that is not one scalar region) it declines, and the companion
-//! takes the general path. Numbers are never traced, so inside a trace
-//! such a call computes its results too (constants of the caller's trace).
-//!
-//! # Traced calls
-//!
-//! Inside an active trace (a differentiable function calling another, or a
-//! companion), [`Function::run`] does not execute anything: it inlines the
-//! (transformed) graph into the caller's trace. Errors met there are
-//! recorded in the caller's trace ([`companion`], [`plain`]) and come back
-//! as the outermost companion's `Err`.
+//! The plan cache of a `#[differentiable]` function ([`Function`]): one
+//! entry per input signature, holding the traced graph and, per
+//! [`Transform`], the compiled plan; the thread-local hot table; the number
+//! path ([`Function::run_numbers`]). See the module docs of
+//! [`crate::function`].
 
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use rlx_core::autodiff;
-use rlx_core::{BinaryOp, CmpOp, DType, Error, Graph, Op, Result, Shape, TensorType};
+use rlx_core::{DType, Error, Graph, Result, Shape, TensorType};
 
+use super::nth::NthPlan;
 use crate::compile::{compile, Executable};
 use crate::tensor::Tensor;
-use crate::trace::{self, Trace};
-use crate::value::is_number;
-pub use crate::value::{Arg, Value};
+use crate::trace;
+use crate::value::{is_number, Arg, Value};
 
 /// The default number of signatures cached per function (see the module docs).
 pub const MAX_ENTRIES: usize = 64;
@@ -164,8 +118,8 @@ pub type Tracer<S> = fn(&[TensorType], &S) -> Result<Graph>;
 /// The plan cache of one differentiable function (see the module docs).
 pub struct Function {
     name: &'static str,
-    params: &'static [&'static str],
-    wrt: &'static [usize],
+    pub(super) params: &'static [&'static str],
+    pub(super) wrt: &'static [usize],
     cache: OnceLock<RwLock<Cache>>,
     /// This function's bound on cached signatures (0: [`plan_cache_capacity`]).
     capacity: AtomicUsize,
@@ -209,7 +163,7 @@ impl Cache {
 }
 
 /// The traced graph of one signature and its per-transform plans.
-struct Entry {
+pub(super) struct Entry {
     types: Vec<TensorType>,
     /// When every type is a 0-d `f32`/`f64` (and there are at most 64):
     /// bit `i` set where type `i` is `f32` (see [`Function::run_numbers`]).
@@ -217,13 +171,12 @@ struct Entry {
     statics: Box<dyn Any + Send + Sync>,
     /// The type of `statics`.
     statics_type: TypeId,
-    graph: Graph,
+    pub(super) graph: Graph,
     plans: [OnceLock<Plan>; TRANSFORMS],
     /// The cache's clock when this entry was last found there.
     last_used: AtomicU64,
-    /// Executables of `n`-th derivatives, keyed by (position in `wrt`, `n`)
-    /// (see [`Function::run_nth`]).
-    nth: std::sync::Mutex<Vec<Arc<NthPlan>>>,
+    /// Executables of `n`-th derivatives (see [`Function::run_nth`]).
+    pub(super) nth: Mutex<Vec<Arc<NthPlan>>>,
 }
 
 impl Entry {
@@ -245,14 +198,6 @@ impl Entry {
         }
         self.statics.downcast_ref::<S>() == Some(statics)
     }
-}
-
-/// The graph and executable of an `n`-th derivative (see [`Function::run_nth`]).
-struct NthPlan {
-    /// (position in `wrt`, order).
-    key: (usize, usize),
-    graph: Graph,
-    exe: Executable,
 }
 
 /// Ways of the per-thread cache of recently used entries.
@@ -490,7 +435,7 @@ impl Function {
 
     /// The entry for `args` and `statics` from the shared cache (traced on
     /// a miss there), remembered as this thread's last entry.
-    fn miss<S: StaticArg>(
+    pub(super) fn miss<S: StaticArg>(
         &self,
         args: &[Arg<'_>],
         statics: &S,
@@ -506,13 +451,19 @@ impl Function {
         Ok(entry)
     }
 
-    /// The way of the thread-local table a function's entry goes to.
+    /// The way of the thread-local table a function's entry goes to: the
+    /// address mixed by a Fibonacci hash. (The address divided by the
+    /// alignment, modulo the ways, sent every function to the same way
+    /// whenever `size_of::<Function>()` is a multiple of `HOT_WAYS` times
+    /// the alignment, as the statics of one crate lie side by side.)
     fn way(key: usize) -> usize {
-        (key / std::mem::align_of::<Function>()) % HOT_WAYS
+        const _: () = assert!(HOT_WAYS.is_power_of_two());
+        let h = (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> (64 - HOT_WAYS.trailing_zeros())) as usize
     }
 
     #[cold]
-    fn count_mismatch(&self, got: usize) -> Error {
+    pub(super) fn count_mismatch(&self, got: usize) -> Error {
         Error::CountMismatch {
             what: format!("arguments of `{}`", self.name),
             expected: self.params.len(),
@@ -548,87 +499,6 @@ impl Function {
         }
         // `entry` and `check_extras` checked every argument's type.
         self.executable(plan)?.run_arg_lists(args, extras, false)
-    }
-
-    /// The graph traced for `args` and `statics` (from the cache; traced on
-    /// a miss): what the companions differentiate, to print or to pass to
-    /// the transforms of `rlx::autodiff`. Its inputs are the runtime
-    /// parameters, named and ordered as in the function.
-    pub fn graph<S: StaticArg>(
-        &self,
-        args: &[Arg<'_>],
-        statics: &S,
-        tracer: Tracer<S>,
-    ) -> Result<Graph> {
-        if args.len() != self.params.len() {
-            return Err(self.count_mismatch(args.len()));
-        }
-        Ok(self.miss(args, statics, tracer)?.graph.clone())
-    }
-
-    /// The `n`-th derivative of the scalar (first) output with respect to
-    /// each differentiated parameter on its own (`∂ⁿf/∂x_iⁿ`, shaped like
-    /// `x_i` repeated `n` times; [`autodiff::nth_order_grad`]), one result
-    /// per parameter after the function's outputs. Each (parameter, `n`)
-    /// is differentiated and compiled once per signature. Inside a trace
-    /// the derivative graphs are inlined.
-    pub fn run_nth<S: StaticArg>(
-        &self,
-        args: &[Arg<'_>],
-        n: usize,
-        statics: &S,
-        tracer: Tracer<S>,
-    ) -> Result<Vec<Value>> {
-        if args.len() != self.params.len() {
-            return Err(self.count_mismatch(args.len()));
-        }
-        let entry = self.miss(args, statics, tracer)?;
-        let n_out = entry.graph.outputs().len();
-        let mut outs = Vec::new();
-        for (k, &i) in self.wrt.iter().enumerate() {
-            let plan = self.nth_plan(&entry, k, i, n)?;
-            let mut got = if trace::is_tracing() {
-                let tensors: Vec<Tensor> = args.iter().map(|a| a.to_tensor()).collect();
-                let refs: Vec<&Tensor> = tensors.iter().collect();
-                trace::inline(&plan.graph, &refs)?
-                    .into_iter()
-                    .map(Value::Tensor)
-                    .collect()
-            } else {
-                plan.exe.run_arg_lists(args, &[], false)?
-            };
-            let d = got.pop().expect("nth_order_grad adds one output");
-            if k == 0 {
-                got.truncate(n_out);
-                outs.extend(got);
-            }
-            outs.push(d);
-        }
-        Ok(outs)
-    }
-
-    /// The graph and executable of the `n`-th derivative with respect to
-    /// parameter `i` (position `k` in `wrt`), built on first use.
-    fn nth_plan(&self, entry: &Entry, k: usize, i: usize, n: usize) -> Result<Arc<NthPlan>> {
-        let lock = || entry.nth.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(p) = lock().iter().find(|p| p.key == (k, n)) {
-            return Ok(p.clone());
-        }
-        let mut g = autodiff::nth_order_grad(&entry.graph, i, n)?;
-        if n == 0 {
-            // The 0-th derivative is the value itself.
-            let mut outs = g.outputs().to_vec();
-            outs.push(outs[0]);
-            g.set_outputs(outs);
-        }
-        let exe = compile(&g)?;
-        let p = Arc::new(NthPlan {
-            key: (k, n),
-            graph: g,
-            exe,
-        });
-        lock().push(p.clone());
-        Ok(p)
     }
 
     /// A plan's executable, compiled on first use.
@@ -815,508 +685,10 @@ fn mismatch(name: String, ty: &TensorType, a: &Arg<'_>) -> Error {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Tracing glue.
-
-/// Declares the runtime parameters `names` with `types` as inputs of `trace`.
-pub fn inputs<const N: usize>(
-    trace: &Trace,
-    names: [&str; N],
-    types: &[TensorType],
-) -> Result<[Tensor; N]> {
-    if types.len() != N {
-        return Err(Error::CountMismatch {
-            what: "traced inputs".into(),
-            expected: N,
-            got: types.len(),
-        });
-    }
-    Ok(std::array::from_fn(|i| {
-        trace.input(names[i], types[i].shape.clone(), types[i].dtype)
-    }))
-}
-
-/// Ends `trace` with the body's outputs.
-pub fn finish(trace: Trace, outputs: Vec<Tensor>) -> Result<Graph> {
-    let refs: Vec<&Tensor> = outputs.iter().collect();
-    trace.finish(&refs)
-}
-
-/// What the body of a function declared to return `D` may produce.
-#[diagnostic::on_unimplemented(
-    message = "the body of this `#[differentiable]` function produces `{Self}`, which does not fit its declared return type `{D}`",
-    label = "declared `{D}`",
-    note = "a `Tensor` output is produced by a `Tensor`; an `f32`/`f64` output by a 0-d `Tensor` or a float; a tuple element by element"
-)]
-pub trait Returns<D> {
-    /// Appends the outputs as tensors.
-    fn push_outputs(self, out: &mut Vec<Tensor>);
-}
-
-impl Returns<Tensor> for Tensor {
-    fn push_outputs(self, out: &mut Vec<Tensor>) {
-        out.push(self);
-    }
-}
-
-macro_rules! float_returns {
-    ($($f:ty),*) => {$(
-        impl Returns<$f> for Tensor {
-            fn push_outputs(self, out: &mut Vec<Tensor>) {
-                out.push(self);
-            }
-        }
-        impl Returns<$f> for $f {
-            fn push_outputs(self, out: &mut Vec<Tensor>) {
-                out.push(Tensor::scalar(self));
-            }
-        }
-    )*};
-}
-float_returns!(f32, f64);
-
-macro_rules! tuple_returns {
-    ($(($($d:ident $r:ident $i:tt),+)),*) => {$(
-        impl<$($d, $r: Returns<$d>),+> Returns<($($d,)+)> for ($($r,)+) {
-            fn push_outputs(self, out: &mut Vec<Tensor>) {
-                $(self.$i.push_outputs(out);)+
-            }
-        }
-    )*};
-}
-tuple_returns!(
-    (D0 R0 0, D1 R1 1),
-    (D0 R0 0, D1 R1 1, D2 R2 2),
-    (D0 R0 0, D1 R1 1, D2 R2 2, D3 R3 3),
-    (D0 R0 0, D1 R1 1, D2 R2 2, D3 R3 3, D4 R4 4),
-    (D0 R0 0, D1 R1 1, D2 R2 2, D3 R3 3, D4 R4 4, D5 R5 5)
-);
-
-/// The body's result as the graph's outputs, checked against the declared type `D`.
-pub fn outputs<D, R: Returns<D>>(r: R) -> Vec<Tensor> {
-    let mut out = Vec::new();
-    r.push_outputs(&mut out);
-    out
-}
-
-// ---------------------------------------------------------------------------
-// Results.
-
-/// A value a companion or plain call can return, built from one output.
-pub trait Output: Sized {
-    /// Converts one output.
-    fn from_value(v: Value) -> Result<Self>;
-    /// A stand-in returned inside a trace after an error was recorded there.
-    fn placeholder() -> Self;
-}
-
-impl Output for Tensor {
-    fn from_value(v: Value) -> Result<Self> {
-        Ok(v.into_tensor())
-    }
-
-    fn placeholder() -> Self {
-        traced_zero().unwrap_or_else(|| Tensor::scalar(0.0f64))
-    }
-}
-
-#[cold]
-fn float_in_trace(ty: &str) -> Error {
-    Error::Unsupported(format!(
-        "a `{ty}` result cannot be produced inside traced code: values exist only when the compiled function runs\n  = help: pass a traced value (a `Tensor`) for one of the called function's `f32`/`f64` parameters (its float results are then tensors), or make it return `Tensor`"
-    ))
-}
-
-macro_rules! float_output {
-    ($($f:ty => $into:ident),*) => {$(
-        impl Output for $f {
-            #[inline]
-            fn from_value(v: Value) -> Result<Self> {
-                if v.is_traced() {
-                    return Err(float_in_trace(stringify!($f)));
-                }
-                v.$into()
-            }
-
-            fn placeholder() -> Self {
-                <$f>::NAN
-            }
-        }
-    )*};
-}
-float_output!(f32 => into_f32, f64 => into_f64);
-
-/// Takes the next output and converts it.
-#[inline]
-pub fn take<T: Output>(it: &mut impl Iterator<Item = Value>) -> Result<T> {
-    match it.next() {
-        Some(v) => T::from_value(v),
-        None => Err(Error::Unsupported(
-            "a transformed graph has fewer outputs than its companion expects".into(),
-        )),
-    }
-}
-
-/// A number type a companion can return from [`Function::run_numbers`].
-pub trait Number: Copy {
-    /// The number from its widened `f64` (exact for what `run_numbers` stores).
-    fn from_f64(v: f64) -> Self;
-}
-
-impl Number for f64 {
-    #[inline]
-    fn from_f64(v: f64) -> Self {
-        v
-    }
-}
-
-impl Number for f32 {
-    #[inline]
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
-}
-
-/// Takes the next result written by [`Function::run_numbers`]. The
-/// generated code sizes the buffer to the plan's outputs (`run_numbers`
-/// refuses any other size), so the `NaN` fallback is never read.
-///
-/// ```
-/// use rlx_runtime::function::number;
-/// let results = [1.5, 2.0];
-/// let mut it = results.iter();
-/// let (a, b): (f64, f32) = (number(&mut it), number(&mut it));
-/// assert_eq!((a, b), (1.5, 2.0));
-/// ```
-#[inline]
-pub fn number<T: Number>(it: &mut std::slice::Iter<'_, f64>) -> T {
-    T::from_f64(it.next().copied().unwrap_or(f64::NAN))
-}
-
-/// Skips the function's own outputs to reach the derivatives.
-pub fn skip(it: &mut impl Iterator, n: usize) {
-    for _ in 0..n {
-        it.next();
-    }
-}
-
-/// Stand-ins for every part of a result (see [`Output::placeholder`]).
-pub trait Placeholder {
-    /// The stand-in.
-    fn placeholder() -> Self;
-}
-
-impl<T: Output> Placeholder for T {
-    fn placeholder() -> Self {
-        <T as Output>::placeholder()
-    }
-}
-
-macro_rules! tuple_placeholder {
-    ($(($($t:ident),+)),*) => {$(
-        impl<$($t: Placeholder),+> Placeholder for ($($t,)+) {
-            fn placeholder() -> Self {
-                ($($t::placeholder(),)+)
-            }
-        }
-    )*};
-}
-tuple_placeholder!(
-    (A, B),
-    (A, B, C),
-    (A, B, C, D),
-    (A, B, C, D, E),
-    (A, B, C, D, E, F)
-);
-
-/// A companion's result: outside a trace, as is; inside a trace an error is
-/// recorded in the trace (the outermost companion returns it, naming the
-/// caller's line) and a stand-in is returned, so that tracing can go on.
-#[track_caller]
-pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
-    match f() {
-        Err(e) if trace::is_tracing() => {
-            record(located(e, Location::caller()));
-            Ok(T::placeholder())
-        }
-        r => r,
-    }
-}
-
-/// A plain call's result: the value, or a panic with the error's message
-/// naming the caller's line (inside a trace: the error is recorded and a
-/// stand-in returned).
-#[track_caller]
-pub fn plain<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> T {
-    match f() {
-        Ok(v) => v,
-        Err(e) if trace::is_tracing() => {
-            record(located(e, Location::caller()));
-            T::placeholder()
-        }
-        Err(e) => panic!("{e}"),
-    }
-}
-
-/// `e` at the caller's `loc`, unless it already names a source line (an
-/// error met in the called function's own traced code).
-fn located(e: Error, loc: &Location<'_>) -> Error {
-    fn has_line(e: &Error) -> bool {
-        match e {
-            Error::At { .. } => true,
-            Error::Trace { source, .. } | Error::AtNode { source, .. } => has_line(source),
-            _ => false,
-        }
-    }
-    if has_line(&e) {
-        return e;
-    }
-    Error::At {
-        source: Box::new(e),
-        file: loc.file().to_string(),
-        line: loc.line(),
-        column: loc.column(),
-    }
-}
-
-/// A traced 0-d zero in the innermost trace, if one is active.
-fn traced_zero() -> Option<Tensor> {
-    if !trace::is_tracing() {
-        return None;
-    }
-    let mut g = Graph::new();
-    let z = g.scalar(0.0, DType::F64);
-    g.set_outputs(vec![z]);
-    trace::inline(&g, &[]).ok()?.pop()
-}
-
-/// Records `e` as the innermost trace's error (its first error wins).
-fn record(e: Error) {
-    if let Some(t) = traced_zero() {
-        trace::poison(&[&t], e);
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Rewritten control flow (see rlx-macros/src/rewrite.rs).
-
-/// Operands of a rewritten comparison: tensors compare element-wise into a
-/// `Bool` mask; plain values compare as usual into a `bool`.
-#[diagnostic::on_unimplemented(
-    message = "cannot compare `{Self}` with `{Rhs}` in traced code",
-    note = "traced comparisons take `Tensor`/`&Tensor` on one side and a `Tensor`, `&Tensor`, `f32` or `f64` on the other"
-)]
-pub trait Compare<Rhs: ?Sized> {
-    /// `bool` or a mask `Tensor`.
-    type Output;
-    /// Compares `self` with `rhs`.
-    #[track_caller]
-    fn compare(&self, op: CmpOp, rhs: &Rhs) -> Self::Output;
-}
-
-impl<T: PartialOrd> Compare<T> for T {
-    type Output = bool;
-    fn compare(&self, op: CmpOp, rhs: &T) -> bool {
-        match op {
-            CmpOp::Lt => self < rhs,
-            CmpOp::Le => self <= rhs,
-            CmpOp::Gt => self > rhs,
-            CmpOp::Ge => self >= rhs,
-            CmpOp::Eq => self == rhs,
-            CmpOp::Ne => self != rhs,
-        }
-    }
-}
-
-/// A tensor operand of a traced comparison, select or logic op.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a tensor operand in traced code",
-    label = "an `if` on a traced condition selects element-wise, so each branch must give a `Tensor`, `&Tensor`, `f32` or `f64`",
-    note = "select tuple elements one by one: `let a = if c {{ a1 }} else {{ a2 }};`"
-)]
-pub trait TracedOperand {
-    /// The operand as a tensor; `like` gives the dtype for a bare scalar.
-    fn operand(&self, like: Option<DType>) -> Tensor;
-    /// The dtype if the operand is a tensor.
-    fn tensor_dtype(&self) -> Option<DType>;
-}
-
-impl TracedOperand for Tensor {
-    fn operand(&self, _: Option<DType>) -> Tensor {
-        self.clone()
-    }
-    fn tensor_dtype(&self) -> Option<DType> {
-        Some(self.dtype())
-    }
-}
-
-impl TracedOperand for &Tensor {
-    fn operand(&self, _: Option<DType>) -> Tensor {
-        (*self).clone()
-    }
-    fn tensor_dtype(&self) -> Option<DType> {
-        Some(self.dtype())
-    }
-}
-
-macro_rules! scalar_operand {
-    ($($f:ty => $d:expr),*) => {$(
-        impl TracedOperand for $f {
-            fn operand(&self, like: Option<DType>) -> Tensor {
-                Tensor::full(*self as f64, Shape::scalar(), like.unwrap_or($d))
-            }
-            fn tensor_dtype(&self) -> Option<DType> {
-                None
-            }
-        }
-    )*};
-}
-scalar_operand!(f32 => DType::F32, f64 => DType::F64);
-
-#[track_caller]
-fn tensor_pair(a: &impl TracedOperand, b: &impl TracedOperand) -> (Tensor, Tensor) {
-    let like = a.tensor_dtype().or(b.tensor_dtype());
-    (a.operand(like), b.operand(like))
-}
-
-// One impl per tensor side, generic over the other operand, so that the
-// result type (`Tensor`) is known before a float literal's type is: `let m
-// = x > 0.0; m.not()` needs no annotation.
-impl<R: TracedOperand> Compare<R> for Tensor {
-    type Output = Tensor;
-    #[track_caller]
-    fn compare(&self, op: CmpOp, rhs: &R) -> Tensor {
-        let (a, b) = tensor_pair(self, rhs);
-        Tensor::apply_or_panic(Op::Compare(op), &[&a, &b])
-    }
-}
-
-impl<R: TracedOperand> Compare<R> for &Tensor {
-    type Output = Tensor;
-    #[track_caller]
-    fn compare(&self, op: CmpOp, rhs: &R) -> Tensor {
-        let (a, b) = tensor_pair(self, rhs);
-        Tensor::apply_or_panic(Op::Compare(op), &[&a, &b])
-    }
-}
-
-/// A number on the left of a traced comparison (`0.5 <= x`).
-pub trait ScalarOperand: TracedOperand {}
-impl ScalarOperand for f64 {}
-impl ScalarOperand for f32 {}
-
-macro_rules! scalar_compare {
-    ($($r:ty),*) => {$(
-        impl<L: ScalarOperand> Compare<$r> for L {
-            type Output = Tensor;
-            #[track_caller]
-            fn compare(&self, op: CmpOp, rhs: &$r) -> Tensor {
-                let (a, b) = tensor_pair(self, rhs);
-                Tensor::apply_or_panic(Op::Compare(op), &[&a, &b])
-            }
-        }
-    )*};
-}
-scalar_compare!(Tensor, &Tensor);
-
-macro_rules! cmp_fns {
-    ($($name:ident => $op:ident),*) => {$(
-        #[doc = concat!("The rewritten `", stringify!($name), "` comparison.")]
-        #[track_caller]
-        pub fn $name<A: Compare<B> + ?Sized, B: ?Sized>(a: &A, b: &B) -> A::Output {
-            a.compare(CmpOp::$op, b)
-        }
-    )*};
-}
-cmp_fns!(lt => Lt, le => Le, gt => Gt, ge => Ge, eq => Eq, ne => Ne);
-
-/// Operands of a rewritten `&&`/`||`: element-wise on masks, as usual on
-/// `bool`s (both sides are evaluated).
-#[diagnostic::on_unimplemented(
-    message = "cannot combine `{Self}` and `{Rhs}` with `&&`/`||` in traced code",
-    note = "combine two masks (traced comparisons) or two `bool`s"
-)]
-pub trait Logic<Rhs> {
-    /// `bool` or a mask `Tensor`.
-    type Output;
-    /// `self && rhs` (`and = true`) or `self || rhs`.
-    fn logic(self, and: bool, rhs: Rhs) -> Self::Output;
-}
-
-impl Logic<bool> for bool {
-    type Output = bool;
-    fn logic(self, and: bool, rhs: bool) -> bool {
-        if and {
-            self && rhs
-        } else {
-            self || rhs
-        }
-    }
-}
-
-impl Logic<Tensor> for Tensor {
-    type Output = Tensor;
-    #[track_caller]
-    fn logic(self, and: bool, rhs: Tensor) -> Tensor {
-        let op = if and { BinaryOp::And } else { BinaryOp::Or };
-        Tensor::apply_or_panic(Op::Binary(op), &[&self, &rhs])
-    }
-}
-
-/// The rewritten `a && b`.
-#[track_caller]
-pub fn and<A: Logic<B>, B>(a: A, b: B) -> A::Output {
-    a.logic(true, b)
-}
-
-/// The rewritten `a || b`.
-#[track_caller]
-pub fn or<A: Logic<B>, B>(a: A, b: B) -> A::Output {
-    a.logic(false, b)
-}
-
-/// Conditions of a rewritten `if`/`else`: a `bool` picks one branch value;
-/// a mask selects element-wise (`Tensor::select`).
-#[diagnostic::on_unimplemented(
-    message = "an `if` on a traced condition selects element-wise between tensors, but its branches produce `{A}` and `{B}`",
-    note = "on a traced condition both branches must give a `Tensor`, `&Tensor`, `f32` or `f64`"
-)]
-pub trait Cond<A, B> {
-    /// The selected value's type.
-    type Output;
-    /// Picks between `a` (where true) and `b`.
-    fn pick(self, a: A, b: B) -> Self::Output;
-}
-
-impl<T> Cond<T, T> for bool {
-    type Output = T;
-    fn pick(self, a: T, b: T) -> T {
-        if self {
-            a
-        } else {
-            b
-        }
-    }
-}
-
-impl<A: TracedOperand, B: TracedOperand> Cond<A, B> for Tensor {
-    type Output = Tensor;
-    #[track_caller]
-    fn pick(self, a: A, b: B) -> Tensor {
-        let (a, b) = tensor_pair(&a, &b);
-        Tensor::apply_or_panic(Op::Select, &[&self, &a, &b])
-    }
-}
-
-/// The rewritten `if cond { a } else { b }`.
-#[track_caller]
-pub fn select<C: Cond<A, B>, A, B>(cond: C, a: A, b: B) -> C::Output {
-    cond.pick(a, b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::Trace;
 
     /// `sin(x · y) + x`, for inputs of any types.
     fn tracer(types: &[TensorType], _: &()) -> Result<Graph> {

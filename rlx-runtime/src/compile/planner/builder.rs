@@ -1,0 +1,167 @@
+//! The state of one build: what the planner knows of the graph, and the
+//! plan it is writing (steps, locations, constants, scratch sizes), with
+//! the small helpers every kind of step uses and the assignment of buffer
+//! slots by liveness.
+
+use std::collections::HashMap;
+
+use rlx_core::{DType, Graph, Shape};
+
+use crate::compile::env::{Dst, Loc, Val};
+#[cfg(feature = "jit")]
+use crate::compile::jit;
+use crate::compile::plan::{PlanStats, Step, StepKind, Target};
+use crate::storage::Storage;
+
+/// Scalar regions with fewer instructions stay interpreted: compiling them
+/// would cost more than it saves.
+#[cfg(feature = "jit")]
+const JIT_MIN_INSTRS: usize = 8;
+
+pub(super) struct Group {
+    pub(super) shape: Shape,
+    pub(super) members: Vec<u32>,
+    pub(super) sealed: bool,
+}
+
+pub(super) fn contiguous(s: &Shape) -> Vec<usize> {
+    s.strides()
+}
+
+pub(super) struct Builder<'a> {
+    pub(super) g: &'a Graph,
+    pub(super) root: &'a [u32],
+    pub(super) virt: &'a [bool],
+    pub(super) group: &'a [Option<u32>],
+    pub(super) stored: &'a [bool],
+    pub(super) consts: Vec<Storage>,
+    pub(super) locs: Vec<Loc>,
+    pub(super) steps: Vec<Step>,
+    pub(super) regs: [usize; 4],
+    pub(super) scalar_regs: usize,
+    pub(super) max_rank: usize,
+    pub(super) acc_len: usize,
+    pub(super) half: (usize, usize, usize),
+    pub(super) solve: (usize, usize),
+    pub(super) stats: PlanStats,
+    /// Compile scalar regions to native code (feature `jit`).
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub(super) jit: bool,
+}
+
+impl Builder<'_> {
+    /// Compiles every scalar region of at least [`JIT_MIN_INSTRS`]
+    /// instructions to native code (last, once targets are final).
+    #[cfg(feature = "jit")]
+    pub(super) fn compile_native(&mut self) {
+        for step in &mut self.steps {
+            if let StepKind::Scalar(region) = &mut step.kind {
+                if region.code.len() >= JIT_MIN_INSTRS {
+                    region.native =
+                        jit::compile(&region.code, region.len, &region.consts, step.targets.len())
+                            .map(std::sync::Arc::new);
+                    self.stats.native_regions += region.native.is_some() as usize;
+                }
+            }
+        }
+    }
+
+    pub(super) fn shape(&self, i: usize) -> &Shape {
+        &self.g.nodes()[i].shape
+    }
+
+    pub(super) fn target(&self, i: usize) -> Target {
+        let n = &self.g.nodes()[i];
+        Target {
+            dst: Dst::Node(i as u32),
+            numel: n.shape.numel(),
+            dtype: n.dtype,
+        }
+    }
+
+    pub(super) fn push(&mut self, node: usize, kind: StepKind, reads: Vec<Val>) {
+        let t = self.target(node);
+        self.steps.push(Step {
+            node: node as u32,
+            kind,
+            targets: vec![t],
+            reads,
+        });
+    }
+
+    pub(super) fn rank(&mut self, r: usize) {
+        self.max_rank = self.max_rank.max(r);
+    }
+
+    /// Assigns buffer slots to values without a location, by liveness.
+    pub(super) fn assign_slots(&mut self) -> Vec<(DType, usize)> {
+        let mut last_use: HashMap<Val, usize> = HashMap::new();
+        for (s, step) in self.steps.iter().enumerate() {
+            for &v in &step.reads {
+                last_use.insert(v, s);
+            }
+        }
+        let mut slots: Vec<(DType, usize)> = Vec::new();
+        let mut free: Vec<u32> = Vec::new();
+        for s in 0..self.steps.len() {
+            let targets = self.steps[s].targets.clone();
+            for t in &targets {
+                let Dst::Node(v) = t.dst else { continue };
+                if self.locs[v as usize] != Loc::None {
+                    continue;
+                }
+                // Best fit among free slots of this dtype: the smallest that
+                // is large enough, else the largest (grown).
+                let same: Vec<usize> = (0..free.len())
+                    .filter(|&f| slots[free[f] as usize].0 == t.dtype)
+                    .collect();
+                let fit = same
+                    .iter()
+                    .copied()
+                    .filter(|&f| slots[free[f] as usize].1 >= t.numel)
+                    .min_by_key(|&f| slots[free[f] as usize].1)
+                    .or_else(|| {
+                        same.iter()
+                            .copied()
+                            .max_by_key(|&f| slots[free[f] as usize].1)
+                    });
+                let slot = match fit {
+                    Some(f) => {
+                        let slot = free.swap_remove(f);
+                        let cap = &mut slots[slot as usize].1;
+                        *cap = (*cap).max(t.numel);
+                        slot
+                    }
+                    None => {
+                        slots.push((t.dtype, t.numel));
+                        (slots.len() - 1) as u32
+                    }
+                };
+                self.locs[v as usize] = Loc::Buf(slot);
+            }
+            // Free what dies here: values last read by this step, and values
+            // written here that nothing reads.
+            let mut dying: Vec<Val> = self.steps[s]
+                .reads
+                .iter()
+                .copied()
+                .filter(|v| last_use.get(v) == Some(&s))
+                .collect();
+            for t in &targets {
+                if let Dst::Node(v) = t.dst {
+                    if !last_use.contains_key(&v) {
+                        dying.push(v);
+                    }
+                }
+            }
+            dying.sort_unstable();
+            dying.dedup();
+            for v in dying {
+                if let Loc::Buf(slot) = self.locs[v as usize] {
+                    free.push(slot);
+                }
+            }
+        }
+        slots
+    }
+}

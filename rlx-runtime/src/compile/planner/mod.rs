@@ -1,0 +1,402 @@
+//! Graph → [`Plan`]: grouping, step selection, buffer planning.
+//!
+//! The planner walks the graph once in topological order and decides for
+//! each live node how its value comes to exist:
+//!
+//! - inputs and constants are read where they are (constants are converted
+//!   to their dtype once, at compile time);
+//! - `Reshape` and `StopGradient` are *aliases*: same elements, same buffer;
+//! - a `Transpose` whose only consumers are matrix products is *virtual*:
+//!   the products read its operand through permuted strides;
+//! - element-wise nodes (unary, binary, compare, select, cast, broadcast)
+//!   form *groups* of one output shape, each run as one fused loop (or, for
+//!   0-d groups without `i64`, as a scalar region). A node joins the group
+//!   of an operand of the same shape unless that group is *sealed*; a group
+//!   is sealed as soon as a node outside it reads one of its members, which
+//!   keeps "run the whole group at its last member" a valid schedule. A node
+//!   reading several open groups of its shape merges them;
+//! - every other node is its own step.
+//!
+//! Values that outlive their step live in buffer slots. Slots are assigned
+//! by liveness (a slot is free after the last step reading it) and reused
+//! for later values of the same dtype; a slot's capacity is the largest
+//! value it holds, so warm runs never allocate. The first occurrence of each
+//! computed graph output is written straight into the caller's output
+//! tensor; other outputs are copied at the end.
+
+//!
+//! Modules: `builder` holds the state of one build (and buffer
+//! assignment); `ops` picks the step of each non-element-wise op;
+//! `regions` turns a group into a fused loop or a scalar region. This
+//! module groups the nodes and drives the build.
+
+mod builder;
+mod ops;
+mod regions;
+
+use rlx_core::{DType, Graph, Literal, NodeId, Op, Result, TensorType};
+
+use super::env::{Dst, Loc};
+use super::movement::{CopyStep, Strided};
+use super::options::Options;
+use super::plan::{Plan, PlanStats, ScalarProgram, Step, StepKind, Target};
+use super::scalar_code::SInstr;
+use crate::storage::Storage;
+use crate::value::is_number;
+use builder::{Builder, Group};
+
+/// Whether `steps` form a [`ScalarProgram`], and its output map.
+fn scalar_program(
+    steps: &[Step],
+    locs: &[Loc],
+    inputs: &[TensorType],
+    outputs: &[TensorType],
+) -> Option<ScalarProgram> {
+    let [Step {
+        kind: StepKind::Scalar(region),
+        targets,
+        ..
+    }] = steps
+    else {
+        return None;
+    };
+    // Every leaf must be a number input.
+    let input_of_load: Vec<u32> = region
+        .code
+        .iter()
+        .filter_map(|i| match i {
+            SInstr::Load { val, .. } => Some(*val),
+            _ => None,
+        })
+        .map(|val| match locs[val as usize] {
+            Loc::Input(k) if is_number(&inputs[k as usize]) => Some(k),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let output_of_target: Vec<u32> = targets
+        .iter()
+        .map(|t| match t.dst {
+            Dst::Out(j) => Some(j),
+            Dst::Node(v) => match locs[v as usize] {
+                Loc::Out(j) => Some(j),
+                _ => None,
+            },
+        })
+        .collect::<Option<_>>()?;
+    let mut target_of_output = vec![u32::MAX; outputs.len()];
+    for (t, &j) in output_of_target.iter().enumerate() {
+        target_of_output[j as usize] = t as u32;
+    }
+    let written = target_of_output.iter().all(|&t| t != u32::MAX);
+    let f64_number = |t: &TensorType| is_number(t) && t.dtype == DType::F64;
+    let loads_are_inputs = input_of_load.len() == inputs.len()
+        && input_of_load
+            .iter()
+            .enumerate()
+            .all(|(l, &k)| k as usize == l)
+        && inputs.iter().all(f64_number);
+    let stores_are_outputs = outputs.iter().all(f64_number)
+        && output_of_target.len() == outputs.len()
+        && output_of_target
+            .iter()
+            .enumerate()
+            .all(|(t, &j)| j as usize == t);
+    (written && outputs.iter().all(is_number)).then_some(ScalarProgram {
+        output_of_target,
+        target_of_output,
+        loads_are_inputs,
+        stores_are_outputs,
+        input_of_load,
+    })
+}
+
+fn is_fusable(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Cast(_)
+            | Op::Broadcast { .. }
+    )
+}
+
+/// Converts a literal to storage of `dtype` with `numel` elements.
+fn literal_storage(lit: &Literal, dtype: DType, numel: usize) -> Storage {
+    match (lit, dtype) {
+        (Literal::SplatI64(v), DType::I64) => Storage::I64(vec![*v; numel]),
+        (Literal::I64(d), DType::I64) => Storage::I64(d.to_vec()),
+        (Literal::Splat(_) | Literal::F64(_), DType::I64) => {
+            Storage::I64((0..numel).map(|i| lit.get_i64(i)).collect())
+        }
+        _ => Storage::from_f64(dtype, (0..numel).map(|i| lit.get_f64(i))),
+    }
+}
+
+/// Builds the plan of a verified graph without `Custom` ops.
+///
+/// `origins[k]` is the node of the caller's graph that node `k` of `g` was
+/// made for (`g` is the caller's graph after inlining and optimisation);
+/// steps name those nodes in their errors.
+pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<Plan> {
+    g.verify()?;
+    let nodes = g.nodes();
+    let nn = nodes.len();
+    let live = g.live_nodes();
+    let mut users: Vec<Vec<u32>> = vec![Vec::new(); nn];
+    for (i, n) in nodes.iter().enumerate() {
+        if live[i] {
+            for p in &n.inputs {
+                users[p.index()].push(i as u32);
+            }
+        }
+    }
+    let mut is_output = vec![false; nn];
+    for o in g.outputs() {
+        is_output[o.index()] = true;
+    }
+    // Aliases resolve to the node owning the storage.
+    let mut root: Vec<u32> = (0..nn as u32).collect();
+    for (i, n) in nodes.iter().enumerate() {
+        if matches!(n.op, Op::Reshape { .. } | Op::StopGradient) {
+            root[i] = root[n.inputs[0].index()];
+        }
+    }
+    let virt: Vec<bool> = (0..nn)
+        .map(|i| {
+            matches!(nodes[i].op, Op::Transpose { .. })
+                && live[i]
+                && !is_output[i]
+                && !users[i].is_empty()
+                && users[i]
+                    .iter()
+                    .all(|&u| matches!(nodes[u as usize].op, Op::MatMul))
+        })
+        .collect();
+
+    // Grouping of element-wise nodes.
+    let mut group: Vec<Option<u32>> = vec![None; nn];
+    let mut groups: Vec<Group> = Vec::new();
+    // The last group of 0-d nodes, which an unconnected 0-d node may join.
+    let mut last_scalar: Option<u32> = None;
+    for (i, n) in nodes.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        let fusable = is_fusable(&n.op);
+        let mut joined = None;
+        let mut merge: Vec<u32> = Vec::new();
+        for p in &n.inputs {
+            if let Some(gid) = group[p.index()] {
+                let gr = &groups[gid as usize];
+                if fusable && !gr.sealed && gr.shape == n.shape {
+                    match joined {
+                        None => joined = Some(gid),
+                        Some(j) if j != gid && !merge.contains(&gid) => merge.push(gid),
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+        // A 0-d node without an open group among its operands joins the
+        // last open 0-d group, so that independent scalar computations
+        // (an auxiliary output, say) share one region: valid for the same
+        // reason as the merge below.
+        if joined.is_none() && fusable && n.shape.rank() == 0 {
+            joined = last_scalar.filter(|&g| !groups[g as usize].sealed);
+        }
+        // Operands in several open groups of this shape: merge them. No
+        // outside node has read an open group yet, so running the union at
+        // its last member is still a valid schedule.
+        if let Some(j) = joined {
+            for gid in merge {
+                let moved = std::mem::take(&mut groups[gid as usize].members);
+                for &m in &moved {
+                    group[m as usize] = Some(j);
+                }
+                let into = &mut groups[j as usize].members;
+                into.extend(moved);
+                into.sort_unstable();
+            }
+        }
+        for p in &n.inputs {
+            if let Some(gid) = group[p.index()] {
+                if Some(gid) != joined {
+                    groups[gid as usize].sealed = true;
+                }
+            }
+        }
+        if fusable {
+            let gid = joined.unwrap_or_else(|| {
+                groups.push(Group {
+                    shape: n.shape.clone(),
+                    members: Vec::new(),
+                    sealed: false,
+                });
+                (groups.len() - 1) as u32
+            });
+            group[i] = Some(gid);
+            groups[gid as usize].members.push(i as u32);
+            if n.shape.rank() == 0 {
+                last_scalar = Some(gid);
+            }
+        }
+    }
+    let stored: Vec<bool> = (0..nn)
+        .map(|i| {
+            group[i].is_some()
+                && (is_output[i] || users[i].iter().any(|&u| group[u as usize] != group[i]))
+        })
+        .collect();
+
+    let mut b = Builder {
+        g,
+        root: &root,
+        virt: &virt,
+        group: &group,
+        stored: &stored,
+        consts: Vec::new(),
+        locs: vec![Loc::None; nn],
+        steps: Vec::new(),
+        regs: [0; 4],
+        scalar_regs: 0,
+        max_rank: 1,
+        acc_len: 0,
+        half: (0, 0, 0),
+        solve: (0, 0),
+        stats: PlanStats::default(),
+        jit: options.jit,
+    };
+
+    // Locations known up front: inputs, constants, outputs.
+    for (i, n) in nodes.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        match &n.op {
+            Op::Input { index } => b.locs[i] = Loc::Input(*index as u32),
+            Op::Constant(lit) => {
+                b.consts
+                    .push(literal_storage(lit, n.dtype, n.shape.numel()));
+                b.locs[i] = Loc::Const((b.consts.len() - 1) as u32);
+            }
+            _ => {}
+        }
+    }
+    let mut copies: Vec<(u32, u32)> = Vec::new();
+    for (j, o) in g.outputs().iter().enumerate() {
+        let i = o.index();
+        let computed = root[i] as usize == i
+            && !virt[i]
+            && !matches!(nodes[i].op, Op::Input { .. } | Op::Constant(_));
+        if computed && b.locs[i] == Loc::None {
+            b.locs[i] = Loc::Out(j as u32);
+        } else {
+            copies.push((j as u32, root[i]));
+        }
+    }
+
+    // Steps, in topological order of their last node.
+    for (i, n) in nodes.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        if let Some(gid) = group[i] {
+            let gr = &groups[gid as usize];
+            if gr.members.last() == Some(&(i as u32)) {
+                b.group_step(gr)?;
+            }
+            continue;
+        }
+        b.op_step(i, n)?;
+    }
+    for (j, r) in copies {
+        let n = &nodes[r as usize];
+        b.steps.push(Step {
+            node: r,
+            kind: StepKind::Copy(CopyStep {
+                parts: vec![Strided::contiguous(r, n.shape.numel())],
+            }),
+            targets: vec![Target {
+                dst: Dst::Out(j),
+                numel: n.shape.numel(),
+                dtype: n.dtype,
+            }],
+            reads: vec![r],
+        });
+    }
+
+    for step in &mut b.steps {
+        if let Some(o) = origins.get(step.node as usize) {
+            step.node = o.0;
+        }
+    }
+
+    let slots = b.assign_slots();
+    b.stats.steps = b.steps.len();
+    b.stats.buffers = slots.len();
+    b.stats.virtual_transposes = (0..nn).filter(|&i| virt[i]).count();
+    let max_targets = b.steps.iter().map(|s| s.targets.len()).max().unwrap_or(0);
+    let input_types: Vec<TensorType> = g.inputs().iter().map(|i| g.ty(i.node)).collect();
+    let output_types: Vec<TensorType> = g.outputs().iter().map(|&o| g.ty(o)).collect();
+    let mut scalar_program = scalar_program(&b.steps, &b.locs, &input_types, &output_types);
+    if let Some(prog) = &scalar_program {
+        // Stores in output order, so that native code writes the results
+        // where the caller wants them.
+        let in_order = prog
+            .output_of_target
+            .iter()
+            .enumerate()
+            .all(|(t, &j)| t == j as usize);
+        if !in_order && prog.output_of_target.len() == output_types.len() {
+            b.steps[0].store_in_order(&prog.output_of_target);
+            scalar_program = self::scalar_program(&b.steps, &b.locs, &input_types, &output_types);
+        }
+    }
+    #[cfg(feature = "jit")]
+    if b.jit {
+        b.compile_native();
+    }
+    Ok(Plan {
+        input_names: g.inputs().iter().map(|i| i.name.clone()).collect(),
+        input_types,
+        output_types,
+        scalar_program,
+        consts: b.consts,
+        locs: b.locs,
+        steps: b.steps,
+        slots,
+        regs: b.regs,
+        scalar_regs: b.scalar_regs,
+        max_rank: b.max_rank,
+        acc_len: b.acc_len,
+        half: b.half,
+        solve: b.solve,
+        max_targets,
+        stats: b.stats,
+    })
+}
+
+impl Step {
+    /// Renumbers a scalar step's targets: target `t` becomes target
+    /// `order[t]` (a permutation).
+    fn store_in_order(&mut self, order: &[u32]) {
+        let StepKind::Scalar(region) = &mut self.kind else {
+            return;
+        };
+        let mut targets: Vec<Option<Target>> = (0..self.targets.len()).map(|_| None).collect();
+        for (t, target) in self.targets.drain(..).enumerate() {
+            targets[order[t] as usize] = Some(target);
+        }
+        self.targets = targets
+            .into_iter()
+            .map(|t| t.expect("a permutation"))
+            .collect();
+        for i in &mut region.code {
+            if let SInstr::Store { target, .. } = i {
+                *target = order[*target as usize];
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The step of each op that is not element-wise: copies for movement ops,
+//! reductions, matrix products (reading virtual transposes in place),
+//! solves, and reference kernels for the rest.
+
+use rlx_core::{DType, Error, Op, Result, Shape};
+
+use super::builder::{contiguous, Builder};
+use crate::compile::env::Val;
+use crate::compile::fused::Access;
+use crate::compile::matmul::{MatMulStep, MatView};
+use crate::compile::movement::{CopyStep, Strided};
+use crate::compile::plan::{KernelStep, StepKind};
+use crate::compile::reduce::ReduceStep;
+use crate::compile::solve::SolveStep;
+
+impl Builder<'_> {
+    /// The step of a non-element-wise node (one exhaustive table).
+    pub(super) fn op_step(&mut self, i: usize, n: &rlx_core::Node) -> Result<()> {
+        let arg = |k: usize| n.inputs[k].index();
+        match &n.op {
+            Op::Input { .. } | Op::Constant(_) | Op::Reshape { .. } | Op::StopGradient => {}
+            Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Cast(_)
+            | Op::Broadcast { .. } => {
+                unreachable!("element-wise nodes are grouped")
+            }
+            Op::Transpose { perm } => {
+                if !self.virt[i] {
+                    let x = arg(0);
+                    let xs = contiguous(self.shape(x));
+                    self.rank(perm.len());
+                    let part = Strided {
+                        src: self.root[x],
+                        src_off: 0,
+                        src_strides: perm.iter().map(|&p| xs[p]).collect(),
+                        dims: n.shape.dims().to_vec(),
+                        dst_off: 0,
+                        dst_strides: contiguous(&n.shape),
+                    };
+                    self.push(i, StepKind::Copy(CopyStep { parts: vec![part] }), vec![self.root[x]]);
+                }
+            }
+            Op::Slice { axis, start, .. } => {
+                let x = arg(0);
+                let xs = contiguous(self.shape(x));
+                self.rank(xs.len());
+                let part = Strided {
+                    src: self.root[x],
+                    src_off: start * xs[*axis],
+                    src_strides: xs,
+                    dims: n.shape.dims().to_vec(),
+                    dst_off: 0,
+                    dst_strides: contiguous(&n.shape),
+                };
+                self.push(i, StepKind::Copy(CopyStep { parts: vec![part] }), vec![self.root[x]]);
+            }
+            Op::Concat { axis } => {
+                let os = contiguous(&n.shape);
+                self.rank(os.len());
+                let mut at = 0;
+                let mut parts = Vec::new();
+                let mut reads = Vec::new();
+                for p in &n.inputs {
+                    let s = self.shape(p.index());
+                    parts.push(Strided {
+                        src: self.root[p.index()],
+                        src_off: 0,
+                        src_strides: contiguous(s),
+                        dims: s.dims().to_vec(),
+                        dst_off: at * os[*axis],
+                        dst_strides: os.clone(),
+                    });
+                    at += s.dim(*axis);
+                    reads.push(self.root[p.index()]);
+                }
+                self.push(i, StepKind::Copy(CopyStep { parts }), reads);
+            }
+            Op::Reduce { op, axes } => {
+                let x = arg(0);
+                let xs = self.shape(x).clone();
+                let os = contiguous(&n.shape);
+                let mut out_strides = Vec::with_capacity(xs.rank());
+                let mut kept = 0;
+                let mut count = 1;
+                for d in 0..xs.rank() {
+                    if axes.contains(&d) {
+                        out_strides.push(0);
+                        count *= xs.dim(d);
+                    } else {
+                        out_strides.push(os[kept]);
+                        kept += 1;
+                    }
+                }
+                self.rank(xs.rank());
+                if n.dtype != DType::I64 {
+                    self.acc_len = self.acc_len.max(n.shape.numel());
+                }
+                let step = ReduceStep {
+                    x: self.root[x],
+                    op: *op,
+                    dims: xs.dims().to_vec(),
+                    out_strides,
+                    out_numel: n.shape.numel(),
+                    count,
+                };
+                self.push(i, StepKind::Reduce(step), vec![self.root[x]]);
+            }
+            Op::MatMul => {
+                let (a, ar) = self.mat_view(arg(0), &n.shape);
+                let (b, br) = self.mat_view(arg(1), &n.shape);
+                let r = n.shape.rank();
+                let step = MatMulStep {
+                    a,
+                    b,
+                    batch_dims: n.shape.dims()[..r - 2].to_vec(),
+                    m: n.shape.dim(r - 2),
+                    k: self.shape(arg(0)).dim(self.shape(arg(0)).rank() - 1),
+                    n: n.shape.dim(r - 1),
+                    dtype: n.dtype,
+                };
+                let h = step.half_scratch();
+                self.half = (self.half.0.max(h.0), self.half.1.max(h.1), self.half.2.max(h.2));
+                self.push(i, StepKind::MatMul(step), vec![ar, br]);
+            }
+            Op::Solve => {
+                let (a, bb) = (arg(0), arg(1));
+                let s = self.shape(a).clone();
+                let r = s.rank();
+                let nn = s.dim(r - 1);
+                let k = n.shape.dim(r - 1);
+                self.solve = (self.solve.0.max(nn * nn), self.solve.1.max(nn * k));
+                let step = SolveStep {
+                    a: self.root[a],
+                    b: self.root[bb],
+                    batches: s.dims()[..r - 2].iter().product(),
+                    a_shape: s,
+                    n: nn,
+                    k,
+                    dtype: n.dtype,
+                };
+                self.push(i, StepKind::Solve(step), vec![self.root[a], self.root[bb]]);
+            }
+            Op::Gather { .. } | Op::ScatterAdd { .. } | Op::Softmax { .. } | Op::LogSoftmax { .. } => {
+                let args: Vec<(Val, Shape)> = n
+                    .inputs
+                    .iter()
+                    .map(|p| (self.root[p.index()], self.shape(p.index()).clone()))
+                    .collect();
+                let reads = args.iter().map(|a| a.0).collect();
+                let step = KernelStep {
+                    op: n.op.clone(),
+                    args,
+                    out_shape: n.shape.clone(),
+                };
+                self.push(i, StepKind::Kernel(step), reads);
+            }
+            Op::Custom(c) => {
+                return Err(Error::Unsupported(format!(
+                    "custom op `{}` reached the compiler un-inlined (compile runs `inline_custom` first)",
+                    c.name
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// A matmul operand as a strided view (a virtual transpose reads its
+    /// operand with permuted strides), aligned to the output batch dims.
+    pub(super) fn mat_view(&mut self, x: usize, out: &Shape) -> (MatView, Val) {
+        let nodes = self.g.nodes();
+        let (src, dims, strides) = if self.virt[x] {
+            let Op::Transpose { perm } = &nodes[x].op else {
+                unreachable!("virtual nodes are transposes")
+            };
+            let inner = nodes[x].inputs[0].index();
+            let base = contiguous(self.shape(inner));
+            (
+                self.root[inner],
+                nodes[x].shape.dims().to_vec(),
+                perm.iter().map(|&p| base[p]).collect::<Vec<_>>(),
+            )
+        } else {
+            let s = self.shape(x);
+            (self.root[x], s.dims().to_vec(), contiguous(s))
+        };
+        let r = dims.len();
+        let nb = out.rank() - 2;
+        let batch_strides = (0..nb)
+            .map(|d| {
+                let lead = nb - (r - 2);
+                if d < lead || dims[d - lead] == 1 {
+                    0
+                } else {
+                    strides[d - lead]
+                }
+            })
+            .collect();
+        (
+            MatView {
+                val: src,
+                batch_strides,
+                rs: strides[r - 2],
+                cs: strides[r - 1],
+            },
+            src,
+        )
+    }
+
+    /// Access pattern of leaf `p` inside a loop over `shape`.
+    pub(super) fn access(&mut self, p: usize, shape: &Shape) -> Access {
+        let ps = self.shape(p);
+        if ps.numel() == 1 {
+            Access::Splat
+        } else if ps.numel() == shape.numel() {
+            Access::Contig
+        } else {
+            let r = shape.rank();
+            let pr = ps.rank();
+            let pst = contiguous(ps);
+            let strides = (0..r)
+                .map(|d| {
+                    let lead = r - pr;
+                    if d < lead || ps.dim(d - lead) == 1 {
+                        0
+                    } else {
+                        pst[d - lead]
+                    }
+                })
+                .collect();
+            self.rank(r);
+            Access::Broadcast {
+                dims: shape.dims().to_vec(),
+                strides,
+            }
+        }
+    }
+}

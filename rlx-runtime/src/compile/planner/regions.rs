@@ -1,0 +1,366 @@
+//! Element-wise groups as steps: a fused block loop over registers (with
+//! register chains formed afterwards), or, for 0-d groups without `i64`, a
+//! scalar region.
+
+use std::collections::HashMap;
+
+use rlx_core::{DType, Op, Result};
+
+use super::builder::{Builder, Group};
+use crate::compile::chain_form::form_chains;
+use crate::compile::env::Loc;
+use crate::compile::fused::{Access, FusedStep, Instr, Leaf};
+use crate::compile::plan::{Step, StepKind};
+use crate::compile::regs::{Bank, Out, Reg, Src};
+use crate::compile::scalar::ScalarStep;
+use crate::compile::scalar_code::{binary_instr, unary_instr, SInstr, SType};
+
+/// Per-bank register allocator with free lists.
+#[derive(Default)]
+struct RegAlloc {
+    free: [Vec<u32>; 4],
+    count: [usize; 4],
+}
+
+impl RegAlloc {
+    fn alloc(&mut self, bank: Bank) -> Reg {
+        let b = bank.index();
+        let idx = self.free[b].pop().unwrap_or_else(|| {
+            self.count[b] += 1;
+            (self.count[b] - 1) as u32
+        });
+        Reg { bank, idx }
+    }
+    fn release(&mut self, r: Reg) {
+        self.free[r.bank.index()].push(r.idx);
+    }
+}
+
+impl Builder<'_> {
+    pub(super) fn group_step(&mut self, gr: &Group) -> Result<()> {
+        let nodes = self.g.nodes();
+        let members = &gr.members;
+        let scalar = gr.shape.is_scalar()
+            && members.iter().all(|&m| {
+                let n = &nodes[m as usize];
+                n.dtype != DType::I64
+                    && n.inputs
+                        .iter()
+                        .all(|p| nodes[p.index()].dtype != DType::I64)
+            });
+        if scalar {
+            self.scalar_step(gr)
+        } else {
+            self.fused_step(gr)
+        }
+    }
+
+    fn fused_step(&mut self, gr: &Group) -> Result<()> {
+        let nodes = self.g.nodes();
+        let members = &gr.members;
+        let gid = self.group[members[0] as usize];
+        let in_group = |v: usize| self.group[v] == gid;
+        // Whether a dtype is computed in its own storage type (no conversion),
+        // so leaves can be read and results written in place.
+        let native = |d: DType| !matches!(d, DType::F16 | DType::BF16);
+        // Last member position using each value.
+        let mut last_use: HashMap<u32, usize> = HashMap::new();
+        for (k, &m) in members.iter().enumerate() {
+            for p in &nodes[m as usize].inputs {
+                last_use.insert(p.0, k);
+            }
+        }
+        let mut ra = RegAlloc::default();
+        // Registers of group members and of leaves loaded into registers.
+        let mut reg_of: HashMap<u32, Reg> = HashMap::new();
+        let mut direct_of: HashMap<u32, u32> = HashMap::new();
+        let mut splat_of: HashMap<u32, Reg> = HashMap::new();
+        let mut leaves: Vec<Leaf> = Vec::new();
+        let mut body = Vec::new();
+        let mut targets = Vec::new();
+        let mut reads = Vec::new();
+        // Splat leaves first: their registers are filled once per call and
+        // must never be handed to a per-block value.
+        for &m in members {
+            for p in &nodes[m as usize].inputs {
+                let pi = p.index();
+                if in_group(pi) || splat_of.contains_key(&p.0) || self.shape(pi).numel() != 1 {
+                    continue;
+                }
+                let reg = ra.alloc(Bank::of(nodes[pi].dtype));
+                leaves.push(Leaf {
+                    val: self.root[pi],
+                    access: Access::Splat,
+                    reg: Some(reg),
+                });
+                reads.push(self.root[pi]);
+                splat_of.insert(p.0, reg);
+            }
+        }
+        for (k, &m) in members.iter().enumerate() {
+            let n = &nodes[m as usize];
+            let elementwise_math = matches!(n.op, Op::Unary(_) | Op::Binary(_));
+            let mut srcs: Vec<Src> = Vec::with_capacity(3);
+            for p in &n.inputs {
+                let pi = p.index();
+                let src = if let Some(&r) = splat_of.get(&p.0) {
+                    if elementwise_math {
+                        Src::Splat(r)
+                    } else {
+                        Src::Reg(r)
+                    }
+                } else if let Some(&r) = reg_of.get(&p.0) {
+                    Src::Reg(r)
+                } else {
+                    debug_assert!(!in_group(pi), "group members precede their users");
+                    let access = self.access(pi, &gr.shape);
+                    let in_place = matches!(access, Access::Contig) && native(nodes[pi].dtype);
+                    if elementwise_math && in_place {
+                        let l = *direct_of.entry(p.0).or_insert_with(|| {
+                            leaves.push(Leaf {
+                                val: self.root[pi],
+                                access: Access::Contig,
+                                reg: None,
+                            });
+                            (leaves.len() - 1) as u32
+                        });
+                        Src::Direct(l)
+                    } else {
+                        let reg = ra.alloc(Bank::of(nodes[pi].dtype));
+                        leaves.push(Leaf {
+                            val: self.root[pi],
+                            access,
+                            reg: Some(reg),
+                        });
+                        body.push(Instr::Load {
+                            leaf: (leaves.len() - 1) as u32,
+                        });
+                        reg_of.insert(p.0, reg);
+                        Src::Reg(reg)
+                    }
+                };
+                reads.push(self.root[pi]);
+                srcs.push(src);
+            }
+            let reg_src = |s: Src| match s {
+                Src::Reg(r) | Src::Splat(r) => r,
+                Src::Direct(_) => unreachable!("only unary and binary ops read leaves in place"),
+            };
+            let bank = Bank::of(n.dtype);
+            let stored = self.stored[m as usize];
+            let used_later = last_use.contains_key(&m);
+            // Results needed only outside are written straight to their target.
+            let direct_out = elementwise_math && stored && !used_later && native(n.dtype);
+            let dst = if direct_out {
+                targets.push(self.target(m as usize));
+                Out::Target((targets.len() - 1) as u32)
+            } else {
+                Out::Reg(ra.alloc(bank))
+            };
+            let dst_reg = || match dst {
+                Out::Reg(r) => r,
+                Out::Target(_) => unreachable!("register destinations only"),
+            };
+            body.push(match &n.op {
+                Op::Unary(op) => Instr::Unary {
+                    op: *op,
+                    bank,
+                    x: srcs[0],
+                    dst,
+                },
+                Op::Binary(op) => Instr::Binary {
+                    op: *op,
+                    bank,
+                    a: srcs[0],
+                    b: srcs[1],
+                    dst,
+                },
+                Op::Compare(op) => Instr::Compare {
+                    op: *op,
+                    a: reg_src(srcs[0]),
+                    b: reg_src(srcs[1]),
+                    dst: dst_reg(),
+                },
+                Op::Select => Instr::Select {
+                    c: reg_src(srcs[0]),
+                    a: reg_src(srcs[1]),
+                    b: reg_src(srcs[2]),
+                    dst: dst_reg(),
+                },
+                Op::Cast(_) | Op::Broadcast { .. } => Instr::Cast {
+                    x: reg_src(srcs[0]),
+                    dst: dst_reg(),
+                },
+                other @ (Op::Input { .. }
+                | Op::Constant(_)
+                | Op::Reduce { .. }
+                | Op::MatMul
+                | Op::Transpose { .. }
+                | Op::Reshape { .. }
+                | Op::Concat { .. }
+                | Op::Slice { .. }
+                | Op::Gather { .. }
+                | Op::ScatterAdd { .. }
+                | Op::Softmax { .. }
+                | Op::LogSoftmax { .. }
+                | Op::Solve
+                | Op::StopGradient
+                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
+            });
+            if let Out::Reg(r) = dst {
+                if !native(n.dtype) {
+                    body.push(Instr::Round {
+                        reg: r,
+                        dtype: n.dtype,
+                    });
+                }
+                if stored {
+                    body.push(Instr::Store {
+                        src: r,
+                        target: targets.len() as u32,
+                    });
+                    targets.push(self.target(m as usize));
+                }
+                reg_of.insert(m, r);
+                if !used_later {
+                    ra.release(r);
+                }
+            }
+            // Free registers of operands used for the last time (splats stay).
+            let mut seen: Vec<u32> = Vec::with_capacity(3);
+            for p in &n.inputs {
+                if seen.contains(&p.0) || splat_of.contains_key(&p.0) {
+                    continue;
+                }
+                seen.push(p.0);
+                if last_use.get(&p.0) == Some(&k) {
+                    if let Some(&r) = reg_of.get(&p.0) {
+                        ra.release(r);
+                    }
+                }
+            }
+        }
+        for (b, c) in ra.count.iter().enumerate() {
+            self.regs[b] = self.regs[b].max(*c);
+        }
+        reads.sort_unstable();
+        reads.dedup();
+        let (body, chained) = form_chains(body, &leaves);
+        self.stats.fused_loops += 1;
+        self.stats.fused_nodes += members.len();
+        self.stats.chained_nodes += chained;
+        self.steps.push(Step {
+            node: gr.members.last().copied().unwrap_or_default(),
+            kind: StepKind::Fused(FusedStep::new(gr.shape.numel(), leaves, body)),
+            targets,
+            reads,
+        });
+        Ok(())
+    }
+
+    fn scalar_step(&mut self, gr: &Group) -> Result<()> {
+        let nodes = self.g.nodes();
+        let stype = |d: DType| SType::of(d).expect("scalar regions exclude i64");
+        let mut reg_of: HashMap<u32, u32> = HashMap::new();
+        let mut consts = Vec::new();
+        let mut code = Vec::new();
+        let mut targets = Vec::new();
+        let mut reads = Vec::new();
+        let mut next = 0u32;
+        for &m in &gr.members {
+            let n = &nodes[m as usize];
+            for p in &n.inputs {
+                if reg_of.contains_key(&p.0) {
+                    continue;
+                }
+                let r = next;
+                next += 1;
+                reg_of.insert(p.0, r);
+                let root = self.root[p.index()];
+                match self.locs[root as usize] {
+                    Loc::Const(k) => consts.push((r, self.consts[k as usize].get_f64(0))),
+                    _ => {
+                        code.push(SInstr::Load { val: root, dst: r });
+                        reads.push(root);
+                    }
+                }
+            }
+            let dst = next;
+            next += 1;
+            let o = |k: usize| reg_of[&n.inputs[k].0];
+            code.push(match &n.op {
+                Op::Unary(op) => unary_instr(*op, stype(n.dtype), o(0), dst),
+                Op::Binary(op) => binary_instr(*op, stype(n.dtype), o(0), o(1), dst),
+                Op::Compare(op) => SInstr::Compare {
+                    op: *op,
+                    a: o(0),
+                    b: o(1),
+                    dst,
+                },
+                Op::Select => SInstr::Select {
+                    c: o(0),
+                    a: o(1),
+                    b: o(2),
+                    dst,
+                },
+                Op::Cast(_) | Op::Broadcast { .. } => SInstr::Cast {
+                    to: stype(n.dtype),
+                    x: o(0),
+                    dst,
+                },
+                other @ (Op::Input { .. }
+                | Op::Constant(_)
+                | Op::Reduce { .. }
+                | Op::MatMul
+                | Op::Transpose { .. }
+                | Op::Reshape { .. }
+                | Op::Concat { .. }
+                | Op::Slice { .. }
+                | Op::Gather { .. }
+                | Op::ScatterAdd { .. }
+                | Op::Softmax { .. }
+                | Op::LogSoftmax { .. }
+                | Op::Solve
+                | Op::StopGradient
+                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
+            });
+            reg_of.insert(m, dst);
+            if self.stored[m as usize] {
+                code.push(SInstr::Store {
+                    src: dst,
+                    target: targets.len() as u32,
+                });
+                targets.push(self.target(m as usize));
+            }
+        }
+        // Loads first, by node (inputs in order): a region's leaves are all
+        // computed before it runs, and a scalar program whose loads are its
+        // inputs in order gathers them without a map.
+        code.sort_by_key(|i| match i {
+            SInstr::Load { val, .. } => (false, *val),
+            _ => (true, 0),
+        });
+        reads.sort_unstable();
+        reads.dedup();
+        let base = self.scalar_regs;
+        self.scalar_regs += next as usize;
+        self.stats.scalar_regions += 1;
+        self.stats.scalar_nodes += gr.members.len();
+        let mut step = ScalarStep {
+            base,
+            len: next as usize,
+            consts,
+            code,
+            #[cfg(feature = "jit")]
+            native: None,
+        };
+        step.use_accumulator();
+        self.steps.push(Step {
+            node: gr.members.last().copied().unwrap_or_default(),
+            kind: StepKind::Scalar(step),
+            targets,
+            reads,
+        });
+        Ok(())
+    }
+}

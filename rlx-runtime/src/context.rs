@@ -1,0 +1,43 @@
+//! The thread-local stack of active traces (the bottom of tracing: tensors
+//! read the current trace id from it when they are created; [`crate::trace`]
+//! pushes, records into and pops its frames).
+
+use std::cell::RefCell;
+use std::sync::atomic::AtomicU64;
+
+use rlx_core::{Error, Graph};
+
+/// One active trace: its id, the graph recorded so far, its first error.
+pub(crate) struct Frame {
+    pub(crate) id: u64,
+    pub(crate) graph: Graph,
+    pub(crate) error: Option<Error>,
+}
+
+thread_local! {
+    /// The active traces of this thread, innermost last.
+    pub(crate) static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The id of the next trace (ids are never reused; 0 means none).
+pub(crate) static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Id of the innermost active trace on this thread, or 0 outside any trace.
+pub fn current_id() -> u64 {
+    STACK.with(|s| s.borrow().last().map_or(0, |f| f.id))
+}
+
+/// Whether a trace is active on this thread.
+pub fn is_tracing() -> bool {
+    current_id() != 0
+}
+
+/// Runs `f` on the graph of the innermost trace (the caller checked that
+/// one is active).
+pub(crate) fn with_current<R>(f: impl FnOnce(&mut Graph) -> R) -> R {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        let frame = s.last_mut().expect("caller checked that a trace is active");
+        f(&mut frame.graph)
+    })
+}
