@@ -256,13 +256,7 @@ impl Function {
         params: &'static [&'static str],
         wrt: &'static [usize],
     ) -> Function {
-        Function {
-            name,
-            params,
-            wrt,
-            cache: OnceLock::new(),
-            capacity: AtomicUsize::new(0),
-        }
+        Function::with_bound(name, params, wrt, 0)
     }
 
     /// [`Function::new`] keeping at most `capacity` signatures (at least 1)
@@ -274,12 +268,22 @@ impl Function {
         wrt: &'static [usize],
         capacity: usize,
     ) -> Function {
+        Function::with_bound(name, params, wrt, if capacity == 0 { 1 } else { capacity })
+    }
+
+    /// The function with bound `capacity` (0: the global one).
+    const fn with_bound(
+        name: &'static str,
+        params: &'static [&'static str],
+        wrt: &'static [usize],
+        capacity: usize,
+    ) -> Function {
         Function {
             name,
             params,
             wrt,
             cache: OnceLock::new(),
-            capacity: AtomicUsize::new(if capacity == 0 { 1 } else { capacity }),
+            capacity: AtomicUsize::new(capacity),
         }
     }
 
