@@ -46,6 +46,7 @@ pub use rlx_core::{
 };
 pub use rlx_macros::differentiable;
 pub use rlx_runtime::function::{plan_cache_capacity, set_plan_cache_capacity};
+pub use rlx_runtime::scan::{iterate, scan, Scan};
 pub use rlx_runtime::{compile, trace, Executable, Tensor};
 
 /// The core crate (IR and transforms).

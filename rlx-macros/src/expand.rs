@@ -782,6 +782,8 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         }
 
         #(#attrs)*
+        // A plain call that fails panics at the caller's line.
+        #[track_caller]
         #[allow(clippy::too_many_arguments, clippy::needless_question_mark)]
         #[track_caller]
         #vis fn #name #plain_generics (#(#plain_params),*) -> #plain_ret {

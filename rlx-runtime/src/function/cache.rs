@@ -456,14 +456,13 @@ impl Function {
     }
 
     /// The way of the thread-local table a function's entry goes to: the
-    /// address mixed by a Fibonacci hash. (The address divided by the
-    /// alignment, modulo the ways, sent every function to the same way
-    /// whenever `size_of::<Function>()` is a multiple of `HOT_WAYS` times
-    /// the alignment, as the statics of one crate lie side by side.)
+    /// address in units of `size_of::<Function>()`, so that functions whose
+    /// statics lie side by side (those of one crate) take different ways.
+    /// (In units of the alignment, every function went to one way whenever
+    /// the size was a multiple of `HOT_WAYS` times the alignment; a hash of
+    /// the address would collide at random under address randomisation.)
     fn way(key: usize) -> usize {
-        const _: () = assert!(HOT_WAYS.is_power_of_two());
-        let h = (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h >> (64 - HOT_WAYS.trailing_zeros())) as usize
+        (key / std::mem::size_of::<Function>()) % HOT_WAYS
     }
 
     #[cold]
