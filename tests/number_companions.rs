@@ -47,11 +47,28 @@ fn bad(x: f64) -> f64 {
 }
 
 /// A function over tensors that calls a function of numbers with constants
-/// inside traced code.
+/// inside traced code: numbers are never traced, so the call computes
+/// them (constants of the trace).
 #[differentiable]
 fn calls_well(x: &Tensor) -> Tensor {
     let (e, _) = well(1.0, 2.0, 3.0, 2);
     (x * e).sum_all()
+}
+
+/// A function of a tensor returning a number.
+#[differentiable]
+fn norm2(x: &Tensor) -> f64 {
+    x.square().sum_all()
+}
+
+/// The line of the call of `norm2` in `calls_norm2`.
+const NORM2_CALL_LINE: u32 = line!() + 5;
+
+/// Calls it with a traced tensor: its `f64` result cannot exist there.
+#[differentiable]
+fn calls_norm2(x: &Tensor) -> Tensor {
+    let e = norm2(x);
+    x * e
 }
 
 // ---------------------------------------------------------------------------
@@ -214,10 +231,16 @@ fn errors_on_the_number_path_are_those_of_the_general_path() {
         assert!(e.contains("reshape"), "{e}");
         assert!(e.contains("number_companions.rs"), "{e}");
     }
-    let e = grad_calls_well(&Tensor::from_slice(&[1.0f64, 2.0], [2]))
+    // well(1, 2, 3, 2) = 1·1·3 + (2 − 1)²/2 + sin 2
+    let g = grad_calls_well(&Tensor::from_slice(&[1.0f64, 2.0], [2])).unwrap();
+    let e = 3.0 + 0.5 + 2.0f64.sin();
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![e, e]);
+    let e = grad_calls_norm2(&Tensor::from_slice(&[1.0f64, 2.0], [2]))
         .unwrap_err()
         .to_string();
     assert!(e.contains("cannot be produced inside traced code"), "{e}");
+    let at = format!("number_companions.rs:{NORM2_CALL_LINE}:");
+    assert!(e.contains(&at), "expected {at} in: {e}");
 }
 
 #[test]

@@ -9,5 +9,6 @@ fn ui() {
     t.compile_fail("tests/ui/signature/*.rs");
     t.compile_fail("tests/ui/args/*.rs");
     t.compile_fail("tests/ui/body/*.rs");
+    t.compile_fail("tests/ui/call/*.rs");
     t.pass("tests/ui/pass/*.rs");
 }

@@ -35,7 +35,7 @@ pub enum Error {
         expected: String,
     },
     /// Two operand dtypes differ where the op needs them equal.
-    #[error("`{op}`: operands have dtypes {lhs} and {rhs}\n  = help: cast one operand with `.cast({lhs})` or `.cast({rhs})`")]
+    #[error("`{op}`: operands have dtypes {lhs} and {rhs}\n  = help: {}", cast_hint(*lhs, *rhs))]
     DTypeMismatch {
         /// The op being built.
         op: &'static str,
@@ -287,6 +287,23 @@ impl Error {
             | Error::AtNode { source, .. } => source.root(),
             e => e,
         }
+    }
+}
+
+/// The help of [`Error::DTypeMismatch`]: the `cast` call that makes the
+/// operands agree. A float never gets the hint to become an integer or a
+/// mask: the other operand is cast to the float's type.
+///
+/// ```
+/// use rlx_core::{DType, Error};
+/// let e = Error::DTypeMismatch { op: "add", lhs: DType::F32, rhs: DType::I64 };
+/// assert!(e.to_string().contains("cast the i64 operand with `.cast(DType::F32)`"));
+/// ```
+fn cast_hint(lhs: DType, rhs: DType) -> String {
+    match (lhs.is_float(), rhs.is_float()) {
+        (true, false) => format!("cast the {rhs} operand with `.cast(DType::{lhs:?})`"),
+        (false, true) => format!("cast the {lhs} operand with `.cast(DType::{rhs:?})`"),
+        _ => format!("cast one operand with `.cast(DType::{lhs:?})` or `.cast(DType::{rhs:?})`"),
     }
 }
 

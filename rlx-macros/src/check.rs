@@ -2,7 +2,7 @@
 //!
 //! Signature: `async`, `unsafe`, `const`, `extern`, variadics and generic
 //! parameters (parameter kinds and the return type are checked in
-//! `parse.rs`). Body: `unsafe` blocks, `async`/`.await`, `?`, `loop`,
+//! `parse.rs`). Body: `unsafe` blocks, `async`/`.await`, `loop`,
 //! `match`/`while`/`if let` on a traced value, and an `if` on a traced
 //! condition that has no `else` or that leaves the function or a loop from
 //! a branch (both branches of such an `if` run while tracing).
@@ -44,7 +44,6 @@ pub fn check(f: &Func, errors: &mut Vec<syn::Error>) {
     let mut v = Checker {
         taint: Taint::new(f.runtime().map(|p| &p.ident)),
         errors,
-        closure_depth: 0,
     };
     v.visit_block(&f.item.block);
 }
@@ -52,7 +51,6 @@ pub fn check(f: &Func, errors: &mut Vec<syn::Error>) {
 struct Checker<'a> {
     taint: Taint,
     errors: &'a mut Vec<syn::Error>,
-    closure_depth: usize,
 }
 
 impl Checker<'_> {
@@ -126,13 +124,6 @@ impl<'ast> Visit<'ast> for Checker<'_> {
                 a.await_token.span,
                 "`.await` is not allowed in a `#[differentiable]` function\n  = help: trace synchronous tensor code only",
             ),
-            Expr::Try(t) if self.closure_depth == 0 => {
-                self.err(
-                    t.question_token.span,
-                    "`?` is not allowed in a `#[differentiable]` function: errors inside traced code are recorded and returned by the companion (`grad_*`, ...)\n  = help: call `try_*` methods without `?`, or `.unwrap()` a companion called inside traced code (it records errors in the trace instead of failing)",
-                );
-                self.visit_expr(&t.expr);
-            }
             Expr::Loop(l) => self.err(
                 l.loop_token.span,
                 "`loop` is not allowed in a `#[differentiable]` function: its exit could depend on tensor values, which are not known while tracing\n  = help: use `for` over a static range (it unrolls at trace time)",
@@ -172,11 +163,6 @@ impl<'ast> Visit<'ast> for Checker<'_> {
                         self.taint.add(n);
                     }
                 }
-            }
-            Expr::Closure(c) => {
-                self.closure_depth += 1;
-                syn::visit::visit_expr_closure(self, c);
-                self.closure_depth -= 1;
             }
             _ => syn::visit::visit_expr(self, e),
         }

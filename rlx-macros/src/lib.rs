@@ -4,7 +4,7 @@
 //! - `parse`: the `fn` and the attribute arguments to our model
 //!   (parameter kinds, outputs, `wrt`);
 //! - `check`: rejects what cannot be traced soundly
-//!   (`async`, `unsafe`, `self`, generics, `?`, `loop`, `match`/`while` on
+//!   (`async`, `unsafe`, `self`, generics, `loop`, `match`/`while` on
 //!   traced values, ...), using `traced` to tell traced bindings from
 //!   static ones;
 //! - `rewrite`: comparisons and `if`/`else` on traced
@@ -33,7 +33,8 @@ mod traced;
 /// `hessian_f`, `hvp_f`, `batch_jacobian_f`). See the `rlx` crate docs.
 ///
 /// `#[differentiable(wrt(a, b))]` differentiates with respect to the named
-/// parameters only.
+/// parameters only; `#[differentiable(cache = N)]` keeps compiled plans for
+/// at most `N` signatures of this function (least recently used evicted).
 #[proc_macro_attribute]
 pub fn differentiable(args: TokenStream, item: TokenStream) -> TokenStream {
     differentiable_impl(args.into(), item.into())

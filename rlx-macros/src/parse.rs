@@ -21,6 +21,8 @@ pub struct Func {
     pub ret: Ret,
     /// Positions in `params` of the differentiated parameters, in order.
     pub wrt: Vec<usize>,
+    /// `cache = N`: the bound on this function's cached signatures.
+    pub cache: Option<usize>,
 }
 
 /// One parameter.
@@ -88,39 +90,54 @@ impl Func {
     }
 }
 
-/// `#[differentiable]` or `#[differentiable(wrt(a, b))]`.
+/// `#[differentiable]`, `#[differentiable(wrt(a, b))]`,
+/// `#[differentiable(cache = 8)]` or both, comma-separated.
+#[derive(Default)]
 pub struct Args {
     pub wrt: Option<Vec<Ident>>,
+    /// The bound on cached signatures of this function.
+    pub cache: Option<usize>,
 }
 
 impl Parse for Args {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        if input.is_empty() {
-            return Ok(Args { wrt: None });
+        let mut args = Args::default();
+        while !input.is_empty() {
+            let key: Ident = input.parse()?;
+            if key == "wrt" {
+                let content;
+                syn::parenthesized!(content in input);
+                let names = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
+                if names.is_empty() {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        "`wrt()` names no parameter\n  = help: name at least one `Tensor` or float parameter, or drop `wrt` to differentiate all of them",
+                    ));
+                }
+                args.wrt = Some(names.into_iter().collect());
+            } else if key == "cache" {
+                let _: Token![=] = input.parse()?;
+                let n: syn::LitInt = input.parse()?;
+                let v: usize = n.base10_parse()?;
+                if v == 0 {
+                    return Err(syn::Error::new(
+                        n.span(),
+                        "`cache = 0` would keep no compiled plan\n  = help: give the number of signatures (shapes, dtypes, static arguments) to keep, at least 1",
+                    ));
+                }
+                args.cache = Some(v);
+            } else {
+                return Err(syn::Error::new(
+                    key.span(),
+                    format!("unknown argument `{key}` of `#[differentiable]`\n  = help: the arguments are `wrt(a, b, ...)`, naming the parameters to differentiate, and `cache = N`, the number of signatures whose plans are kept"),
+                ));
+            }
+            if input.is_empty() {
+                break;
+            }
+            let _: Token![,] = input.parse()?;
         }
-        let key: Ident = input.parse()?;
-        if key != "wrt" {
-            return Err(syn::Error::new(
-                key.span(),
-                format!("unknown argument `{key}` of `#[differentiable]`\n  = help: the only argument is `wrt(a, b, ...)`, naming the parameters to differentiate"),
-            ));
-        }
-        let content;
-        syn::parenthesized!(content in input);
-        let names = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
-        let _: Option<Token![,]> = input.parse()?;
-        if !input.is_empty() {
-            return Err(input.error("unexpected tokens after `wrt(...)`"));
-        }
-        if names.is_empty() {
-            return Err(syn::Error::new(
-                key.span(),
-                "`wrt()` names no parameter\n  = help: name at least one `Tensor` or float parameter, or drop `wrt` to differentiate all of them",
-            ));
-        }
-        Ok(Args {
-            wrt: Some(names.into_iter().collect()),
-        })
+        Ok(args)
     }
 }
 
@@ -135,7 +152,7 @@ pub fn parse(
         Ok(a) => a,
         Err(e) => {
             errors.push(e);
-            Args { wrt: None }
+            Args::default()
         }
     };
     let mut params = Vec::new();
@@ -169,6 +186,7 @@ pub fn parse(
         }
     }
     let ret = parse_ret(&item.sig.output, &item.sig.ident, errors);
+    let cache = args.cache;
     let wrt = match args.wrt {
         None => (0..params.len())
             .filter(|&i| params[i].is_runtime())
@@ -209,6 +227,7 @@ pub fn parse(
         params,
         ret,
         wrt,
+        cache,
     })
 }
 

@@ -9,6 +9,7 @@
 
 use proc_macro2::Span;
 use quote::quote_spanned;
+use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{BinOp, Block, Expr, Stmt};
 
@@ -16,11 +17,49 @@ use crate::traced::{assigned_name, Taint};
 
 /// Rewrites `block` in place; `taint` holds the traced parameter names.
 pub fn rewrite(block: &mut Block, taint: Taint) {
-    Rewriter { taint }.visit_block_mut(block);
+    Rewriter {
+        taint,
+        closure_depth: 0,
+    }
+    .visit_block_mut(block);
 }
 
 struct Rewriter {
     taint: Taint,
+    /// How many closures enclose the current expression (a `return` in
+    /// one leaves the closure, not the body).
+    closure_depth: usize,
+}
+
+/// Whether `op` is an arithmetic operator whose operands the rewrite
+/// borrows (`+ - * /` and their compound assignments, whose right side only
+/// is borrowed).
+fn borrows_operands(op: &BinOp) -> bool {
+    matches!(
+        op,
+        BinOp::Add(_) | BinOp::Sub(_) | BinOp::Mul(_) | BinOp::Div(_)
+    )
+}
+
+fn borrows_rhs(op: &BinOp) -> bool {
+    borrows_operands(op)
+        || matches!(
+            op,
+            BinOp::AddAssign(_) | BinOp::SubAssign(_) | BinOp::MulAssign(_) | BinOp::DivAssign(_)
+        )
+}
+
+/// A float type named in a closure signature (`f64`, `f32`).
+fn float_name(ty: &syn::Type) -> Option<&'static str> {
+    let syn::Type::Path(tp) = ty else { return None };
+    let id = tp.path.get_ident()?;
+    if id == "f64" {
+        Some("f64")
+    } else if id == "f32" {
+        Some("f32")
+    } else {
+        None
+    }
 }
 
 fn cmp_helper(op: &BinOp) -> Option<(&'static str, Span)> {
@@ -59,6 +98,79 @@ impl VisitMut for Rewriter {
 
     fn visit_expr_mut(&mut self, e: &mut Expr) {
         match e {
+            // `x * y` with traced names `x`, `y`  →
+            // `::rlx::__private::operand(&x) * ::rlx::__private::operand(&y)`:
+            // a `Tensor` operand is borrowed (it is not `Copy`, so the body
+            // reads as it would for numbers: `x * x - x`), anything `Copy`
+            // is copied, as the plain operator would.
+            Expr::Binary(bin) if borrows_rhs(&bin.op) => {
+                syn::visit_mut::visit_expr_binary_mut(self, bin);
+                if borrows_operands(&bin.op) {
+                    self.borrow_operand(&mut bin.left);
+                }
+                self.borrow_operand(&mut bin.right);
+            }
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => {
+                syn::visit_mut::visit_expr_unary_mut(self, u);
+                self.borrow_operand(&mut u.expr);
+            }
+            // `return e` in the body (not in a closure)  →
+            // `return Ok(e)`: the body runs in a closure returning
+            // `rlx::Result`, so that `?` works in it.
+            Expr::Return(r) if self.closure_depth == 0 => {
+                syn::visit_mut::visit_expr_return_mut(self, r);
+                if let Some(v) = r.expr.take() {
+                    let span = r.return_token.span;
+                    r.expr = Some(Box::new(
+                        syn::parse_quote_spanned!(span=> ::core::result::Result::Ok(#v)),
+                    ));
+                }
+            }
+            // `|r: f64| -> f64 { .. }`  →
+            // `|r| -> ::rlx::Tensor { let r: ::rlx::Tensor = ::rlx::__private::scalar_param::<f64, _>(r); .. }`:
+            // inside traced code a number is a 0-d `Tensor`, so a scalar
+            // helper closure takes tensors (and still numbers).
+            Expr::Closure(c) => {
+                let saved = self.taint.clone();
+                let mut prelude: Vec<Stmt> = Vec::new();
+                for input in c.inputs.iter_mut() {
+                    let syn::Pat::Type(pt) = input else { continue };
+                    let (Some(f), syn::Pat::Ident(pi)) = (float_name(&pt.ty), &*pt.pat) else {
+                        continue;
+                    };
+                    let (id, m) = (pi.ident.clone(), pi.mutability);
+                    let f = syn::Ident::new(f, pt.ty.span());
+                    prelude.push(syn::parse_quote_spanned!(id.span()=>
+                        let #m #id: ::rlx::Tensor = ::rlx::__private::scalar_param::<#f, _>(#id);
+                    ));
+                    self.taint.add(id.to_string());
+                    *input = syn::Pat::Ident(syn::PatIdent {
+                        mutability: None,
+                        ..pi.clone()
+                    });
+                }
+                if !prelude.is_empty() {
+                    if let syn::ReturnType::Type(_, ty) = &mut c.output {
+                        if float_name(ty).is_some() {
+                            let span = ty.span();
+                            **ty = syn::parse_quote_spanned!(span=> ::rlx::Tensor);
+                        }
+                    }
+                    let body = match &*c.body {
+                        // Spliced, not nested: nested braces would warn.
+                        Expr::Block(b) if b.label.is_none() && b.attrs.is_empty() => {
+                            let stmts = &b.block.stmts;
+                            quote::quote!(#(#stmts)*)
+                        }
+                        other => quote::quote!(#other),
+                    };
+                    *c.body = syn::parse_quote!({ #(#prelude)* #body });
+                }
+                self.closure_depth += 1;
+                syn::visit_mut::visit_expr_closure_mut(self, c);
+                self.closure_depth -= 1;
+                self.taint = saved;
+            }
             // `a > b`  →  `::rlx::__private::gt(&(a), &(b))` (a mask for
             // tensors, a `bool` for plain values); `a && b` →
             // `::rlx::__private::and(a, b)` (element-wise for masks; both
@@ -132,6 +244,21 @@ impl VisitMut for Rewriter {
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }
 
+impl Rewriter {
+    /// `x` (a traced name) → `::rlx::__private::operand(&x)`.
+    fn borrow_operand(&self, e: &mut Expr) {
+        if !self.taint.expr(e) {
+            return;
+        }
+        let Expr::Path(p) = e else { return };
+        if p.qself.is_some() || p.path.get_ident().is_none() {
+            return;
+        }
+        let span = p.span();
+        *e = syn::parse_quote_spanned!(span=> ::rlx::__private::operand(&#p));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +319,40 @@ mod tests {
             &["x"],
         );
         assert!(!out.contains("__private"), "{out}");
+    }
+
+    #[test]
+    fn traced_operands_are_borrowed() {
+        let out = run("{ let r = x.sum_all(); let e = r * r - x; -e }", &["x"]);
+        assert!(
+            out.contains(
+                ":: rlx :: __private :: operand (& r) * :: rlx :: __private :: operand (& r)"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("- :: rlx :: __private :: operand (& e)"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_return_in_the_body_returns_ok_but_not_in_a_closure() {
+        let out = run(
+            "{ if n == 0 { return x; } let f = |a| { return a; }; f(x) }",
+            &["x"],
+        );
+        assert!(
+            out.contains("return :: core :: result :: Result :: Ok (x)"),
+            "{out}"
+        );
+        assert!(out.contains("return a ;"), "{out}");
+    }
+
+    #[test]
+    fn float_closure_parameters_take_tensors() {
+        let out = run("{ let h = |r: f64| -> f64 { r * r }; h(x) }", &["x"]);
+        assert!(out.contains("| r | -> :: rlx :: Tensor"), "{out}");
+        assert!(out.contains("scalar_param :: < f64 , _ > (r)"), "{out}");
     }
 }

@@ -19,6 +19,11 @@
 //!   own layers are listed in its docs;
 //! - [`function`]: per-function plan caches and the runtime side of
 //!   `#[differentiable]`-generated code;
+//! - [`rewritten`]: helpers for the macro's body rewrites and generated
+//!   signatures (borrowed operands, scalar closure parameters, a number or
+//!   a tensor for a float parameter);
+//! - [`interop`]: conversions to and from nalgebra, ndarray and faer arrays
+//!   (cargo features of those names).
 //! - [`sparse`]: sparse Jacobians/Hessians as CSC matrices and sparse LU (faer).
 #![deny(missing_docs)]
 
@@ -27,9 +32,11 @@ pub mod compile;
 mod context;
 mod format;
 pub mod function;
+pub mod interop;
 mod interp;
 pub mod kernels;
 pub mod ops;
+pub mod rewritten;
 pub mod scan;
 pub mod sparse;
 pub mod storage;
@@ -44,5 +51,5 @@ pub use rlx_core::{
 };
 pub use sparse::{SparseLu, SparseMatrix};
 pub use storage::{Element, Storage};
-pub use tensor::Tensor;
+pub use tensor::{FillValue, Tensor};
 pub use value::{Arg, Value};

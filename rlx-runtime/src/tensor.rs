@@ -165,14 +165,24 @@ impl Tensor {
         Ok(Tensor::concrete(storage, shape))
     }
 
-    /// A tensor of `shape` and `dtype` where every element is `value`.
+    /// A tensor of `shape` and `dtype` where every element is `value`: a
+    /// number, or a 0-d tensor (an `f64` parameter inside a
+    /// `#[differentiable]` body is one), broadcast and cast.
     ///
     /// # Panics
     /// If no tensor may have that shape or the memory cannot be allocated,
     /// with the caller's location; use [`Tensor::try_full`] to get an `Error`.
+    ///
+    /// ```
+    /// use rlx_runtime::{DType, Tensor};
+    /// let a = Tensor::full(1.5, [2], DType::F32);
+    /// assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.5, 1.5]);
+    /// let b = Tensor::full(&Tensor::scalar(2.0f64), [2], DType::F64);
+    /// assert_eq!(b.to_vec::<f64>().unwrap(), vec![2.0, 2.0]);
+    /// ```
     #[track_caller]
-    pub fn full(value: f64, shape: impl Into<Shape>, dtype: DType) -> Tensor {
-        unwrap_or_panic(Tensor::try_full(value, shape, dtype))
+    pub fn full(value: impl FillValue, shape: impl Into<Shape>, dtype: DType) -> Tensor {
+        value.fill(shape.into(), dtype)
     }
 
     /// Zeros of `shape` and `dtype`, or an error as [`Tensor::try_full`] gives.
@@ -399,4 +409,20 @@ fn traced_read() -> Error {
     Error::Unsupported(
         "cannot read the values of a traced tensor inside `#[differentiable]` code\n  = help: values exist only when the compiled function runs; use tensor ops instead of reading elements".into(),
     )
+}
+
+/// What [`Tensor::full`] fills with: an `f64`, or a tensor that broadcasts
+/// to the shape (it is cast to the dtype; those impls live with the shape
+/// ops in `ops/shape.rs`).
+pub trait FillValue {
+    /// A tensor of `shape` and `dtype` filled with the value.
+    #[track_caller]
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor;
+}
+
+impl FillValue for f64 {
+    #[track_caller]
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
+        unwrap_or_panic(Tensor::try_full(self, shape, dtype))
+    }
 }

@@ -9,20 +9,45 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use rlx_core::autodiff;
 use rlx_core::autodiff::transforms::sparse::{sparse_hessian, sparse_jacobian, SparseProgram};
 use rlx_core::sparsity::Pattern;
 use rlx_core::{DType, Error, Graph, Result, Shape, TensorType};
 
+use super::nth::NthPlan;
 use crate::compile::{compile, Executable};
 use crate::tensor::Tensor;
 use crate::trace;
 use crate::value::{is_number, Arg, Value};
 
-/// Maximum number of signatures cached per function (see the module docs).
+/// The default number of signatures cached per function (see the module docs).
 pub const MAX_ENTRIES: usize = 64;
+
+/// The bound of functions without one of their own.
+static CAPACITY: AtomicUsize = AtomicUsize::new(MAX_ENTRIES);
+
+/// Sets how many signatures (shapes, dtypes and static arguments) each
+/// `#[differentiable]` function keeps compiled plans for, at least 1
+/// (default [`MAX_ENTRIES`]); beyond it the least recently used is evicted.
+/// A function declared `#[differentiable(cache = N)]` keeps its own bound.
+///
+/// ```
+/// use rlx_runtime::function::{plan_cache_capacity, set_plan_cache_capacity};
+/// set_plan_cache_capacity(256);
+/// assert_eq!(plan_cache_capacity(), 256);
+/// # set_plan_cache_capacity(rlx_runtime::function::MAX_ENTRIES);
+/// ```
+pub fn set_plan_cache_capacity(n: usize) {
+    CAPACITY.store(n.max(1), Ordering::Relaxed);
+}
+
+/// The bound set by [`set_plan_cache_capacity`].
+pub fn plan_cache_capacity() -> usize {
+    CAPACITY.load(Ordering::Relaxed)
+}
 
 /// The transforms a companion can ask for; one cached plan each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -119,9 +144,11 @@ pub type Tracer<S> = fn(&[TensorType], &S) -> Result<Graph>;
 /// The plan cache of one differentiable function (see the module docs).
 pub struct Function {
     name: &'static str,
-    params: &'static [&'static str],
-    wrt: &'static [usize],
+    pub(super) params: &'static [&'static str],
+    pub(super) wrt: &'static [usize],
     cache: OnceLock<RwLock<Cache>>,
+    /// This function's bound on cached signatures (0: [`plan_cache_capacity`]).
+    capacity: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -129,10 +156,40 @@ struct Cache {
     /// Keyed by the signature's hash.
     map: HashMap<u64, Vec<Arc<Entry>>, rustc_hash::FxBuildHasher>,
     len: usize,
+    /// Counts uses, to stamp [`Entry::last_used`].
+    clock: AtomicU64,
+}
+
+impl Cache {
+    /// Stamps `e` as used now.
+    fn touch(&self, e: &Entry) {
+        e.last_used.store(
+            self.clock.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Drops the least recently used entry.
+    fn evict_lru(&mut self) {
+        let oldest = self
+            .map
+            .iter()
+            .flat_map(|(&h, v)| v.iter().enumerate().map(move |(i, e)| (h, i, e)))
+            .min_by_key(|(_, _, e)| e.last_used.load(Ordering::Relaxed))
+            .map(|(h, i, _)| (h, i));
+        let Some((h, i)) = oldest else { return };
+        if let Some(v) = self.map.get_mut(&h) {
+            v.swap_remove(i);
+            if v.is_empty() {
+                self.map.remove(&h);
+            }
+            self.len -= 1;
+        }
+    }
 }
 
 /// The traced graph of one signature and its per-transform plans.
-struct Entry {
+pub(super) struct Entry {
     types: Vec<TensorType>,
     /// When every type is a 0-d `f32`/`f64` (and there are at most 64):
     /// bit `i` set where type `i` is `f32` (see [`Function::run_numbers`]).
@@ -140,8 +197,12 @@ struct Entry {
     statics: Box<dyn Any + Send + Sync>,
     /// The type of `statics`.
     statics_type: TypeId,
-    graph: Graph,
+    pub(super) graph: Graph,
     plans: [OnceLock<Plan>; TRANSFORMS],
+    /// The cache's clock when this entry was last found there.
+    last_used: AtomicU64,
+    /// Executables of `n`-th derivatives (see [`Function::run_nth`]).
+    pub(super) nth: Mutex<Vec<Arc<NthPlan>>>,
 }
 
 impl Entry {
@@ -223,11 +284,48 @@ impl Function {
         params: &'static [&'static str],
         wrt: &'static [usize],
     ) -> Function {
+        Function::with_bound(name, params, wrt, 0)
+    }
+
+    /// [`Function::new`] keeping at most `capacity` signatures (at least 1)
+    /// whatever [`set_plan_cache_capacity`] says (`#[differentiable(cache =
+    /// N)]`).
+    pub const fn with_capacity(
+        name: &'static str,
+        params: &'static [&'static str],
+        wrt: &'static [usize],
+        capacity: usize,
+    ) -> Function {
+        Function::with_bound(name, params, wrt, if capacity == 0 { 1 } else { capacity })
+    }
+
+    /// The function with bound `capacity` (0: the global one).
+    const fn with_bound(
+        name: &'static str,
+        params: &'static [&'static str],
+        wrt: &'static [usize],
+        capacity: usize,
+    ) -> Function {
         Function {
             name,
             params,
             wrt,
             cache: OnceLock::new(),
+            capacity: AtomicUsize::new(capacity),
+        }
+    }
+
+    /// Sets this function's bound on cached signatures (at least 1); the
+    /// cache shrinks to it at the next insertion.
+    pub fn set_capacity(&self, n: usize) {
+        self.capacity.store(n.max(1), Ordering::Relaxed);
+    }
+
+    /// This function's bound on cached signatures.
+    pub fn capacity(&self) -> usize {
+        match self.capacity.load(Ordering::Relaxed) {
+            0 => plan_cache_capacity(),
+            n => n,
         }
     }
 
@@ -272,8 +370,8 @@ impl Function {
     /// compiles to one scalar program: writes the outputs into `out` (one
     /// slot each; an `f32` result is stored widened, so `as f32` gives it
     /// back exactly) and returns `true`. Returns `false`, leaving `out`
-    /// unspecified, when the call cannot be served that way (inside a
-    /// trace, other output types or count, extras of other types, a plan
+    /// unspecified, when the call cannot be served that way (other output
+    /// types or count, extras of other types, a plan
     /// that is not a scalar program); the caller then uses
     /// [`Function::run`], which also reports errors in the extras. Other
     /// errors are those [`Function::run`] would return.
@@ -326,7 +424,9 @@ impl Function {
         let mut failed = None;
         let mut run = |entry: &Entry| -> Option<bool> {
             let ran = self.plan(entry, t).and_then(|plan| {
-                if plan.extras_f32s != Some((extras.len(), extra_f32s)) || trace::is_tracing() {
+                // Numbers are never traced: inside a trace too, the call
+                // computes its results (constants of the caller's trace).
+                if plan.extras_f32s != Some((extras.len(), extra_f32s)) {
                     return Ok(false);
                 }
                 let exe = self.executable(plan)?;
@@ -399,7 +499,7 @@ impl Function {
 
     /// The entry for `args` and `statics` from the shared cache (traced on
     /// a miss there), remembered as this thread's last entry.
-    fn miss<S: StaticArg>(
+    pub(super) fn miss<S: StaticArg>(
         &self,
         args: &[Arg<'_>],
         statics: &S,
@@ -415,13 +515,18 @@ impl Function {
         Ok(entry)
     }
 
-    /// The way of the thread-local table a function's entry goes to.
+    /// The way of the thread-local table a function's entry goes to: the
+    /// address in units of `size_of::<Function>()`, so that functions whose
+    /// statics lie side by side (those of one crate) take different ways.
+    /// (In units of the alignment, every function went to one way whenever
+    /// the size was a multiple of `HOT_WAYS` times the alignment; a hash of
+    /// the address would collide at random under address randomisation.)
     fn way(key: usize) -> usize {
-        (key / std::mem::align_of::<Function>()) % HOT_WAYS
+        (key / std::mem::size_of::<Function>()) % HOT_WAYS
     }
 
     #[cold]
-    fn count_mismatch(&self, got: usize) -> Error {
+    pub(super) fn count_mismatch(&self, got: usize) -> Error {
         Error::CountMismatch {
             what: format!("arguments of `{}`", self.name),
             expected: self.params.len(),
@@ -439,7 +544,17 @@ impl Function {
     ) -> Result<Vec<Value>> {
         let plan = self.plan(entry, t)?;
         self.check_extras(plan, t, extras)?;
-        if trace::is_tracing() {
+        // Inside a trace the graph is inlined, unless every argument is a
+        // number: then nothing depends on the trace, and the results are
+        // computed (as constants of the caller's trace), so that a float
+        // result can exist. (A concrete tensor argument is inlined, so that
+        // one captured from outside the trace is refused there.)
+        let numbers = || {
+            args.iter()
+                .chain(extras)
+                .all(|a| !matches!(a, Arg::Tensor(_)))
+        };
+        if trace::is_tracing() && !numbers() {
             let tensors: Vec<Tensor> = args.iter().chain(extras).map(|a| a.to_tensor()).collect();
             let refs: Vec<&Tensor> = tensors.iter().collect();
             let outs = trace::inline(&plan.graph, &refs)?;
@@ -490,6 +605,7 @@ impl Function {
         {
             let c = cache.read().unwrap_or_else(PoisonError::into_inner);
             if let Some(e) = c.map.get(&hash).and_then(|v| v.iter().find(|e| matches(e))) {
+                c.touch(e);
                 return Ok(e.clone());
             }
         }
@@ -502,15 +618,18 @@ impl Function {
             statics_type: TypeId::of::<S>(),
             graph,
             plans: Default::default(),
+            last_used: AtomicU64::new(0),
+            nth: Default::default(),
         });
         let mut c = cache.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = c.map.get(&hash).and_then(|v| v.iter().find(|e| matches(e))) {
             return Ok(e.clone());
         }
-        if c.len >= MAX_ENTRIES {
-            c.map.clear();
-            c.len = 0;
+        let capacity = self.capacity();
+        while c.len >= capacity {
+            c.evict_lru();
         }
+        c.touch(&entry);
         c.map.entry(hash).or_default().push(entry.clone());
         c.len += 1;
         Ok(entry)
@@ -564,11 +683,21 @@ impl Function {
                 } else {
                     "v_"
                 };
+                // As the macro names them (`tangent_y` for `_y`; see
+                // `extra_name` in rlx-macros).
                 let param = |&i: &usize| {
-                    (
-                        format!("{prefix}{}", self.params[i]),
-                        entry.types[i].clone(),
-                    )
+                    let name = self.params[i].trim_start_matches('_');
+                    let clash = self
+                        .params
+                        .iter()
+                        .enumerate()
+                        .any(|(j, p)| j != i && p.trim_start_matches('_') == name);
+                    let name = if name.is_empty() || clash {
+                        self.params[i]
+                    } else {
+                        name
+                    };
+                    (format!("{prefix}{name}"), entry.types[i].clone())
                 };
                 self.wrt.iter().map(param).collect()
             }
@@ -713,11 +842,14 @@ mod tests {
             )
             .unwrap_err();
         assert!(e.to_string().contains("tangent_x"), "{e}");
-        // Inside a trace the graph is inlined by `run`, never run here.
+        // Numbers are never traced: inside a trace the call computes its
+        // value (a constant of that trace), as outside.
         let t = Trace::enter();
-        assert!(!F
-            .run_numbers(Transform::Call, &args, 0, &[], 0, &(), tracer, &mut [0.0])
+        let mut value = [0.0];
+        assert!(F
+            .run_numbers(Transform::Call, &args, 0, &[], 0, &(), tracer, &mut value)
             .unwrap());
+        assert_eq!(value[0], (0.5f64 * -2.0).sin() + 0.5);
         drop(t);
         // A wrong argument count is an error, as with `run`.
         let e = F

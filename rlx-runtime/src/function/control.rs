@@ -86,9 +86,35 @@ fn tensor_pair(a: &impl TracedOperand, b: &impl TracedOperand) -> (Tensor, Tenso
     (a.operand(like), b.operand(like))
 }
 
-macro_rules! tensor_compare {
-    ($(($l:ty, $r:ty)),*) => {$(
-        impl Compare<$r> for $l {
+// One impl per tensor side, generic over the other operand, so that the
+// result type (`Tensor`) is known before a float literal's type is: `let m
+// = x > 0.0; m.not()` needs no annotation.
+impl<R: TracedOperand> Compare<R> for Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn compare(&self, op: CmpOp, rhs: &R) -> Tensor {
+        let (a, b) = tensor_pair(self, rhs);
+        Tensor::apply_or_panic(Op::Compare(op), &[&a, &b])
+    }
+}
+
+impl<R: TracedOperand> Compare<R> for &Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn compare(&self, op: CmpOp, rhs: &R) -> Tensor {
+        let (a, b) = tensor_pair(self, rhs);
+        Tensor::apply_or_panic(Op::Compare(op), &[&a, &b])
+    }
+}
+
+/// A number on the left of a traced comparison (`0.5 <= x`).
+pub trait ScalarOperand: TracedOperand {}
+impl ScalarOperand for f64 {}
+impl ScalarOperand for f32 {}
+
+macro_rules! scalar_compare {
+    ($($r:ty),*) => {$(
+        impl<L: ScalarOperand> Compare<$r> for L {
             type Output = Tensor;
             #[track_caller]
             fn compare(&self, op: CmpOp, rhs: &$r) -> Tensor {
@@ -98,18 +124,7 @@ macro_rules! tensor_compare {
         }
     )*};
 }
-tensor_compare!(
-    (Tensor, &Tensor),
-    (Tensor, f64),
-    (Tensor, f32),
-    (&Tensor, Tensor),
-    (&Tensor, f64),
-    (&Tensor, f32),
-    (f64, Tensor),
-    (f64, &Tensor),
-    (f32, Tensor),
-    (f32, &Tensor)
-);
+scalar_compare!(Tensor, &Tensor);
 
 macro_rules! cmp_fns {
     ($($name:ident => $op:ident),*) => {$(

@@ -4,6 +4,8 @@
 //! ([`take`], [`number`], [`skip`]), and recording errors met inside a trace
 //! ([`companion`], [`plain`]).
 
+use std::panic::Location;
+
 use rlx_core::{DType, Error, Graph, Result, TensorType};
 
 use crate::tensor::Tensor;
@@ -115,7 +117,7 @@ impl Output for Tensor {
 #[cold]
 fn float_in_trace(ty: &str) -> Error {
     Error::Unsupported(format!(
-        "a `{ty}` result cannot be produced inside traced code: values exist only when the compiled function runs\n  = help: make the called `#[differentiable]` function return `Tensor`, and take `Tensor` parameters for values you differentiate"
+        "a `{ty}` result cannot be produced inside traced code: values exist only when the compiled function runs\n  = help: pass a traced value (a `Tensor`) for one of the called function's `f32`/`f64` parameters (its float results are then tensors), or make it return `Tensor`"
     ))
 }
 
@@ -222,12 +224,13 @@ tuple_placeholder!(
 );
 
 /// A companion's result: outside a trace, as is; inside a trace an error is
-/// recorded in the trace (the outermost companion returns it) and a
-/// stand-in is returned, so that tracing can go on.
+/// recorded in the trace (the outermost companion returns it, naming the
+/// caller's line) and a stand-in is returned, so that tracing can go on.
+#[track_caller]
 pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     match f() {
         Err(e) if trace::is_tracing() => {
-            record(e);
+            record(located(e, Location::caller()));
             Ok(T::placeholder())
         }
         r => r,
@@ -235,16 +238,38 @@ pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
 }
 
 /// A plain call's result: the value, or a panic with the error's message
-/// (inside a trace: the error is recorded and a stand-in returned).
+/// naming the caller's line (inside a trace: the error is recorded and a
+/// stand-in returned).
 #[track_caller]
 pub fn plain<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> T {
     match f() {
         Ok(v) => v,
         Err(e) if trace::is_tracing() => {
-            record(e);
+            record(located(e, Location::caller()));
             T::placeholder()
         }
         Err(e) => panic!("{e}"),
+    }
+}
+
+/// `e` at the caller's `loc`, unless it already names a source line (an
+/// error met in the called function's own traced code).
+fn located(e: Error, loc: &Location<'_>) -> Error {
+    fn has_line(e: &Error) -> bool {
+        match e {
+            Error::At { .. } => true,
+            Error::Trace { source, .. } | Error::AtNode { source, .. } => has_line(source),
+            _ => false,
+        }
+    }
+    if has_line(&e) {
+        return e;
+    }
+    Error::At {
+        source: Box::new(e),
+        file: loc.file().to_string(),
+        line: loc.line(),
+        column: loc.column(),
     }
 }
 

@@ -19,9 +19,15 @@
 //!   direct-mapped thread-local table), so a warm call with an unchanged
 //!   signature takes no lock and hashes nothing (executables keep per-call
 //!   scratch in their own pool; scalar programs need none);
-//! - at most [`MAX_ENTRIES`] signatures are kept per function; inserting one
-//!   more clears the cache first (a workload cycling through more signatures
-//!   than that retraces, it does not grow without bound);
+//! - at most a bounded number of signatures are kept per function
+//!   ([`MAX_ENTRIES`] unless set with [`set_plan_cache_capacity`], or per
+//!   function with `#[differentiable(cache = N)]`); inserting one more
+//!   evicts the least recently used (a program that keeps one hot shape and
+//!   meets many one-off shapes keeps its hot plan; one cycling through more
+//!   signatures than the bound retraces, it does not grow without bound).
+//!   "Used" is counted at the shared cache: a thread that keeps calling one
+//!   signature is served from its own table and holds that entry alive even
+//!   if the shared cache drops it;
 //! - errors are not cached: a failing call fails again, the same way.
 //!
 //! # Functions of numbers
@@ -32,8 +38,9 @@
 //! go in as a slice of `f64`s, the results come back in a stack array, and
 //! a plan that is one scalar region runs its native code directly on those
 //! slices. A warm call allocates nothing. Whatever that path cannot serve
-//! (a plan that is not one scalar region, a call inside a trace) it
-//! declines, and the companion takes the general path.
+//! (a plan that is not one scalar region) it declines, and the companion
+//! takes the general path. Numbers are never traced, so inside a trace
+//! such a call computes its results too (constants of the caller's trace).
 //!
 //! # Traced calls
 //!
@@ -43,16 +50,21 @@
 //! recorded in the caller's trace ([`companion`], [`plain`]) and come back
 //! as the outermost companion's `Err`.
 //!
-//! Modules: `cache` (the plan cache and its runs), `glue` (what generated
-//! code calls around a trace), `control` (rewritten comparisons, `&&`,
-//! `||` and `if`); this module only re-exports them.
+//! Modules: `cache` (the plan cache and its runs), `nth` (the traced graph
+//! and `n`-th derivatives of a signature), `glue` (what generated code
+//! calls around a trace), `control` (rewritten comparisons, `&&`, `||` and
+//! `if`); this module only re-exports them.
 
 mod cache;
 mod control;
 mod glue;
+mod nth;
 
 pub use crate::value::{Arg, Value};
-pub use cache::{assert_static, Function, StaticArg, Tracer, Transform, MAX_ENTRIES};
+pub use cache::{
+    assert_static, plan_cache_capacity, set_plan_cache_capacity, Function, StaticArg, Tracer,
+    Transform, MAX_ENTRIES,
+};
 pub use control::{and, eq, ge, gt, le, lt, ne, or, select, Compare, Cond, Logic, TracedOperand};
 pub use glue::{
     companion, finish, inputs, number, outputs, plain, skip, take, Number, Output, Placeholder,

@@ -68,8 +68,6 @@ binary_methods! {
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![0.5, 2.0]);
     /// ```
     maximum, try_maximum, maximum_scalar => Op::Binary(BinaryOp::Max);
-    /// `atan2(a, b)`: the angle of the point `(b, a)`.
-    atan2, try_atan2, atan2_scalar => Op::Binary(BinaryOp::Atan2);
     /// `a * b`, except that `0 * anything` (even NaN or ∞) is 0.
     mul_zero, try_mul_zero, mul_zero_scalar => Op::Binary(BinaryOp::MulZero);
     /// Element-wise `a < b`, a `bool` mask.
@@ -117,6 +115,12 @@ impl Tensor {
     #[track_caller]
     pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Tensor {
         self.op2(Op::Binary(op), other)
+    }
+
+    /// [`Tensor::binary`] returning an error instead of panicking.
+    #[track_caller]
+    pub fn try_binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
+        self.try_op2(Op::Binary(op), other)
     }
 
     /// Applies any comparison.

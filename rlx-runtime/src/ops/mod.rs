@@ -8,14 +8,16 @@
 //!
 //! Files by kind: `unary` (element-wise functions), `binary` (arithmetic
 //! and comparisons), `shape` (layout and indexing), `reduce` (reductions,
-//! softmax, linear algebra), `composite` (built from primitives) and
-//! `operators` (`std::ops`).
+//! softmax, linear algebra), `composite` (built from primitives),
+//! `std_names` (the `f64` method names: `powf`, `atan2` with a number,
+//! `ln_1p`, `hypot`, ...) and `operators` (`std::ops`).
 
 mod binary;
 mod composite;
 mod operators;
 mod reduce;
 mod shape;
+pub mod std_names;
 mod unary;
 
 use rlx_core::{Op, Result};

@@ -11,7 +11,7 @@ fn reduce_op(op: ReduceOp, axes: &[usize]) -> Op {
 }
 
 macro_rules! reductions {
-    ($($(#[$doc:meta])* $name:ident, $try_name:ident, $all:ident => $op:expr;)*) => {
+    ($($(#[$doc:meta])* $name:ident, $try_name:ident, $all:ident, $keep:ident => $op:expr;)*) => {
         impl Tensor {
             $(
                 $(#[$doc])*
@@ -26,6 +26,12 @@ macro_rules! reductions {
                     self.try_op1(reduce_op($op, axes))
                 }
 
+                #[doc = concat!("[`Tensor::", stringify!($name), "`] keeping the reduced axes with size 1 (NumPy's `keepdims=True`), so that the result broadcasts against `self`.")]
+                #[track_caller]
+                pub fn $keep(&self, axes: &[usize]) -> Tensor {
+                    self.op1(reduce_op($op, axes)).reshape(self.kept_dims(axes))
+                }
+
                 #[doc = concat!("[`Tensor::", stringify!($name), "`] over every axis, giving a 0-d tensor.")]
                 #[track_caller]
                 pub fn $all(&self) -> Tensor {
@@ -38,16 +44,18 @@ macro_rules! reductions {
 }
 
 reductions! {
-    /// Sum over `axes` (any order), which are removed from the shape. The sum
-    /// of nothing is 0.
+    /// Sum over `axes` (any order), which are removed from the shape (kept
+    /// with size 1 by `sum_keepdim`). The sum of nothing is 0.
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
     /// let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2]);
     /// assert_eq!(x.sum(&[0]).to_vec::<f64>().unwrap(), vec![4.0, 6.0]);
     /// assert_eq!(x.sum_all().item::<f64>().unwrap(), 10.0);
+    /// let share = &x / x.sum_keepdim(&[1]); // [2, 2] / [2, 1]
+    /// assert_eq!(share.to_vec::<f64>().unwrap(), vec![1.0 / 3.0, 2.0 / 3.0, 3.0 / 7.0, 4.0 / 7.0]);
     /// ```
-    sum, try_sum, sum_all => ReduceOp::Sum;
+    sum, try_sum, sum_all, sum_keepdim => ReduceOp::Sum;
     /// Arithmetic mean over `axes` (the mean of nothing is NaN).
     ///
     /// ```
@@ -55,22 +63,57 @@ reductions! {
     /// let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2]);
     /// assert_eq!(x.mean(&[1]).to_vec::<f64>().unwrap(), vec![1.5, 3.5]);
     /// ```
-    mean, try_mean, mean_all => ReduceOp::Mean;
+    mean, try_mean, mean_all, mean_keepdim => ReduceOp::Mean;
     /// Maximum over `axes` (NaN if any element is NaN; -∞ for nothing).
+    /// `x.max(&axes)` calls it too (see [`Tensor::max`]).
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
     /// let x = Tensor::from_slice(&[1.0f64, 5.0, 3.0, 4.0], [2, 2]);
-    /// assert_eq!(x.max(&[1]).to_vec::<f64>().unwrap(), vec![5.0, 4.0]);
+    /// assert_eq!(x.reduce_max(&[1]).to_vec::<f64>().unwrap(), vec![5.0, 4.0]);
     /// ```
-    max, try_max, max_all => ReduceOp::Max;
+    reduce_max, try_max, max_all, max_keepdim => ReduceOp::Max;
     /// Minimum over `axes` (NaN if any element is NaN; +∞ for nothing).
-    min, try_min, min_all => ReduceOp::Min;
+    /// `x.min(&axes)` calls it too (see [`Tensor::min`]).
+    reduce_min, try_min, min_all, min_keepdim => ReduceOp::Min;
     /// Product over `axes` (the product of nothing is 1).
-    prod, try_prod, prod_all => ReduceOp::Prod;
+    prod, try_prod, prod_all, prod_keepdim => ReduceOp::Prod;
 }
 
 impl Tensor {
+    /// The dimensions of `self` with `axes` set to 1 (out-of-range axes are
+    /// left for the reduction to report).
+    fn kept_dims(&self, axes: &[usize]) -> Vec<usize> {
+        let mut dims = self.shape().dims().to_vec();
+        for &a in axes {
+            if let Some(d) = dims.get_mut(a) {
+                *d = 1;
+            }
+        }
+        dims
+    }
+
+    /// `ln Σ exp(x)` over `axes` (removed from the shape), computed stably:
+    /// `m + ln Σ exp(x - m)` with `m` the maximum, held constant for
+    /// differentiation (the result does not depend on it), so the gradient
+    /// is the softmax. Where every element is `-∞` the result is `-∞`.
+    ///
+    /// ```
+    /// # use rlx_runtime::Tensor;
+    /// let x = Tensor::from_slice(&[1000.0f64, 1000.0, 0.0, f64::NEG_INFINITY], [2, 2]);
+    /// let l = x.logsumexp(&[1]).to_vec::<f64>().unwrap();
+    /// assert_eq!(l, vec![1000.0 + std::f64::consts::LN_2, 0.0]);
+    /// ```
+    #[track_caller]
+    pub fn logsumexp(&self, axes: &[usize]) -> Tensor {
+        let m = self.max_keepdim(axes).stop_gradient();
+        // A row of -∞ (or a +∞) would give ∞ - ∞: shift by 0 there.
+        let m = m.is_finite().select(&m, &m.scalar_like(0.0));
+        let s = (self - &m).exp().sum(axes).ln();
+        let shape = s.shape().clone();
+        s + m.reshape(shape)
+    }
+
     /// Softmax along `axis`, computed stably (`exp(x - max)` normalised).
     ///
     /// ```

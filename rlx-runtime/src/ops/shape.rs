@@ -1,9 +1,11 @@
 //! Shape, layout and indexing ops: reshape, broadcast, transpose, concat,
 //! slice, gather, scatter-add, select, cast, stop-gradient.
 
+use std::borrow::Borrow;
+
 use rlx_core::{DType, Op, Result, Shape};
 
-use crate::tensor::Tensor;
+use crate::tensor::{FillValue, Tensor};
 
 impl Tensor {
     /// The same elements in a new shape (row-major order).
@@ -91,7 +93,8 @@ impl Tensor {
         self.transpose(&perm)
     }
 
-    /// Joins tensors along `axis` (equal shapes elsewhere).
+    /// Joins tensors along `axis` (equal shapes elsewhere). Takes a slice of
+    /// tensors or of references: `&[&a, &b]`, `&vec_of_tensors`.
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
@@ -99,16 +102,20 @@ impl Tensor {
     /// let b = Tensor::from_slice(&[3.0f64, 4.0], [1, 2]);
     /// let c = Tensor::concat(&[&a, &b], 0);
     /// assert_eq!(c.shape().dims(), &[2, 2]);
+    /// let rows: Vec<Tensor> = vec![a, b];
+    /// assert_eq!(Tensor::concat(&rows, 1).shape().dims(), &[1, 4]);
     /// ```
     #[track_caller]
-    pub fn concat(tensors: &[&Tensor], axis: usize) -> Tensor {
-        Tensor::apply_or_panic(Op::Concat { axis }, tensors)
+    pub fn concat<T: Borrow<Tensor>>(tensors: &[T], axis: usize) -> Tensor {
+        let refs: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
+        Tensor::apply_or_panic(Op::Concat { axis }, &refs)
     }
 
     /// [`Tensor::concat`] returning an error on mismatched shapes.
     #[track_caller]
-    pub fn try_concat(tensors: &[&Tensor], axis: usize) -> Result<Tensor> {
-        Tensor::apply(Op::Concat { axis }, tensors)
+    pub fn try_concat<T: Borrow<Tensor>>(tensors: &[T], axis: usize) -> Result<Tensor> {
+        let refs: Vec<&Tensor> = tensors.iter().map(Borrow::borrow).collect();
+        Tensor::apply(Op::Concat { axis }, &refs)
     }
 
     /// Elements `start..start + len` along `axis`.
@@ -220,5 +227,28 @@ impl Tensor {
     #[track_caller]
     pub fn stop_gradient(&self) -> Tensor {
         self.op1(Op::StopGradient)
+    }
+}
+
+impl FillValue for &Tensor {
+    #[track_caller]
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
+        let t = if self.dtype() == dtype {
+            self.clone()
+        } else {
+            self.cast(dtype)
+        };
+        if t.shape() == &shape {
+            t
+        } else {
+            t.broadcast_to(shape)
+        }
+    }
+}
+
+impl FillValue for Tensor {
+    #[track_caller]
+    fn fill(self, shape: Shape, dtype: DType) -> Tensor {
+        (&self).fill(shape, dtype)
     }
 }
