@@ -5,10 +5,12 @@
 //! from its two-scan lowering; the JVP against central differences.
 
 mod common;
+mod counting;
 use common::*;
 
 use rlx_core::autodiff::{grad, hvp, jvp, value_and_grad};
 use rlx_core::{DType, Graph, LoopOp};
+use rlx_runtime::{compile, Tensor};
 
 /// carries (u [3], v [3]), per-step input f [3], invariant w [3]:
 /// u' = u + 0.1 tanh(v * w), v' = v - 0.1 sin(u) + f, y = u * v.
@@ -77,4 +79,42 @@ fn loop_graphs_agree_across_interpreter_compiler_and_plain_math() {
         assert_close(&jv[1], &fd_v, 1e-6, "jvp vs finite differences");
         run(&hvp(&g, &[0, 1, 2, 3]).unwrap(), &xt);
     }
+}
+
+/// Heap allocations of one warm `run_into` of the compiled value and
+/// gradient of `looped(steps, false, Some(budget))`.
+fn warm_loop_allocations(steps: usize, budget: usize) -> usize {
+    let g = value_and_grad(&looped(steps, false, Some(budget)), &[0, 1, 2, 3]).unwrap();
+    let exe = compile(&g).unwrap();
+    let x = point(&mut Rng::new(3), steps);
+    let ts: Vec<Tensor> = g
+        .inputs()
+        .iter()
+        .zip(&x)
+        .map(|(inp, v)| Tensor::from_vec(v.clone(), g.ty(inp.node).shape))
+        .collect();
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let mut outs: Vec<Tensor> = exe
+        .output_types()
+        .iter()
+        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
+        .collect();
+    exe.run_into(&refs, &mut outs).unwrap();
+    let first: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    let n = counting::allocations(|| exe.run_into(&refs, &mut outs).unwrap());
+    let again: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    assert_eq!(first, again, "a warm run gives the cold run's numbers");
+    n
+}
+
+#[test]
+fn a_warm_loop_allocates_nothing_per_step() {
+    // The same checkpoint budget, 8 and 64 steps (a scan fused with its
+    // checkpointed adjoint): whatever a call allocates, a step adds nothing.
+    let short = warm_loop_allocations(8, 3);
+    let long = warm_loop_allocations(64, 3);
+    assert_eq!(
+        short, long,
+        "{short} allocations at T = 8, {long} at T = 64"
+    );
 }

@@ -259,10 +259,12 @@ impl FusedStep {
         targets: &mut [Storage],
         idx: &mut [usize],
     ) {
-        // Splat leaves: fill their registers once.
+        // Splat leaves: fill their registers once, as far as a block reads
+        // them (a small value fills a few lanes, not the whole register).
+        let lanes = self.block.min(self.numel).min(BLOCK);
         for leaf in &self.leaves {
             if let (Access::Splat, Some(r)) = (&leaf.access, leaf.reg) {
-                fill(regs, r, env.get(leaf.val));
+                fill(regs, r, env.get(leaf.val), lanes);
             }
         }
         let mut start = 0;
@@ -695,15 +697,16 @@ fn load(
     }
 }
 
-/// Fills a whole register with element 0 of `src` (a splat leaf).
-fn fill(regs: &mut Registers, r: Reg, src: &Storage) {
+/// Fills the first `lanes` elements of a register with element 0 of `src`
+/// (a splat leaf; blocks read at most `lanes` of them).
+fn fill(regs: &mut Registers, r: Reg, src: &Storage, lanes: usize) {
     match src {
-        Storage::F32(v) => reg_mut(&mut regs.f32, r).fill(v[0]),
-        Storage::F16(v) => reg_mut(&mut regs.f32, r).fill(v[0].to_f32()),
-        Storage::BF16(v) => reg_mut(&mut regs.f32, r).fill(v[0].to_f32()),
-        Storage::F64(v) => reg_mut(&mut regs.f64, r).fill(v[0]),
-        Storage::I64(v) => reg_mut(&mut regs.i64, r).fill(v[0]),
-        Storage::Bool(v) => reg_mut(&mut regs.bool, r).fill(v[0]),
+        Storage::F32(v) => reg_mut(&mut regs.f32, r)[..lanes].fill(v[0]),
+        Storage::F16(v) => reg_mut(&mut regs.f32, r)[..lanes].fill(v[0].to_f32()),
+        Storage::BF16(v) => reg_mut(&mut regs.f32, r)[..lanes].fill(v[0].to_f32()),
+        Storage::F64(v) => reg_mut(&mut regs.f64, r)[..lanes].fill(v[0]),
+        Storage::I64(v) => reg_mut(&mut regs.i64, r)[..lanes].fill(v[0]),
+        Storage::Bool(v) => reg_mut(&mut regs.bool, r)[..lanes].fill(v[0]),
     }
 }
 

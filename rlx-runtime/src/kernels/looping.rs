@@ -122,6 +122,9 @@ fn scan(
         .iter()
         .map(|&o| Storage::zeros(l.body.dtype(o), l.body.shape(o).numel()))
         .collect();
+    // The body's input list, kept empty between steps so that its
+    // allocation is made once per call, not once per step.
+    let mut spare: Vec<&Storage> = Vec::with_capacity(operands.len());
     for t in 0..l.length {
         while spine.get(next_spine) == Some(&t) {
             for (i, v) in carry.iter().enumerate() {
@@ -134,11 +137,12 @@ fn scan(
             copy(&mut xbuf[j], 0, operands[c + j], s * sz.x[j], sz.x[j])?;
         }
         {
-            let mut ins: Vec<&Storage> = Vec::with_capacity(operands.len());
+            let mut ins = recycle(std::mem::take(&mut spare));
             ins.extend(carry.iter());
             ins.extend(xbuf.iter());
             ins.extend_from_slice(&operands[c + k..]);
             body.run(&ins, &mut outs)?;
+            spare = recycle(ins);
         }
         for (j, y) in outs[c..].iter().enumerate() {
             copy(out, sz.y_off[j] + s * sz.y[j], y, 0, sz.y[j])?;
@@ -172,6 +176,9 @@ struct Adjoint<'a> {
     cbar: Vec<Storage>,
     vouts: Vec<Storage>,
     kbar: Vec<Storage>,
+    /// The input list of a body or reverse step, empty between steps (its
+    /// allocation is reused; see [`recycle`]).
+    spare: Vec<&'static Storage>,
     /// Offsets of the stacked `x̄s` pieces in the result, per float per-step input.
     xbar_off: Vec<usize>,
     /// For a loop with a spine: whether the first descent is still going on
@@ -243,11 +250,13 @@ impl Sweep for Adjoint<'_> {
             return Ok(());
         }
         self.load_x(t)?;
-        let mut ins: Vec<&Storage> = Vec::with_capacity(self.operands.len());
+        let mut ins = recycle(std::mem::take(&mut self.spare));
         ins.extend(self.work.iter());
         ins.extend(self.xbuf.iter());
         ins.extend_from_slice(invariants(self.l, self.operands));
-        self.body.run(&ins, &mut self.outs)?;
+        let r = self.body.run(&ins, &mut self.outs);
+        self.spare = recycle(ins);
+        r?;
         for (a, b) in self.work.iter_mut().zip(self.outs.iter_mut()) {
             std::mem::swap(a, b);
         }
@@ -271,13 +280,15 @@ impl Sweep for Adjoint<'_> {
             copy(yb, 0, self.operands[n_in + c + j], s * n, n)?;
         }
         {
-            let mut ins: Vec<&Storage> = Vec::with_capacity(n_in + c + self.ybar.len());
+            let mut ins = recycle(std::mem::take(&mut self.spare));
             ins.extend(self.work.iter());
             ins.extend(self.xbuf.iter());
             ins.extend_from_slice(invariants(self.l, self.operands));
             ins.extend(self.cbar.iter());
             ins.extend(self.ybar.iter());
-            self.vjp.run(&ins, &mut self.vouts)?;
+            let r = self.vjp.run(&ins, &mut self.vouts);
+            self.spare = recycle(ins);
+            r?;
         }
         for (a, b) in self.cbar.iter_mut().zip(self.vouts.iter_mut()) {
             std::mem::swap(a, b);
@@ -348,6 +359,7 @@ fn adjoint(
             .collect(),
         vouts: zeros_like(vg, vg.outputs()),
         kbar,
+        spare: Vec::with_capacity(n_in + c + l.ys()),
         xbar_off,
         sz,
         descending: l.spine > 0,
@@ -365,6 +377,17 @@ fn adjoint(
         off += v.len();
     }
     Ok(())
+}
+
+/// `v` emptied, with its allocation kept for references of another
+/// lifetime: the collect of a `Vec`'s own iterator into elements of the
+/// same layout reuses the buffer, so a loop can refill one list of
+/// borrowed inputs per step without allocating.
+fn recycle<'b, T>(mut v: Vec<&T>) -> Vec<&'b T> {
+    v.clear();
+    v.into_iter()
+        .map(|_| -> &'b T { unreachable!("emptied") })
+        .collect()
 }
 
 macro_rules! same {
