@@ -46,7 +46,7 @@ pub use rlx_core::{
 };
 pub use rlx_macros::differentiable;
 pub use rlx_runtime::scan::{iterate, scan, Scan};
-pub use rlx_runtime::{compile, trace, Executable, Tensor};
+pub use rlx_runtime::{compile, num_threads, set_num_threads, trace, Executable, Tensor};
 
 /// The core crate (IR and transforms).
 pub use rlx_core as core;
