@@ -277,14 +277,17 @@ impl FusedStep {
             par.lanes(parts);
         }
         let Scratch { lanes, targets, .. } = par;
-        let targets = &targets[..];
+        let views = &targets[..];
         if parts <= 1 {
-            return self.run_range(env, regs, targets, idx, (0, self.numel));
+            self.run_range(env, regs, views, idx, (0, self.numel));
+        } else {
+            parallel::for_each_mut(&mut lanes[..parts], &|p, lane| {
+                let range = parallel::part_range(self.numel, parts, p);
+                self.run_range(env, &mut lane.regs, views, &mut lane.idx, range);
+            });
         }
-        parallel::for_each_mut(&mut lanes[..parts], &|p, lane| {
-            let range = parallel::part_range(self.numel, parts, p);
-            self.run_range(env, &mut lane.regs, targets, &mut lane.idx, range);
-        });
+        // No pointer into the targets outlives the step.
+        targets.clear();
     }
 
     /// Runs the chain over elements `lo..hi` (`lo` a multiple of [`BLOCK`]).
