@@ -1,6 +1,7 @@
 //! Runtime benchmarks, each against a hand-written baseline in the same run:
 //! (a) a fused chain of 8 cheap element-wise ops on 1M f32 vs one plain loop
-//!     (and, for context, a 9-op chain with tanh/exp/sqrt);
+//!     (and, for context, a 9-op chain with tanh/exp/sqrt); each compiled on
+//!     one thread (`compiled`) and on every core (`compiled_all_cores_N_threads`);
 //! (b) 256x256x256 matrix products (f32, f64) vs calling `matrixmultiply`;
 //! (c) 50 dependent 0-d f64 ops (a scalar region) vs plain Rust; ns/op is the
 //!     reported time divided by 50.
@@ -54,9 +55,7 @@ fn fused_chain(c: &mut Criterion) {
     assert_eq!(outs[0].as_slice::<f32>().unwrap(), &hand[..]);
 
     let mut grp = c.benchmark_group("chain8_1M_f32");
-    grp.bench_function("compiled", |b| {
-        b.iter(|| exe.run_into(&[black_box(&xt)], &mut outs).unwrap())
-    });
+    compiled_on_1_and_all_cores(&mut grp, &exe, &xt, &mut outs);
     grp.bench_function("hand_loop", |b| {
         b.iter(|| chain_by_hand(black_box(&xs), &mut hand))
     });
@@ -110,13 +109,35 @@ fn fused_mixed_chain(c: &mut Criterion) {
         .collect();
     assert_eq!(outs[0].as_slice::<f32>().unwrap(), &same[..]);
     let mut grp = c.benchmark_group("chain9_transcendental_1M_f32");
-    grp.bench_function("compiled", |b| {
-        b.iter(|| exe.run_into(&[black_box(&xt)], &mut outs).unwrap())
-    });
+    compiled_on_1_and_all_cores(&mut grp, &exe, &xt, &mut outs);
     grp.bench_function("hand_loop", |b| {
         b.iter(|| mixed_by_hand(black_box(&xs), &mut hand))
     });
     grp.finish();
+}
+
+/// Benches `exe` on one thread (`compiled`) and on every core
+/// (`compiled_all_cores_N_threads`), checking that both give the same bits.
+fn compiled_on_1_and_all_cores(
+    grp: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    exe: &rlx_runtime::Executable,
+    xt: &Tensor,
+    outs: &mut [Tensor],
+) {
+    rlx_runtime::set_num_threads(1);
+    exe.run_into(&[xt], outs).unwrap();
+    let one = outs[0].to_vec::<f32>().unwrap();
+    grp.bench_function("compiled", |b| {
+        b.iter(|| exe.run_into(&[black_box(xt)], outs).unwrap())
+    });
+    rlx_runtime::set_num_threads(0);
+    exe.run_into(&[xt], outs).unwrap();
+    assert_eq!(outs[0].to_vec::<f32>().unwrap(), one);
+    let all = rlx_runtime::num_threads();
+    grp.bench_function(format!("compiled_all_cores_{all}_threads"), |b| {
+        b.iter(|| exe.run_into(&[black_box(xt)], outs).unwrap())
+    });
+    rlx_runtime::set_num_threads(1);
 }
 
 fn matmul(c: &mut Criterion) {

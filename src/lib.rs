@@ -51,7 +51,10 @@ pub use rlx_core::{
 pub use rlx_macros::differentiable;
 pub use rlx_runtime::function::{plan_cache_capacity, set_plan_cache_capacity};
 pub use rlx_runtime::scan::{iterate, scan, Scan};
-pub use rlx_runtime::{compile, sparse, trace, Executable, SparseLu, SparseMatrix, Tensor};
+pub use rlx_runtime::{
+    compile, num_threads, set_num_threads, sparse, trace, Executable, SparseLu, SparseMatrix,
+    Tensor,
+};
 
 /// The core crate (IR and transforms).
 pub use rlx_core as core;

@@ -44,7 +44,7 @@ pub mod tensor;
 pub mod trace;
 mod value;
 
-pub use compile::{compile, Executable};
+pub use compile::{compile, num_threads, set_num_threads, Executable};
 pub use interp::interpret;
 pub use rlx_core::{
     BinaryOp, CmpOp, DType, Error, Graph, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,

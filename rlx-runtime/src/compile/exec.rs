@@ -16,6 +16,7 @@ use rlx_core::{DType, Error, Result, Shape};
 
 use super::env::{Dst, Env, Inputs, Loc, Outputs};
 use super::matmul::HalfScratch;
+use super::parallel;
 use super::plan::{Plan, StepKind};
 use super::regs::Registers;
 use super::solve::SolveScratch;
@@ -31,6 +32,8 @@ const EMPTY: Storage = Storage::F32(Vec::new());
 pub(crate) struct State {
     bufs: Vec<Storage>,
     regs: Registers,
+    /// Lanes and target views of fused steps split across threads.
+    par: parallel::Scratch,
     scalar: Vec<f64>,
     idx: Vec<usize>,
     acc: Vec<f64>,
@@ -66,6 +69,7 @@ impl State {
         Ok(State {
             bufs,
             regs: Registers::new(plan.regs),
+            par: parallel::Scratch::new(plan.regs, plan.max_rank, plan.max_targets),
             scalar,
             idx: vec![0; plan.max_rank],
             // Scratch sized by the largest reduction, half-precision
@@ -172,7 +176,7 @@ pub(crate) fn run(
         let targets = &mut st.taken[..];
         let res = sized.and_then(|()| match &step.kind {
             StepKind::Fused(f) => {
-                f.run(&env, &mut st.regs, targets, &mut st.idx);
+                f.run(&env, &mut st.regs, targets, &mut st.idx, &mut st.par);
                 Ok(())
             }
             StepKind::Scalar(s) => {

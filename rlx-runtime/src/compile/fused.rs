@@ -23,6 +23,7 @@ use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 use super::chain::{Chain, ChainReal, Resolved, Stage, Start, MAX_STAGES};
 use super::env::{Env, Val};
 use super::math::{self, Arg};
+use super::parallel::{self, window, RawTarget, Scratch};
 use super::regs::{Bank, Out, Reg, Registers, Src, BLOCK};
 use crate::storage::Storage;
 
@@ -117,7 +118,8 @@ pub(crate) struct FusedStep {
 trait Lanes: Copy + 'static {
     fn bank(regs: &mut Registers) -> &mut [Self];
     fn of(s: &Storage) -> &[Self];
-    fn of_mut(s: &mut Storage) -> &mut [Self];
+    /// The elements of a target of this type.
+    fn raw(t: RawTarget) -> (*mut Self, usize);
 }
 
 macro_rules! lanes {
@@ -132,9 +134,9 @@ macro_rules! lanes {
                     _ => unreachable!("the planner reads leaves in place only in their own type"),
                 }
             }
-            fn of_mut(s: &mut Storage) -> &mut [Self] {
-                match s {
-                    Storage::$variant(v) => v,
+            fn raw(t: RawTarget) -> (*mut Self, usize) {
+                match t {
+                    RawTarget::$variant(p, n) => (p, n),
                     _ => unreachable!("the planner writes targets in place only in their own type"),
                 }
             }
@@ -210,7 +212,7 @@ impl<'a, T: Lanes> Reader<'a, T> {
 #[inline(always)]
 fn operands<'a, T: Lanes>(
     regs: &'a mut Registers,
-    targets: &'a mut [Storage],
+    targets: &'a [RawTarget],
     at: At<'a>,
     dst: Out,
 ) -> (&'a mut [T], Reader<'a, T>) {
@@ -224,7 +226,10 @@ fn operands<'a, T: Lanes>(
             (&mut o[..len], Reader { lo, hi, d, at })
         }
         Out::Target(t) => {
-            let o = &mut T::of_mut(&mut targets[t as usize])[start..start + len];
+            let (p, n) = T::raw(targets[t as usize]);
+            // SAFETY: the block `start..start + len` of a target belongs to
+            // the one part running it, and nothing else borrows it now.
+            let o = unsafe { window(p, n, start, len) };
             let r = Reader {
                 lo: bank,
                 hi: &[],
@@ -251,13 +256,48 @@ impl FusedStep {
         }
     }
 
-    /// Runs the chain, writing stored values into `targets`.
+    /// Runs the chain, writing stored values into `targets`. Above
+    /// [`parallel::MIN_PER_PART`] elements per part the output is cut into
+    /// block-aligned ranges run on several threads, each with its own
+    /// registers from `par`; every element is computed by the same
+    /// instructions as on one thread, so the bits do not change.
     pub(crate) fn run(
         &self,
         env: &Env<'_>,
         regs: &mut Registers,
         targets: &mut [Storage],
         idx: &mut [usize],
+        par: &mut Scratch,
+    ) {
+        // Raw views: parts write disjoint ranges of the same targets.
+        par.targets.clear();
+        par.targets.extend(targets.iter_mut().map(RawTarget::of));
+        let parts = parallel::parts_for(self.numel);
+        if parts > 1 {
+            par.lanes(parts);
+        }
+        let Scratch { lanes, targets, .. } = par;
+        let views = &targets[..];
+        if parts <= 1 {
+            self.run_range(env, regs, views, idx, (0, self.numel));
+        } else {
+            parallel::for_each_mut(&mut lanes[..parts], &|p, lane| {
+                let range = parallel::part_range(self.numel, parts, p);
+                self.run_range(env, &mut lane.regs, views, &mut lane.idx, range);
+            });
+        }
+        // No pointer into the targets outlives the step.
+        targets.clear();
+    }
+
+    /// Runs the chain over elements `lo..hi` (`lo` a multiple of [`BLOCK`]).
+    fn run_range(
+        &self,
+        env: &Env<'_>,
+        regs: &mut Registers,
+        targets: &[RawTarget],
+        idx: &mut [usize],
+        (lo, hi): (usize, usize),
     ) {
         // Splat leaves: fill their registers once, as far as a block reads
         // them (a small value fills a few lanes, not the whole register).
@@ -267,16 +307,16 @@ impl FusedStep {
                 fill(regs, r, env.get(leaf.val), lanes);
             }
         }
-        let mut start = 0;
-        while start < self.numel {
-            let len = self.block.min(self.numel - start);
+        let mut start = lo;
+        while start < hi {
+            let len = self.block.min(hi - start);
             let at = At {
                 env,
                 leaves: &self.leaves,
                 start,
                 len,
             };
-            self.prefetch_next(env, start + len);
+            self.prefetch_next(env, start + len, hi);
             for ins in &self.body {
                 exec(ins, at, regs, targets, idx);
             }
@@ -288,8 +328,8 @@ impl FusedStep {
     /// while this block computes, so memory traffic overlaps the
     /// register-to-register passes (a plain loop gets this overlap for free).
     #[inline]
-    fn prefetch_next(&self, env: &Env<'_>, next: usize) {
-        if next >= self.numel {
+    fn prefetch_next(&self, env: &Env<'_>, next: usize, hi: usize) {
+        if next >= hi {
             return;
         }
         let contiguous = self
@@ -361,7 +401,7 @@ fn exec<'e>(
     ins: &Instr,
     at: At<'e>,
     regs: &mut Registers,
-    targets: &mut [Storage],
+    targets: &[RawTarget],
     idx: &mut [usize],
 ) {
     let (start, len) = (at.start, at.len);
@@ -481,7 +521,7 @@ fn exec<'e>(
             }
         }
         Instr::Store { src, target } => {
-            store(regs, src, &mut targets[target as usize], start, len);
+            store(regs, src, targets[target as usize], start, len);
         }
         Instr::Chain(ref ch) => match ch.bank {
             Bank::F32 => run_chain::<f32>(ch, at, regs, targets),
@@ -497,7 +537,7 @@ fn run_chain<T: Lanes + ChainReal>(
     ch: &Chain,
     at: At<'_>,
     regs: &mut Registers,
-    targets: &mut [Storage],
+    targets: &[RawTarget],
 ) {
     let (o, r) = operands::<T>(regs, targets, at, ch.dst);
     let mut stages = [Resolved::NONE; MAX_STAGES];
@@ -710,22 +750,24 @@ fn fill(regs: &mut Registers, r: Reg, src: &Storage, lanes: usize) {
     }
 }
 
-fn store(regs: &Registers, src: Reg, dst: &mut Storage, start: usize, len: usize) {
+fn store(regs: &Registers, src: Reg, dst: RawTarget, start: usize, len: usize) {
     macro_rules! put {
-        ($bank:ident, $v:expr, $f:expr) => {{
+        ($bank:ident, $p:expr, $n:expr, $f:expr) => {{
             let f = $f;
             let s = &reg(&regs.$bank, src)[..len];
-            for (o, &x) in $v[start..start + len].iter_mut().zip(s) {
+            // SAFETY: as in `operands`: this part owns the block.
+            let o = unsafe { window($p, $n, start, len) };
+            for (o, &x) in o.iter_mut().zip(s) {
                 *o = f(x);
             }
         }};
     }
     match dst {
-        Storage::F32(v) => put!(f32, v, |x: f32| x),
-        Storage::F16(v) => put!(f32, v, f16::from_f32),
-        Storage::BF16(v) => put!(f32, v, bf16::from_f32),
-        Storage::F64(v) => put!(f64, v, |x: f64| x),
-        Storage::I64(v) => put!(i64, v, |x: i64| x),
-        Storage::Bool(v) => put!(bool, v, |x: bool| x),
+        RawTarget::F32(p, n) => put!(f32, p, n, |x: f32| x),
+        RawTarget::F16(p, n) => put!(f32, p, n, f16::from_f32),
+        RawTarget::BF16(p, n) => put!(f32, p, n, bf16::from_f32),
+        RawTarget::F64(p, n) => put!(f64, p, n, |x: f64| x),
+        RawTarget::I64(p, n) => put!(i64, p, n, |x: i64| x),
+        RawTarget::Bool(p, n) => put!(bool, p, n, |x: bool| x),
     }
 }

@@ -47,6 +47,7 @@ mod math;
 mod matmul;
 mod movement;
 mod options;
+mod parallel;
 mod plan;
 mod planner;
 mod reduce;
@@ -63,6 +64,7 @@ use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::{is_number, same_dims, Arg, Value};
 pub use options::Options;
+pub use parallel::{num_threads, set_num_threads};
 pub use plan::PlanStats;
 
 /// Warm states kept per executable (more concurrent calls still work; their
