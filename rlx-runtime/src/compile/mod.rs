@@ -49,6 +49,7 @@ mod reduce;
 mod regs;
 mod scalar;
 mod scalar_code;
+mod small;
 mod solve;
 
 use std::sync::Mutex;
@@ -87,6 +88,9 @@ pub struct Executable {
     /// of small scalar graphs).
     #[allow(clippy::vec_box)]
     pool: Mutex<Vec<Box<exec::State>>>,
+    /// The scalarised plan, when every value is small (`compile::small`):
+    /// calls run it instead of `plan`, which is kept for its types.
+    small: Option<Box<small::Small>>,
 }
 
 /// Compiles `g`: inlines custom ops, optimises, plans the schedule and buffers.
@@ -100,13 +104,11 @@ pub fn compile(g: &Graph) -> Result<Executable> {
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
     let plan = planner::build(&g, &origins, options)?;
-    let first = Box::new(exec::State::new(&plan));
-    let mut pool = Vec::with_capacity(POOL);
-    pool.push(first);
-    Ok(Executable {
-        plan,
-        pool: Mutex::new(pool),
-    })
+    let mut exe = Executable::from_plan(plan);
+    if options.scalarize {
+        exe.small = small::Small::build(&g, options).map(Box::new);
+    }
+    Ok(exe)
 }
 
 /// The graph-level passes run before planning, and the origin of each node
@@ -127,6 +129,17 @@ fn optimize(g: Graph) -> Result<(Graph, Vec<NodeId>)> {
 }
 
 impl Executable {
+    fn from_plan(plan: plan::Plan) -> Executable {
+        let first = Box::new(exec::State::new(&plan));
+        let mut pool = Vec::with_capacity(POOL);
+        pool.push(first);
+        Executable {
+            plan,
+            pool: Mutex::new(pool),
+            small: None,
+        }
+    }
+
     /// Declared input types, in order.
     pub fn input_types(&self) -> &[TensorType] {
         &self.plan.input_types
@@ -143,8 +156,15 @@ impl Executable {
     }
 
     /// Counts describing the compiled plan (steps, fused loops, buffers).
+    ///
+    /// A scalarised plan (every value small, see [`Options::scalarize`])
+    /// reports the counts of its element program, with
+    /// [`PlanStats::scalarized_nodes`] the graph nodes lowered to it.
     pub fn stats(&self) -> PlanStats {
-        self.plan.stats
+        match &self.small {
+            Some(s) => s.stats(),
+            None => self.plan.stats,
+        }
     }
 
     /// Runs on `inputs`, returning freshly allocated outputs.
@@ -172,6 +192,9 @@ impl Executable {
     /// allocates its packing buffer per call).
     pub fn run_into(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<()> {
         self.check(inputs, outputs)?;
+        if let Some(s) = &self.small {
+            return s.run_tensors(inputs, outputs);
+        }
         let mut state = self.take_state();
         let res = exec::run(
             &self.plan,
@@ -222,6 +245,9 @@ impl Executable {
             if let Some(i) = head.iter().chain(tail).position(Arg::is_traced) {
                 return Err(traced_input(&self.plan.input_names[i]));
             }
+        }
+        if let Some(s) = &self.small {
+            return s.run_args(head.iter().chain(tail).copied(), &self.plan.output_types);
         }
         if let Some(values) = self.run_scalar_program(head, tail) {
             return Ok(values);
@@ -309,6 +335,9 @@ impl Executable {
     pub(crate) fn run_scalar_into(&self, head: &[f64], tail: &[f64], out: &mut [f64]) -> bool {
         /// Joined inputs up to this many live on the stack.
         const INPUTS: usize = 64;
+        if let Some(s) = &self.small {
+            return s.run_numbers(head, tail, out);
+        }
         let Some(prog) = self.plan.scalar_program.as_ref() else {
             return false;
         };
