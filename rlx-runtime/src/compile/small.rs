@@ -68,10 +68,15 @@ impl Small {
             sources.push(match &n.op {
                 Op::Input { index } => Source::Input(*index as u32),
                 Op::Constant(lit) => Source::Const(scalar::round_to(n.dtype, lit.get_f64(0))),
-                _ => {
-                    computed.push(o);
-                    Source::Computed((computed.len() - 1) as u32)
-                }
+                // Each computed element once (outputs repeat after CSE):
+                // a plan with repeated outputs would copy them.
+                _ => match computed.iter().position(|&c| c == o) {
+                    Some(k) => Source::Computed(k as u32),
+                    None => {
+                        computed.push(o);
+                        Source::Computed((computed.len() - 1) as u32)
+                    }
+                },
             });
         }
         let n_computed = computed.len();
