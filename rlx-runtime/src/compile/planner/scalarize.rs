@@ -38,7 +38,7 @@ use rlx_core::{BinaryOp, CmpOp, DType, Graph, Literal, NodeId, Op, ReduceOp};
 
 /// The largest number of elements of a value (other than an input) in a
 /// scalarised graph.
-pub(crate) const SMALL_VALUE: usize = 64;
+pub(crate) const SMALL_VALUE: usize = 128;
 
 /// The largest number of input elements, over all inputs, of a scalarised
 /// graph (each is read on every call).
