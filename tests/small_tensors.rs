@@ -16,6 +16,9 @@ use rlx::runtime::compile::{compile_with, Options};
 use rlx::runtime::{Arg, BinaryOp, CmpOp, ReduceOp, UnaryOp, Value};
 use rlx::{Executable, Graph};
 
+/// A transform of `rlx::core::autodiff` (graph, differentiated inputs).
+type Transform = fn(&Graph, &[usize]) -> rlx::Result<Graph>;
+
 fn general(g: &Graph) -> Executable {
     let options = Options {
         scalarize: false,
@@ -266,7 +269,7 @@ proptest! {
         }
         g.set_outputs(vec![total.unwrap()]);
         let (x, y) = inputs(DType::F64, seed);
-        let transforms: [(&str, fn(&Graph, &[usize]) -> rlx::Result<Graph>, usize); 6] = [
+        let transforms: [(&str, Transform, usize); 6] = [
             ("value_and_grad", autodiff::value_and_grad, 0),
             ("jvp", autodiff::jvp, 2),
             ("vjp", autodiff::vjp, 1),
