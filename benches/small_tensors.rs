@@ -23,6 +23,10 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+
+#[path = "common/lj.rs"]
+mod lj;
+use lj::lj_grad;
 use rlx::prelude::*;
 
 /// `|a − b|` for particles `i`, `j` of a flat 2-D coordinate vector.
@@ -44,15 +48,6 @@ fn energy(p: &Tensor) -> Tensor {
     let pairs =
         lj_of_r(&distance(p, 0, 1)) + lj_of_r(&distance(p, 0, 2)) + lj_of_r(&distance(p, 1, 2));
     pairs + (distance(p, 0, 2) - 1.5).square() * 5.0
-}
-
-/// ∂/∂a of the LJ pair energy as (gx, gy): dE/dr² = 4 (−6 s⁷ + 3 s⁴).
-fn lj_grad(dx: f64, dy: f64) -> (f64, f64) {
-    let s = 1.0 / (dx * dx + dy * dy);
-    let s2 = s * s;
-    let s4 = s2 * s2;
-    let de = 4.0 * (-6.0 * s4 * s2 * s + 3.0 * s4);
-    (2.0 * dx * de, 2.0 * dy * de)
 }
 
 /// Energy and analytic gradient of `energy`.

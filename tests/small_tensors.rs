@@ -27,12 +27,21 @@ fn general(g: &Graph) -> Executable {
     compile_with(g, &options).unwrap()
 }
 
+/// Whether element-level folding may have made a structural zero of a
+/// non-finite general result (see [`check_scalarised`]).
+thread_local! {
+    static LENIENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Asserts equal bits (any NaN equals any NaN).
 fn same(a: &[f64], b: &[f64], what: &str) {
     assert_eq!(a.len(), b.len(), "{what}: lengths");
+    let lenient = LENIENT.get();
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
         assert!(
-            x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+            x.to_bits() == y.to_bits()
+                || (x.is_nan() && y.is_nan())
+                || (lenient && (!x.is_finite() || (*x == 0.0 && *y == 0.0))),
             "{what}: element {i}: {x:?} (general) vs {y:?} (scalarised)"
         );
     }
@@ -40,6 +49,16 @@ fn same(a: &[f64], b: &[f64], what: &str) {
 
 /// Compiles `g` both ways, requires the default one to be scalarised, and
 /// compares the outputs of `run`, `run_args` and `run_into` bit for bit.
+///
+/// The one documented difference: the optimiser folds `0·x` to `0` (on
+/// whole tensors in the general plan, per element in a scalarised one), so
+/// an element that is a structural zero of a derivative (an off-diagonal
+/// Hessian entry of a separable function, say) is `0` in the scalarised
+/// plan where the general plan may compute `0·NaN = NaN` or `0·inf = NaN`
+/// from a non-finite intermediate (so a non-finite general result may be
+/// any value in the scalarised plan), and the sign of such a zero may differ (`-0.0` where the
+/// general plan adds `+0.0` terms). Tests of transforms allow exactly that
+/// (`LENIENT`).
 fn check_scalarised(g: &Graph, inputs: &[&Tensor], what: &str) {
     let reference = general(g);
     let small = rlx::compile(g).unwrap();
@@ -249,6 +268,12 @@ proptest! {
         check_scalarised(&g, &[&x, &y], &format!("{s:?} {dtype}"));
     }
 
+}
+
+proptest! {
+    // Each case compiles six transforms twice: fewer cases.
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
     /// The transforms of the companions (value and gradient, JVP, VJP,
     /// Jacobian, Hessian, HVP) of a random small scalar function, each
     /// scalarised, equal the general plans bit for bit.
@@ -293,6 +318,7 @@ proptest! {
                 // elements has 324): the general plan runs, nothing to compare.
                 continue;
             }
+            LENIENT.set(true);
             check_scalarised(&tg, &refs, &format!("{name} of {s:?}"));
         }
     }

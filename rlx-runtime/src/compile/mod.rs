@@ -105,7 +105,9 @@ pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
     let plan = planner::build(&g, &origins, options)?;
     let mut exe = Executable::from_plan(plan);
-    if options.scalarize {
+    // A plan that is already one scalar program (every value 0-d) has
+    // nothing to gain from scalarisation.
+    if options.scalarize && exe.plan.scalar_program.is_none() {
         exe.small = small::Small::build(&g, options).map(Box::new);
     }
     Ok(exe)
