@@ -27,9 +27,9 @@ fn general(g: &Graph) -> Executable {
     compile_with(g, &options).unwrap()
 }
 
-/// Whether element-level folding may have made a structural zero of a
-/// non-finite general result (see [`check_scalarised`]).
 thread_local! {
+    /// Whether element-level folding may have made a structural zero of a
+    /// non-finite general result (see [`check_scalarised`]).
     static LENIENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
