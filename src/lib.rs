@@ -45,6 +45,7 @@ pub use rlx_core::{
     TensorType, UnaryOp,
 };
 pub use rlx_macros::differentiable;
+pub use rlx_runtime::scan::{iterate, scan, Scan};
 pub use rlx_runtime::{compile, trace, Executable, Tensor};
 
 /// The core crate (IR and transforms).

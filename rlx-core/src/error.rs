@@ -162,6 +162,44 @@ pub enum Error {
         /// Its size.
         size: usize,
     },
+    /// A shape whose element count (or byte size) a tensor cannot have:
+    /// more than `isize::MAX` bytes, the limit of every Rust allocation (see
+    /// [`Shape::check_size`]). Found before anything is allocated.
+    ///
+    /// ```
+    /// use rlx_core::{DType, Shape};
+    /// let e = Shape::from([usize::MAX, 2]).check_size(DType::F64, "zeros", &[]).unwrap_err();
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "`zeros`: a f64 tensor of shape [18446744073709551615, 2] is too large \
+    ///      (36893488147419103230 elements)\n  \
+    ///      = note: a tensor holds at most isize::MAX bytes: 1152921504606846975 elements of f64"
+    /// );
+    /// ```
+    #[error("{}", too_large(op, shape, *dtype, operands))]
+    TooLarge {
+        /// The op or constructor.
+        op: &'static str,
+        /// The shape that is too large.
+        shape: Shape,
+        /// Its dtype.
+        dtype: DType,
+        /// The operands' shapes (empty for a constructor).
+        operands: Vec<Shape>,
+    },
+    /// The allocator refused memory for a tensor of a valid size (more than
+    /// the machine can give). Returned instead of aborting the process.
+    #[error("`{op}`: cannot allocate {bytes} bytes for a {dtype} tensor of shape {shape}\n  = note: the memory allocator refused the request")]
+    OutOfMemory {
+        /// The op or constructor.
+        op: &'static str,
+        /// The shape of the tensor.
+        shape: Shape,
+        /// Its dtype.
+        dtype: DType,
+        /// The number of bytes asked for.
+        bytes: usize,
+    },
     /// An error inside traced code, with the user's source location.
     #[error("{source}\n  --> {file}:{line}:{column}")]
     At {
@@ -250,4 +288,27 @@ impl Error {
             e => e,
         }
     }
+}
+
+/// The message of [`Error::TooLarge`].
+fn too_large(op: &str, shape: &Shape, dtype: DType, operands: &[Shape]) -> String {
+    let mut m = format!("`{op}`: a {dtype} tensor of shape {shape} is too large (");
+    if shape.dims().contains(&0) {
+        let nonzero: Vec<usize> = shape.dims().iter().copied().filter(|&d| d != 0).collect();
+        m.push_str(&format!(
+            "no elements, but its non-zero dimensions multiply to {}, so its strides overflow)",
+            Shape::new(nonzero).numel_string()
+        ));
+    } else {
+        m.push_str(&format!("{} elements)", shape.numel_string()));
+    }
+    if !operands.is_empty() {
+        let list: Vec<String> = operands.iter().map(Shape::to_string).collect();
+        m.push_str(&format!("\n  = note: operand shapes: {}", list.join(", ")));
+    }
+    m.push_str(&format!(
+        "\n  = note: a tensor holds at most isize::MAX bytes: {} elements of {dtype}",
+        Shape::max_numel(dtype)
+    ));
+    m
 }

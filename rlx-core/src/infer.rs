@@ -34,7 +34,32 @@ impl TensorType {
 /// let out = infer(&Op::Binary(BinaryOp::Mul), &[&a, &b]).unwrap();
 /// assert_eq!(out.shape, Shape::from([4, 3]));
 /// ```
+///
+/// The result's size is checked ([`Shape::check_size`]): an op whose result
+/// could not exist in memory (a broadcast, reshape, matmul or concat to
+/// more than `isize::MAX` bytes) is an [`Error::TooLarge`] naming the op and
+/// the operand shapes, never a wrapped-around element count.
+///
+/// ```
+/// use rlx_core::{infer, DType, Error, Op, Shape, TensorType};
+/// let x = TensorType::new([0], DType::F64);
+/// let op = Op::Reshape { shape: Shape::from([1 << 32, 1 << 32]) };
+/// assert!(matches!(infer(&op, &[&x]), Err(Error::TooLarge { op: "reshape", .. })));
+/// ```
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
+    let operands = || inputs.iter().map(|t| t.shape.clone()).collect::<Vec<_>>();
+    // A target shape given by the caller is checked before it is compared
+    // with anything (a reshape of `[0]` to `[1 << 32, 1 << 32]`).
+    if let (Op::Reshape { shape } | Op::Broadcast { shape }, Some(x)) = (op, inputs.first()) {
+        shape.check_size(x.dtype, op.name(), &operands())?;
+    }
+    let ty = infer_unchecked(op, inputs)?;
+    ty.shape.check_size(ty.dtype, op.name(), &operands())?;
+    Ok(ty)
+}
+
+/// [`infer`] without the size check of the result.
+fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
     let name = op.name();
     if let Some(n) = op.arity() {
         if inputs.len() != n {
@@ -257,7 +282,15 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
                         expected: format!("equal shapes except along axis {axis}"),
                     });
                 }
-                dims[*axis] += t.shape.dim(*axis);
+                dims[*axis] = dims[*axis].checked_add(t.shape.dim(*axis)).ok_or_else(|| {
+                    Error::InvalidArgument {
+                        op: name,
+                        message: format!(
+                            "the sizes along axis {axis} add up to more than usize::MAX (operand shapes {})",
+                            inputs.iter().map(|t| t.shape.to_string()).collect::<Vec<_>>().join(", ")
+                        ),
+                    }
+                })?;
             }
             Ok(TensorType::new(dims, first.dtype))
         }
@@ -376,6 +409,10 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
                 }
             }
             Ok(f.ty(f.outputs()[0]))
+        }
+        Op::Loop(l) => {
+            l.validate()?;
+            l.infer(inputs)
         }
     }
 }

@@ -7,6 +7,8 @@
 //! - [`dtype`], [`shape`], [`op`]: what a value is and what can be done to it;
 //! - [`infer`](mod@infer): shape and dtype inference, one exhaustive `match` over ops;
 //! - [`graph`]: the arena and its builder (one method per op);
+//! - [`loops`]: the loop op (a body graph traced once), its packed result,
+//!   its lowering and the binomial checkpoint schedule of its reverse mode;
 //! - [`passes`]: dead-code elimination, CSE, constant folding, algebraic
 //!   simplification, and [`optimize`] running them to a fixed point;
 //! - [`vmap`](mod@vmap): batching, one rule per op;
@@ -29,6 +31,7 @@ pub mod dtype;
 pub mod error;
 pub mod graph;
 pub mod infer;
+pub mod loops;
 pub mod op;
 pub mod passes;
 pub mod shape;
@@ -38,6 +41,7 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Graph, GraphInput, Node, NodeId};
 pub use infer::{infer, TensorType};
+pub use loops::{LoopKind, LoopOp, LoopRef};
 pub use op::{BinaryOp, CmpOp, CustomOp, CustomRef, Literal, Op, ReduceOp, UnaryOp};
 pub use passes::optimize;
 pub use shape::Shape;

@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 use crate::{DType, Graph, Shape};
 
+pub use crate::loops::{LoopKind, LoopOp, LoopRef};
+
 /// One primitive operation. See the module docs for operand conventions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -109,6 +111,9 @@ pub enum Op {
     /// A sub-function with user-supplied derivative rules (JAX's
     /// `custom_vjp` / `custom_jvp`). Operands: the sub-function's inputs.
     Custom(CustomRef),
+    /// A loop over a body graph traced once (JAX's `scan`) or the reverse
+    /// mode of one; see [`LoopOp`] for operands and the packed result.
+    Loop(LoopRef),
 }
 
 /// A sub-function whose derivatives come from user-supplied graphs instead
@@ -398,6 +403,7 @@ impl Op {
             Op::Solve => "solve",
             Op::StopGradient => "stop_gradient",
             Op::Custom(_) => "custom",
+            Op::Loop(_) => "loop",
         }
     }
 
@@ -419,6 +425,7 @@ impl Op {
             Op::Select | Op::ScatterAdd { .. } => Some(3),
             Op::Concat { .. } => None,
             Op::Custom(c) => Some(c.forward.inputs().len()),
+            Op::Loop(l) => Some(l.operand_count()),
         }
     }
 
@@ -612,6 +619,7 @@ impl fmt::Display for Op {
             Op::Softmax { axis } => write!(f, "softmax axis={axis}"),
             Op::LogSoftmax { axis } => write!(f, "log_softmax axis={axis}"),
             Op::Custom(c) => write!(f, "custom {}", c.name),
+            Op::Loop(l) => write!(f, "{l}"),
             other => f.write_str(other.name()),
         }
     }

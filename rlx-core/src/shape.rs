@@ -3,8 +3,29 @@
 //! A [`Shape`] is the list of dimension sizes, outermost first; `[]` is a 0-d
 //! scalar. Sizes are always known: a new input size means a new trace, never
 //! a symbolic dimension. Layout is row-major (C order) everywhere.
+//!
+//! # Size limits
+//!
+//! A tensor may hold at most [`MAX_BYTES`] bytes (`isize::MAX`, the limit
+//! Rust puts on every allocation), so at most `isize::MAX / size` elements of
+//! a dtype of `size` bytes (2^60 - 1 for `f64`). Shapes are plain lists and
+//! may be anything, but every place that turns a shape into a value checks
+//! it with [`Shape::check_size`] first: the graph builder (the result of
+//! every op), graph verification, `vmap`, the Jacobian transforms and the
+//! runtime's constructors. A shape that fails is an [`Error::TooLarge`]
+//! naming the op; no size computation ever wraps around.
+//!
+//! The same check bounds the product of the *non-zero* dimensions (as
+//! ndarray does), so that strides never overflow either, even for a shape
+//! such as `[0, 1 << 62, 4]` that holds no elements.
 
 use std::fmt;
+
+use crate::{DType, Error, Result};
+
+/// The largest size in bytes of a tensor's values: `isize::MAX`, the limit
+/// of every Rust allocation. See the [module docs](self).
+pub const MAX_BYTES: usize = isize::MAX as usize;
 
 /// The dimensions of a tensor, outermost first.
 ///
@@ -41,8 +62,100 @@ impl Shape {
     }
 
     /// Number of elements (1 for a 0-d shape, 0 if any dimension is 0).
+    ///
+    /// Exact for every shape that passes [`Shape::check_size`] (the shape of
+    /// every tensor and graph node); saturates at `usize::MAX` for a shape
+    /// whose element count does not fit, so it never wraps around. Use
+    /// [`Shape::checked_numel`] to tell.
     pub fn numel(&self) -> usize {
-        self.0.iter().product()
+        self.checked_numel().unwrap_or(usize::MAX)
+    }
+
+    /// Number of elements, or `None` when the product of the non-zero
+    /// dimensions exceeds `isize::MAX` (such a shape cannot describe a
+    /// tensor, even an empty one: its strides would overflow).
+    ///
+    /// ```
+    /// use rlx_core::Shape;
+    /// assert_eq!(Shape::from([2, 3]).checked_numel(), Some(6));
+    /// assert_eq!(Shape::from([0, 1 << 40]).checked_numel(), Some(0));
+    /// assert_eq!(Shape::from([1 << 32, 1 << 32]).checked_numel(), None);
+    /// assert_eq!(Shape::from([0, usize::MAX, 2]).checked_numel(), None);
+    /// ```
+    pub fn checked_numel(&self) -> Option<usize> {
+        let mut nonzero: usize = 1;
+        for &d in &self.0 {
+            if d != 0 {
+                nonzero = nonzero.checked_mul(d).filter(|&n| n <= MAX_BYTES)?;
+            }
+        }
+        Some(if self.0.contains(&0) { 0 } else { nonzero })
+    }
+
+    /// The largest element count a tensor of `dtype` may have:
+    /// `MAX_BYTES / dtype.size_in_bytes()`.
+    ///
+    /// ```
+    /// use rlx_core::{DType, Shape};
+    /// assert_eq!(Shape::max_numel(DType::F64), (isize::MAX as usize) / 8);
+    /// assert_eq!(Shape::max_numel(DType::Bool), isize::MAX as usize);
+    /// ```
+    pub fn max_numel(dtype: DType) -> usize {
+        MAX_BYTES / dtype.size_in_bytes()
+    }
+
+    /// Checks that a tensor of this shape and `dtype` can exist: its element
+    /// count fits in [`MAX_BYTES`] bytes (and the product of its non-zero
+    /// dimensions in `isize::MAX`). Otherwise an [`Error::TooLarge`] naming
+    /// `op` and the shapes of its `operands`.
+    ///
+    /// ```
+    /// use rlx_core::{DType, Error, Shape};
+    /// assert!(Shape::from([1 << 20, 8]).check_size(DType::F64, "zeros", &[]).is_ok());
+    /// let e = Shape::from([1 << 32, 1 << 32])
+    ///     .check_size(DType::F64, "reshape", &[Shape::from([0])])
+    ///     .unwrap_err();
+    /// assert!(matches!(e, Error::TooLarge { op: "reshape", .. }));
+    /// assert!(e.to_string().contains("18446744073709551616 elements"));
+    /// ```
+    pub fn check_size(&self, dtype: DType, op: &'static str, operands: &[Shape]) -> Result<()> {
+        match self.checked_numel() {
+            Some(n) if n <= Shape::max_numel(dtype) => Ok(()),
+            _ => Err(Error::TooLarge {
+                op,
+                shape: self.clone(),
+                dtype,
+                operands: operands.to_vec(),
+            }),
+        }
+    }
+
+    /// The exact element count as a decimal string, however large (for
+    /// messages about shapes too large to have a `usize` count).
+    pub(crate) fn numel_string(&self) -> String {
+        if self.0.contains(&0) {
+            return "0".into();
+        }
+        // Base 10^18 limbs, least significant first.
+        const BASE: u128 = 1_000_000_000_000_000_000;
+        let mut limbs: Vec<u128> = vec![1];
+        for &d in &self.0 {
+            let mut carry: u128 = 0;
+            for l in limbs.iter_mut() {
+                let v = *l * d as u128 + carry;
+                *l = v % BASE;
+                carry = v / BASE;
+            }
+            while carry > 0 {
+                limbs.push(carry % BASE);
+                carry /= BASE;
+            }
+        }
+        let mut s = limbs.last().map_or(String::new(), |l| l.to_string());
+        for l in limbs.iter().rev().skip(1) {
+            s.push_str(&format!("{l:018}"));
+        }
+        s
     }
 
     /// Whether this is the 0-d shape.
@@ -62,9 +175,10 @@ impl Shape {
     /// assert_eq!(Shape::from([2, 3, 4]).strides(), vec![12, 4, 1]);
     /// ```
     pub fn strides(&self) -> Vec<usize> {
-        let mut strides = vec![1; self.0.len()];
+        let mut strides: Vec<usize> = vec![1; self.0.len()];
         for i in (0..self.0.len().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * self.0[i + 1];
+            // Saturating: exact for every shape that passes `check_size`.
+            strides[i] = strides[i + 1].saturating_mul(self.0[i + 1]);
         }
         strides
     }

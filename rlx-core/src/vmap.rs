@@ -33,6 +33,7 @@
 //! | scatter_add | operand and updates broadcast to `[B, ..]`; batched `idx`: see below |
 //! | solve | the unbatched side broadcast to `[B, ..]` (solve does not broadcast) |
 //! | custom | see below |
+//! | loop | a loop of the batched body, every carry batched (see `batch_loop`) |
 //! | input, constant | never batched |
 //!
 //! Custom ops with a batched operand are replaced by their inlined, batched
@@ -73,12 +74,13 @@ pub fn vmap(g: &Graph, batched: &[bool], size: usize) -> Result<Graph> {
             got: batched.len(),
         });
     }
+    g.check_sizes()?;
     let mut out = Graph::new();
     let mut map: Vec<Option<(NodeId, bool)>> = vec![None; g.len()];
     for (inp, &b) in g.inputs().iter().zip(batched) {
         let ty = g.try_node(inp.node)?.ty();
         let shape = if b {
-            with_batch(size, &ty.shape)
+            checked_batch(size, &ty.shape, ty.dtype)?
         } else {
             ty.shape
         };
@@ -103,6 +105,7 @@ pub fn vmap(g: &Graph, batched: &[bool], size: usize) -> Result<Graph> {
             }
         }
         let r = if args.iter().any(|a| a.1) {
+            checked_batch(size, &node.shape, node.dtype)?;
             (batch_node(&mut out, node, &args, size)?, true)
         } else {
             let ids: Vec<NodeId> = args.iter().map(|a| a.0).collect();
@@ -132,6 +135,15 @@ pub fn vmap(g: &Graph, batched: &[bool], size: usize) -> Result<Graph> {
     out.set_outputs(outs);
     out.verify()?;
     Ok(out)
+}
+
+/// `[size, ..s]`, or [`Error::TooLarge`] if a `dtype` tensor of that shape
+/// could not exist (every shape `vmap` builds is at most this large: checking
+/// each batched node's shape bounds the rest).
+fn checked_batch(size: usize, s: &Shape, dtype: DType) -> Result<Shape> {
+    let b = with_batch(size, s);
+    b.check_size(dtype, "vmap", std::slice::from_ref(s))?;
+    Ok(b)
 }
 
 /// `[size, ..s]`.
@@ -289,7 +301,58 @@ fn batch_node(
             let inner = vmap(&flat, &flags, size)?;
             Ok(out.inline(&inner, &ids)?[0])
         }
+        Op::Loop(l) => batch_loop(out, l, args, size),
     }
+}
+
+/// A loop per item: a scan of the batched body, whose carries are all
+/// batched and whose batched per-step inputs are stepped along axis 1
+/// (`[B, T, ..] -> [T, B, ..]`). Its packed result `[c(T): [B, ..], ys:
+/// [T, B, ..]]` is re-packed per item into `[B, n]`. An adjoint is batched
+/// through its [`lower_adjoint`](crate::loops::lower::lower_adjoint) form.
+fn batch_loop(
+    out: &mut Graph,
+    l: &crate::LoopOp,
+    args: &[(NodeId, bool)],
+    size: usize,
+) -> Result<NodeId> {
+    crate::loops::lower::no_spine(l)?;
+    let ids: Vec<NodeId> = args.iter().map(|a| a.0).collect();
+    if let crate::LoopKind::Adjoint { .. } = l.kind {
+        let inner = crate::loops::lower::lower_adjoint(l)?;
+        let flags: Vec<bool> = args.iter().map(|a| a.1).collect();
+        let b = vmap(&inner, &flags, size)?;
+        return Ok(out.inline(&b, &ids)?[0]);
+    }
+    let (c, k) = (l.carries, l.xs);
+    let mut ops = Vec::with_capacity(args.len());
+    let mut flags = Vec::with_capacity(args.len());
+    for (i, &a) in args.iter().enumerate() {
+        if i < c {
+            ops.push(materialize(out, a, size)?);
+            flags.push(true);
+        } else if i < c + k && a.1 {
+            ops.push(move_axis(out, a.0, 1, 0)?);
+            flags.push(true);
+        } else {
+            ops.push(a.0);
+            flags.push(a.1);
+        }
+    }
+    let body = vmap(&l.body, &flags, size)?;
+    let bl = crate::loops::lower::forward_like(l, l.name.clone(), body, c, k)?;
+    let node = out.looped(bl.clone(), &ops)?;
+    let pieces = crate::loops::unpack(out, node, &bl.segments())?;
+    let mut rows = Vec::with_capacity(pieces.len());
+    for (i, &p) in pieces.iter().enumerate() {
+        let p = if i < c { p } else { move_axis(out, p, 1, 0)? };
+        let n = out.shape(p).numel() / size.max(1);
+        rows.push(out.reshape(p, [size, n])?);
+    }
+    if rows.len() == 1 {
+        return Ok(rows[0]);
+    }
+    out.concat(&rows, 1)
 }
 
 /// `gather(x, idx, axis)` per item. `x: [pre, n, rest]` (`axis = len(pre)`),

@@ -531,6 +531,8 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         }
 
         #(#attrs)*
+        // A plain call that fails panics at the caller's line.
+        #[track_caller]
         #[allow(clippy::too_many_arguments, clippy::needless_question_mark)]
         #vis fn #name(#(#params),*) -> #ret_ty {
             #call_body

@@ -9,7 +9,7 @@ use rlx_core::{infer, Op, Result, TensorType};
 
 use crate::context;
 use crate::kernels::{eval_into, Operand};
-use crate::storage::Storage;
+use crate::storage::allocate;
 use crate::tensor::{Concrete, Repr, Tensor};
 use crate::trace;
 
@@ -73,7 +73,7 @@ fn eval(op: &Op, inputs: &[&Concrete]) -> Result<Tensor> {
     let storage = if matches!(op, Op::Reshape { .. } | Op::StopGradient) {
         Arc::clone(&inputs[0].storage)
     } else {
-        let mut storage = Storage::zeros(out.dtype, out.shape.numel());
+        let mut storage = allocate(op.name(), &out.shape, out.dtype, 0.0)?;
         let operands: Vec<Operand<'_>> = inputs
             .iter()
             .map(|c| Operand::new(&c.storage, &c.shape))

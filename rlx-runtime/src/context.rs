@@ -5,13 +5,27 @@
 use std::cell::RefCell;
 use std::sync::atomic::AtomicU64;
 
-use rlx_core::{Error, Graph};
+use rlx_core::{DType, Error, Graph, NodeId, Shape};
 
 /// One active trace: its id, the graph recorded so far, its first error.
 pub(crate) struct Frame {
     pub(crate) id: u64,
     pub(crate) graph: Graph,
     pub(crate) error: Option<Error>,
+    /// For the body of a loop (`Trace::enter_body`): the values of
+    /// enclosing traces the body used, each with the input it became.
+    pub(crate) captures: Option<Vec<Capture>>,
+}
+
+/// A value of an enclosing trace used in a loop body.
+pub(crate) struct Capture {
+    /// The trace and node it comes from, and its type.
+    pub(crate) trace: u64,
+    pub(crate) node: NodeId,
+    pub(crate) shape: Shape,
+    pub(crate) dtype: DType,
+    /// The body's input standing for it.
+    pub(crate) input: NodeId,
 }
 
 thread_local! {

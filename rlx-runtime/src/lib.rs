@@ -12,7 +12,8 @@
 //!   or evaluated eagerly by the kernels; [`interpret`]: the reference graph
 //!   interpreter; `format`: printing;
 //! - [`ops`]: the tensor methods and operators (one per primitive, plus
-//!   composites), all through [`Tensor::apply`];
+//!   composites), all through [`Tensor::apply`]; [`scan`](mod@scan): loops
+//!   traced once (`scan`, `iterate`), eager on concrete tensors;
 //! - [`compile`](mod@compile): graph → executable plan (fused element-wise
 //!   loops, scalar regions, strided matrix products, planned buffers); its
 //!   own layers are listed in its docs;
@@ -28,6 +29,7 @@ pub mod function;
 mod interp;
 pub mod kernels;
 pub mod ops;
+pub mod scan;
 pub mod storage;
 pub mod tensor;
 pub mod trace;

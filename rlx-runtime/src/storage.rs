@@ -5,7 +5,7 @@
 //! dispatches through it.
 
 use half::{bf16, f16};
-use rlx_core::DType;
+use rlx_core::{DType, Error, Shape};
 
 /// Values of one dtype, row-major.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +71,52 @@ impl Storage {
         }
     }
 
+    /// [`Storage::full`] that returns an error instead of aborting when the
+    /// allocator refuses the memory.
+    ///
+    /// ```
+    /// use rlx_runtime::{DType, Storage};
+    /// assert_eq!(Storage::try_full(DType::F32, 2, 1.5).unwrap(), Storage::F32(vec![1.5, 1.5]));
+    /// assert!(Storage::try_full(DType::F64, usize::MAX / 8, 0.0).is_err());
+    /// ```
+    pub fn try_full(
+        dtype: DType,
+        len: usize,
+        value: f64,
+    ) -> Result<Storage, std::collections::TryReserveError> {
+        Ok(match dtype {
+            DType::F32 => Storage::F32(try_filled(len, value as f32)?),
+            DType::F64 => Storage::F64(try_filled(len, value)?),
+            DType::F16 => Storage::F16(try_filled(len, f16::from_f64(value))?),
+            DType::BF16 => Storage::BF16(try_filled(len, bf16::from_f64(value))?),
+            DType::I64 => Storage::I64(try_filled(len, value as i64)?),
+            DType::Bool => Storage::Bool(try_filled(len, value != 0.0)?),
+        })
+    }
+
+    /// Grows or shrinks to `n` elements (new ones zero), returning an error
+    /// instead of aborting when the allocator refuses the memory. Within the
+    /// capacity it never allocates.
+    pub fn try_resize(&mut self, n: usize) -> Result<(), std::collections::TryReserveError> {
+        fn go<T: Copy>(
+            v: &mut Vec<T>,
+            n: usize,
+            zero: T,
+        ) -> Result<(), std::collections::TryReserveError> {
+            v.try_reserve_exact(n.saturating_sub(v.len()))?;
+            v.resize(n, zero);
+            Ok(())
+        }
+        match self {
+            Storage::F32(v) => go(v, n, 0.0),
+            Storage::F64(v) => go(v, n, 0.0),
+            Storage::F16(v) => go(v, n, f16::ZERO),
+            Storage::BF16(v) => go(v, n, bf16::ZERO),
+            Storage::I64(v) => go(v, n, 0),
+            Storage::Bool(v) => go(v, n, false),
+        }
+    }
+
     /// Element `i` converted to `f64` (`true` is 1).
     pub fn get_f64(&self, i: usize) -> f64 {
         match self {
@@ -100,6 +146,40 @@ impl Storage {
             DType::Bool => Storage::Bool(it.map(|v| v != 0.0).collect()),
         }
     }
+}
+
+/// The values of a new tensor of `shape` and `dtype`, every element
+/// `value`: the size is checked ([`Shape::check_size`]) and the allocation
+/// fallible, so neither an overflowing shape nor one too large for memory
+/// panics or aborts. Every allocation sized by a user's shape goes here.
+pub(crate) fn allocate(
+    op: &'static str,
+    shape: &Shape,
+    dtype: DType,
+    value: f64,
+) -> rlx_core::Result<Storage> {
+    shape.check_size(dtype, op, &[])?;
+    Storage::try_full(dtype, shape.numel(), value).map_err(|_| out_of_memory(op, shape, dtype))
+}
+
+/// The error for an allocation of a tensor of `shape` and `dtype` that the
+/// allocator refused (the shape passed [`Shape::check_size`]).
+#[cold]
+pub(crate) fn out_of_memory(op: &'static str, shape: &Shape, dtype: DType) -> Error {
+    Error::OutOfMemory {
+        op,
+        shape: shape.clone(),
+        dtype,
+        bytes: shape.numel().saturating_mul(dtype.size_in_bytes()),
+    }
+}
+
+/// `len` copies of `value`, or the allocator's refusal.
+fn try_filled<T: Clone>(len: usize, value: T) -> Result<Vec<T>, std::collections::TryReserveError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)?;
+    v.resize(len, value);
+    Ok(v)
 }
 
 /// A Rust element type that a [`Storage`] can hold.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use rlx_core::{DType, Error, NodeId, Result, Shape, TensorType};
 
 use crate::context;
-use crate::storage::{Element, Storage};
+use crate::storage::{allocate, out_of_memory, Element, Storage};
 
 /// A tensor: concrete values, or a traced node.
 ///
@@ -57,85 +57,203 @@ pub(crate) struct Traced {
 }
 
 impl Tensor {
-    /// A concrete tensor from storage and shape; errors if the sizes differ.
+    /// A concrete tensor from storage and shape; errors if the sizes differ
+    /// or the shape is too large for any tensor ([`Error::TooLarge`]).
     pub fn from_storage(storage: Storage, shape: impl Into<Shape>) -> Result<Tensor> {
-        let shape = shape.into();
+        Tensor::from_storage_in("Tensor::from_storage", storage, shape.into())
+    }
+
+    fn from_storage_in(op: &'static str, storage: Storage, shape: Shape) -> Result<Tensor> {
+        shape.check_size(storage.dtype(), op, &[])?;
         if storage.len() != shape.numel() {
-            return Err(Error::InvalidArgument {
-                op: "Tensor::from_storage",
-                message: format!(
-                    "{} values given for shape {shape}, which has {} elements",
-                    storage.len(),
-                    shape.numel()
-                ),
-            });
+            return Err(length_mismatch(op, storage.len(), &shape));
         }
-        Ok(Tensor {
+        Ok(Tensor::concrete(storage, shape))
+    }
+
+    /// A concrete tensor; the caller vouches that the sizes agree.
+    fn concrete(storage: Storage, shape: Shape) -> Tensor {
+        debug_assert_eq!(storage.len(), shape.numel());
+        Tensor {
             repr: Repr::Concrete(Concrete {
                 storage: Arc::new(storage),
                 shape,
                 origin: context::current_id(),
             }),
-        })
+        }
     }
 
-    /// A tensor holding `data` in `shape`; errors if the sizes differ.
+    /// A tensor holding `data` in `shape`; errors if the sizes differ or
+    /// the shape is too large for any tensor.
+    ///
+    /// ```
+    /// use rlx_runtime::Tensor;
+    /// assert!(Tensor::try_from_vec(vec![1.0f64, 2.0], [2]).is_ok());
+    /// assert!(Tensor::try_from_vec(vec![1.0f64, 2.0], [3]).is_err());
+    /// assert!(Tensor::try_from_vec(vec![1.0f64, 2.0], [usize::MAX, 2]).is_err());
+    /// ```
     pub fn try_from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
-        Tensor::from_storage(T::into_storage(data), shape)
+        Tensor::from_storage_in("Tensor::from_vec", T::into_storage(data), shape.into())
     }
 
     /// A tensor holding `data` in `shape`.
     ///
     /// # Panics
-    /// If `data.len()` is not the number of elements of `shape`; use
-    /// [`Tensor::try_from_vec`] to get an `Error` instead.
+    /// If `data.len()` is not the number of elements of `shape`, with the
+    /// caller's location; use [`Tensor::try_from_vec`] to get an `Error` instead.
     #[track_caller]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Tensor {
-        Tensor::try_from_vec(data, shape).unwrap_or_else(|e| panic!("{e}"))
+        unwrap_or_panic(Tensor::try_from_vec(data, shape))
+    }
+
+    /// A tensor holding a copy of `data` in `shape`; errors if the sizes
+    /// differ, the shape is too large, or the copy cannot be allocated.
+    ///
+    /// ```
+    /// use rlx_runtime::Tensor;
+    /// let t = Tensor::try_from_slice(&[1i64, 2, 3, 4], [2, 2]).unwrap();
+    /// assert_eq!(t.to_vec::<i64>().unwrap(), vec![1, 2, 3, 4]);
+    /// assert!(Tensor::try_from_slice(&[1i64], [2, 2]).is_err());
+    /// ```
+    pub fn try_from_slice<T: Element>(data: &[T], shape: impl Into<Shape>) -> Result<Tensor> {
+        const OP: &str = "Tensor::from_slice";
+        let shape = shape.into();
+        shape.check_size(T::DTYPE, OP, &[])?;
+        if data.len() != shape.numel() {
+            return Err(length_mismatch(OP, data.len(), &shape));
+        }
+        let mut v = Vec::new();
+        v.try_reserve_exact(data.len())
+            .map_err(|_| out_of_memory(OP, &shape, T::DTYPE))?;
+        v.extend_from_slice(data);
+        Ok(Tensor::concrete(T::into_storage(v), shape))
     }
 
     /// A tensor holding a copy of `data` in `shape`.
     ///
     /// # Panics
-    /// If `data.len()` is not the number of elements of `shape`; use
-    /// [`Tensor::try_from_vec`] to get an `Error` instead.
+    /// If `data.len()` is not the number of elements of `shape`, with the
+    /// caller's location; use [`Tensor::try_from_slice`] to get an `Error` instead.
     #[track_caller]
     pub fn from_slice<T: Element>(data: &[T], shape: impl Into<Shape>) -> Tensor {
-        Tensor::from_vec(data.to_vec(), shape)
+        unwrap_or_panic(Tensor::try_from_slice(data, shape))
     }
 
     /// A 0-d tensor.
     pub fn scalar<T: Element>(value: T) -> Tensor {
-        Tensor::from_vec(vec![value], Shape::scalar())
+        Tensor::concrete(T::into_storage(vec![value]), Shape::scalar())
+    }
+
+    /// A tensor of `shape` and `dtype` where every element is `value`;
+    /// [`Error::TooLarge`] if no tensor may have that shape,
+    /// [`Error::OutOfMemory`] if the allocator refuses the memory (instead
+    /// of aborting the process).
+    ///
+    /// ```
+    /// use rlx_runtime::{DType, Error, Tensor};
+    /// let t = Tensor::try_full(2.0, [2, 3], DType::F32).unwrap();
+    /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![2.0; 6]);
+    /// let e = Tensor::try_full(0.0, [1usize << 32, 1 << 32], DType::F64).unwrap_err();
+    /// assert!(matches!(e, Error::TooLarge { .. }));
+    /// ```
+    pub fn try_full(value: f64, shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::full_in("Tensor::full", value, shape.into(), dtype)
+    }
+
+    fn full_in(op: &'static str, value: f64, shape: Shape, dtype: DType) -> Result<Tensor> {
+        let storage = allocate(op, &shape, dtype, value)?;
+        Ok(Tensor::concrete(storage, shape))
     }
 
     /// A tensor of `shape` and `dtype` where every element is `value`.
+    ///
+    /// # Panics
+    /// If no tensor may have that shape or the memory cannot be allocated,
+    /// with the caller's location; use [`Tensor::try_full`] to get an `Error`.
+    #[track_caller]
     pub fn full(value: f64, shape: impl Into<Shape>, dtype: DType) -> Tensor {
-        let shape = shape.into();
-        let storage = Storage::full(dtype, shape.numel(), value);
-        Tensor::from_storage(storage, shape).expect("sizes agree by construction")
+        unwrap_or_panic(Tensor::try_full(value, shape, dtype))
+    }
+
+    /// Zeros of `shape` and `dtype`, or an error as [`Tensor::try_full`] gives.
+    ///
+    /// ```
+    /// use rlx_runtime::{DType, Tensor};
+    /// assert!(Tensor::try_zeros([3], DType::F64).is_ok());
+    /// assert!(Tensor::try_zeros([usize::MAX, 2], DType::F64).is_err());
+    /// ```
+    pub fn try_zeros(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::full_in("Tensor::zeros", 0.0, shape.into(), dtype)
     }
 
     /// Zeros of `shape` and `dtype`.
+    ///
+    /// # Panics
+    /// As [`Tensor::full`]; use [`Tensor::try_zeros`] to get an `Error`.
+    #[track_caller]
     pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Tensor {
-        Tensor::full(0.0, shape, dtype)
+        unwrap_or_panic(Tensor::try_zeros(shape, dtype))
+    }
+
+    /// Ones of `shape` and `dtype`, or an error as [`Tensor::try_full`] gives.
+    ///
+    /// ```
+    /// use rlx_runtime::{DType, Tensor};
+    /// assert_eq!(Tensor::try_ones([2], DType::I64).unwrap().to_vec::<i64>().unwrap(), vec![1, 1]);
+    /// ```
+    pub fn try_ones(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::full_in("Tensor::ones", 1.0, shape.into(), dtype)
     }
 
     /// Ones of `shape` and `dtype`.
+    ///
+    /// # Panics
+    /// As [`Tensor::full`]; use [`Tensor::try_ones`] to get an `Error`.
+    #[track_caller]
     pub fn ones(shape: impl Into<Shape>, dtype: DType) -> Tensor {
-        Tensor::full(1.0, shape, dtype)
+        unwrap_or_panic(Tensor::try_ones(shape, dtype))
+    }
+
+    /// `0, 1, ..., n - 1` as a 1-d tensor of `dtype`, or an error as
+    /// [`Tensor::try_full`] gives.
+    pub fn try_arange(n: usize, dtype: DType) -> Result<Tensor> {
+        let shape = Shape::from([n]);
+        let mut storage = allocate("Tensor::arange", &shape, dtype, 0.0)?;
+        fill(&mut storage, |i| i as f64);
+        Ok(Tensor::concrete(storage, shape))
     }
 
     /// `0, 1, ..., n - 1` as a 1-d tensor of `dtype`.
+    ///
+    /// # Panics
+    /// As [`Tensor::full`]; use [`Tensor::try_arange`] to get an `Error`.
+    #[track_caller]
     pub fn arange(n: usize, dtype: DType) -> Tensor {
-        let storage = Storage::from_f64(dtype, (0..n).map(|i| i as f64));
-        Tensor::from_storage(storage, [n]).expect("sizes agree by construction")
+        unwrap_or_panic(Tensor::try_arange(n, dtype))
+    }
+
+    /// The `n x n` identity matrix of `dtype`, or an error as
+    /// [`Tensor::try_full`] gives.
+    ///
+    /// ```
+    /// use rlx_runtime::{DType, Tensor};
+    /// assert_eq!(Tensor::try_eye(2, DType::F64).unwrap().to_vec::<f64>().unwrap(), vec![1.0, 0.0, 0.0, 1.0]);
+    /// assert!(Tensor::try_eye(1 << 32, DType::F64).is_err());
+    /// ```
+    pub fn try_eye(n: usize, dtype: DType) -> Result<Tensor> {
+        let shape = Shape::from([n, n]);
+        let mut storage = allocate("Tensor::eye", &shape, dtype, 0.0)?;
+        fill(&mut storage, |i| (i / n == i % n) as u8 as f64);
+        Ok(Tensor::concrete(storage, shape))
     }
 
     /// The `n x n` identity matrix of `dtype`.
+    ///
+    /// # Panics
+    /// As [`Tensor::full`]; use [`Tensor::try_eye`] to get an `Error`.
+    #[track_caller]
     pub fn eye(n: usize, dtype: DType) -> Tensor {
-        let storage = Storage::from_f64(dtype, (0..n * n).map(|i| (i / n == i % n) as u8 as f64));
-        Tensor::from_storage(storage, [n, n]).expect("sizes agree by construction")
+        unwrap_or_panic(Tensor::try_eye(n, dtype))
     }
 
     /// The shape.
@@ -201,9 +319,15 @@ impl Tensor {
         })
     }
 
-    /// The values copied into a `Vec<T>`; errors if the dtype is not `T`'s.
+    /// The values copied into a `Vec<T>`; errors if the dtype is not `T`'s
+    /// (or the copy cannot be allocated).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        self.as_slice::<T>().map(<[T]>::to_vec)
+        let s = self.as_slice::<T>()?;
+        let mut v = Vec::new();
+        v.try_reserve_exact(s.len())
+            .map_err(|_| out_of_memory("Tensor::to_vec", self.shape(), T::DTYPE))?;
+        v.extend_from_slice(s);
+        Ok(v)
     }
 
     /// The single value of a one-element tensor; errors on a dtype or size mismatch.
@@ -230,6 +354,44 @@ impl Tensor {
             Repr::Concrete(c) => Ok(Arc::make_mut(&mut c.storage)),
             Repr::Traced(_) => Err(traced_read()),
         }
+    }
+}
+
+/// The value, or a panic with the error's message at the caller's location
+/// (`#[track_caller]` reaches the `panic!` because no closure is in between).
+#[track_caller]
+pub(crate) fn unwrap_or_panic<T>(r: Result<T>) -> T {
+    match r {
+        Ok(t) => t,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn length_mismatch(op: &'static str, len: usize, shape: &Shape) -> Error {
+    Error::InvalidArgument {
+        op,
+        message: format!(
+            "{len} values given for shape {shape}, which has {} elements\n  = help: pass exactly {} values, in row-major order",
+            shape.numel(),
+            shape.numel()
+        ),
+    }
+}
+
+/// Sets element `i` of `s` to `f(i)` converted to its dtype.
+fn fill(s: &mut Storage, f: impl Fn(usize) -> f64) {
+    fn go<T: Element>(v: &mut [T], f: impl Fn(usize) -> f64) {
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = T::from_f64(f(i));
+        }
+    }
+    match s {
+        Storage::F32(v) => go(v, f),
+        Storage::F64(v) => go(v, f),
+        Storage::F16(v) => go(v, f),
+        Storage::BF16(v) => go(v, f),
+        Storage::I64(v) => go(v, f),
+        Storage::Bool(v) => go(v, f),
     }
 }
 

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use rlx_core::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
 
-use crate::context::{with_current, Frame, NEXT_ID, STACK};
+use crate::context::{with_current, Capture, Frame, NEXT_ID, STACK};
 use crate::storage::Storage;
 use crate::tensor::{Repr, Tensor, Traced};
 
@@ -49,12 +49,25 @@ pub struct Trace {
 impl Trace {
     /// Starts a new innermost trace on this thread.
     pub fn enter() -> Trace {
+        Trace::push(None)
+    }
+
+    /// Starts the trace of a loop body: unlike [`Trace::enter`], traced
+    /// tensors of enclosing traces may be used in it; each becomes an input
+    /// of the body (declared after the others), and
+    /// [`Trace::finish_body`] lists them.
+    pub fn enter_body() -> Trace {
+        Trace::push(Some(Vec::new()))
+    }
+
+    fn push(captures: Option<Vec<Capture>>) -> Trace {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         STACK.with(|s| {
             s.borrow_mut().push(Frame {
                 id,
                 graph: Graph::new(),
                 error: None,
+                captures,
             })
         });
         Trace {
@@ -114,6 +127,29 @@ impl Trace {
         Ok(graph)
     }
 
+    /// Ends a body trace (see [`Trace::enter_body`]) with `outputs`:
+    /// returns its graph and the tensors of enclosing traces it captured,
+    /// in the order of the inputs they became.
+    pub fn finish_body(self, outputs: &[&Tensor]) -> Result<(Graph, Vec<Tensor>)> {
+        let outer = enclosing_ids(self.id);
+        let mut frame = self.pop();
+        if let Some(e) = frame.error.take() {
+            return Err(e);
+        }
+        let mut outs = Vec::with_capacity(outputs.len());
+        for t in outputs {
+            outs.push(node_of(&mut frame, &outer, t)?);
+        }
+        frame.graph.set_outputs(outs);
+        let captured = frame
+            .captures
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| traced(c.trace, c.node, c.shape, c.dtype))
+            .collect();
+        Ok((frame.graph, captured))
+    }
+
     fn pop(&self) -> Frame {
         STACK.with(|s| {
             let mut s = s.borrow_mut();
@@ -153,11 +189,12 @@ pub fn inline(graph: &Graph, args: &[&Tensor]) -> Result<Vec<Tensor>> {
             "`trace::inline` called outside a trace".into(),
         ));
     }
-    let result = with_current(|g| {
+    let result = with_frame(|fr, outer| {
         let mut ids = Vec::with_capacity(args.len());
         for a in args {
-            ids.push(node_of(g, id, a)?);
+            ids.push(node_of(fr, outer, a)?);
         }
+        let g = &mut fr.graph;
         let outs = g.inline(graph, &ids)?;
         Ok(outs
             .into_iter()
@@ -180,11 +217,12 @@ pub(crate) fn record(
     if id == 0 {
         return Err(foreign_trace());
     }
-    let result = with_current(|g| {
+    let result = with_frame(|fr, outer| {
         let mut ids = Vec::with_capacity(inputs.len());
         for a in inputs {
-            ids.push(node_of(g, id, a)?);
+            ids.push(node_of(fr, outer, a)?);
         }
+        let g = &mut fr.graph;
         let node = g.push(op, &ids)?;
         let n = g.node(node);
         Ok(traced(id, node, n.shape.clone(), n.dtype))
@@ -217,13 +255,65 @@ pub(crate) fn poison(inputs: &[&Tensor], error: Error) -> Option<Tensor> {
     })
 }
 
-/// The node for `t` in the graph of trace `id`: its own node if traced
-/// there, a new constant if it is a concrete tensor created in this trace.
-fn node_of(g: &mut Graph, id: u64, t: &Tensor) -> Result<NodeId> {
+/// Stores `error` as the innermost trace's first error (a no-op outside a
+/// trace), for code that goes on tracing with placeholders after an error.
+pub(crate) fn record_error(error: Error) {
+    STACK.with(|s| {
+        if let Some(fr) = s.borrow_mut().last_mut() {
+            fr.error.get_or_insert(error);
+        }
+    })
+}
+
+/// Runs `f` on the innermost frame and the ids of the frames enclosing it.
+fn with_frame<R>(f: impl FnOnce(&mut Frame, &[u64]) -> R) -> R {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        let (last, rest) = s
+            .split_last_mut()
+            .expect("caller checked that a trace is active");
+        let outer: Vec<u64> = rest.iter().map(|f| f.id).collect();
+        f(last, &outer)
+    })
+}
+
+/// The ids of the frames below trace `id` on this thread's stack.
+fn enclosing_ids(id: u64) -> Vec<u64> {
+    STACK.with(|s| {
+        let s = s.borrow();
+        let pos = s.iter().rposition(|f| f.id == id).unwrap_or(0);
+        s[..pos].iter().map(|f| f.id).collect()
+    })
+}
+
+/// The node for `t` in the graph of frame `fr` (enclosed by the traces
+/// `outer`): its own node if traced there, a new constant if it is a
+/// concrete tensor created in this trace, and in a loop body, an input
+/// standing for a tensor of an enclosing trace.
+fn node_of(fr: &mut Frame, outer: &[u64], t: &Tensor) -> Result<NodeId> {
+    let (id, body) = (fr.id, fr.captures.is_some());
+    let g = &mut fr.graph;
     match &t.repr {
         Repr::Traced(tr) if tr.trace == id => Ok(tr.node),
+        Repr::Traced(tr) if body && outer.contains(&tr.trace) => {
+            let caps = fr.captures.get_or_insert_with(Vec::new);
+            if let Some(c) = caps.iter().find(|c| c.trace == tr.trace && c.node == tr.node) {
+                return Ok(c.input);
+            }
+            let input = g.input(format!("captured{}", caps.len()), tr.shape.clone(), tr.dtype);
+            caps.push(Capture {
+                trace: tr.trace,
+                node: tr.node,
+                shape: tr.shape.clone(),
+                dtype: tr.dtype,
+                input,
+            });
+            Ok(input)
+        }
         Repr::Traced(_) => Err(foreign_trace()),
-        Repr::Concrete(c) if c.origin == id => constant(g, &c.storage, &c.shape),
+        Repr::Concrete(c) if c.origin == id || (body && outer.contains(&c.origin)) => {
+            constant(g, &c.storage, &c.shape)
+        }
         Repr::Concrete(c) => Err(Error::Unsupported(format!(
             "traced code used a concrete {}{} tensor that was created outside the traced function (a captured value, e.g. read from a `static`)\n  = note: compiled plans are cached, so the captured value would silently go stale\n  = help: pass the tensor as a parameter of the `#[differentiable]` function",
             c.storage.dtype(),

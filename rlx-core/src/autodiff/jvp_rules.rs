@@ -14,6 +14,7 @@
 //!   scatter_add) apply themselves to the tangents;
 //! - `custom`: the op's `jvp` graph, inlined; without one, its `forward`
 //!   graph is inlined and differentiated in place.
+//! - `loop`: see [`loop_rules`](super::loop_rules) (a loop of the JVP).
 
 use super::derivs;
 use super::vjp_rules::{extremum_weights, prod_others};
@@ -190,6 +191,10 @@ pub fn jvp_rule(
                 super::forward(g, &proxies, &tans, &[out])?[0]
             }
         },
+        Op::Loop(l) => {
+            let tans: Vec<Option<NodeId>> = (0..x.len()).map(t).collect();
+            super::loop_rules::jvp(g, l, x, &tans)?
+        }
     };
     match out {
         Some(v) => Ok(Some(fit(g, v, &n.shape)?)),

@@ -14,6 +14,7 @@
 //! - [`transforms`]: the graph-level transforms (`grad`, `jvp`, `hessian`,
 //!   `jacobian`, ...) whose outputs are always the original outputs followed
 //!   by the derivative outputs;
+//! - [`loop_rules`]: the rules of loops (loops of rules);
 //! - [`custom`]: building [`CustomOp`](crate::CustomOp)s with validated rule graphs.
 //!
 //! Conventions shared by the rules:
@@ -38,6 +39,7 @@
 
 pub mod custom;
 pub mod jvp_rules;
+pub mod loop_rules;
 pub mod transforms;
 pub mod vjp_rules;
 

@@ -134,7 +134,7 @@ pub fn jacrev(g: &Graph, wrt: &[usize]) -> Result<Graph> {
 pub fn jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     let nodes = wrt_nodes(g, wrt, "jacobian")?;
     let o = out0(g, "jacobian")?;
-    let total_in: usize = nodes.iter().map(|&n| g.shape(n).numel()).sum();
+    let total_in = total_numel(&shapes_of(g, &nodes), "jacobian")?;
     if total_in <= g.shape(o).numel() {
         finish(jac_fwd_core(g, wrt, &[0], "jacobian")?)
     } else {
@@ -183,7 +183,7 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
         .iter()
         .map(|&w| Shape::from(&g.shape(w).dims()[1..]))
         .collect();
-    let m: usize = items.iter().map(Shape::numel).sum();
+    let m = total_numel(&items, OP)?;
     let out_item = Shape::from(&os.dims()[1..]);
     let dt = g.dtype(o);
     let mut r = g.clone();
@@ -192,7 +192,7 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
         for item in &items {
             let mut d = os.dims().to_vec();
             d.extend_from_slice(item.dims());
-            blocks.push(r.full(0.0, d, dt));
+            blocks.push(zero_block(&mut r, d, dt, OP)?);
         }
     } else {
         let mut flags = vec![false; g.inputs().len()];
@@ -264,7 +264,7 @@ fn jac_fwd_core(g: &Graph, wrt: &[usize], of: &[usize], op: &'static str) -> Res
         })
         .collect::<Result<_>>()?;
     let sizes: Vec<usize> = nodes.iter().map(|&w| g.shape(w).numel()).collect();
-    let m: usize = sizes.iter().sum();
+    let m = total_numel(&shapes_of(g, &nodes), op)?;
     let mut r = g.clone();
     let mut blocks = Vec::new();
     if m == 0 {
@@ -272,7 +272,7 @@ fn jac_fwd_core(g: &Graph, wrt: &[usize], of: &[usize], op: &'static str) -> Res
             for &w in &nodes {
                 let mut d = g.shape(o).dims().to_vec();
                 d.extend_from_slice(g.shape(w).dims());
-                blocks.push(r.full(0.0, d, g.dtype(o)));
+                blocks.push(zero_block(&mut r, d, g.dtype(o), op)?);
             }
         }
     } else {
@@ -335,7 +335,7 @@ fn jac_rev_core(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
         for &w in &nodes {
             let mut d = os.dims().to_vec();
             d.extend_from_slice(g.shape(w).dims());
-            blocks.push(r.full(0.0, d, dt));
+            blocks.push(zero_block(&mut r, d, dt, op)?);
         }
     } else {
         let mut t = g.clone();
@@ -377,18 +377,68 @@ pub(crate) fn finish(g: Graph) -> Result<Graph> {
 
 /// Constant `[m, shape...]` whose row `r` is the unit vector `e_{r - off}`
 /// (flattened over `shape`) for `off <= r < off + shape.numel()`, else 0.
+///
+/// The constant is dense (`m * k` values held as `f64`): its size is checked
+/// and its allocation fallible, so a Jacobian too large for memory is an
+/// error, not an abort.
 fn basis(r: &mut Graph, m: usize, off: usize, shape: &Shape, dt: DType) -> Result<NodeId> {
-    let k = shape.numel();
-    let mut v = vec![0.0; m * k];
+    let mut d = vec![m];
+    d.extend_from_slice(shape.dims());
+    let d = Shape::new(d);
+    d.check_size(dt, "jacobian", std::slice::from_ref(shape))?;
+    d.check_size(DType::F64, "jacobian", std::slice::from_ref(shape))?;
+    let (k, n) = (shape.numel(), d.numel());
+    let mut v: Vec<f64> = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        op: "jacobian",
+        shape: d.clone(),
+        dtype: DType::F64,
+        bytes: n * 8,
+    })?;
+    v.resize(n, 0.0);
     for i in 0..k {
         v[(off + i) * k + i] = 1.0;
     }
-    let mut d = vec![m];
-    d.extend_from_slice(shape.dims());
     r.constant(Literal::F64(v.into()), d, dt)
 }
 
+/// An all-zero Jacobian block `[out..., in...]` (when either side has no
+/// elements), or [`Error::TooLarge`] naming the transform when no tensor
+/// may have that shape.
+fn zero_block(r: &mut Graph, dims: Vec<usize>, dt: DType, op: &'static str) -> Result<NodeId> {
+    let shape = Shape::new(dims);
+    shape.check_size(dt, op, &[])?;
+    Ok(r.full(0.0, shape, dt))
+}
+
+/// The total element count of `shapes` (the number of Jacobian columns
+/// they give), or an error naming `op` when it overflows.
+fn total_numel(shapes: &[Shape], op: &'static str) -> Result<usize> {
+    shapes
+        .iter()
+        .try_fold(0usize, |t, s| t.checked_add(s.numel()))
+        .ok_or_else(|| Error::InvalidArgument {
+            op,
+            message: format!(
+                "the differentiated inputs have more than usize::MAX elements in total (shapes {})",
+                shapes
+                    .iter()
+                    .map(Shape::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+}
+
+fn shapes_of(g: &Graph, nodes: &[NodeId]) -> Vec<Shape> {
+    nodes.iter().map(|&n| g.shape(n).clone()).collect()
+}
+
+/// The input nodes at positions `wrt`. Every transform starts here, so this
+/// is also where a graph with a shape too large for any tensor (an input
+/// declared with [`Graph::input`]) is refused, before any size arithmetic.
 fn wrt_nodes(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Vec<NodeId>> {
+    g.check_sizes()?;
     wrt.iter()
         .map(|&i| {
             g.inputs()

@@ -20,6 +20,7 @@
 //! - `gather` ↔ `scatter_add`: each is the other's transpose.
 //! - `custom`: the op's `vjp` graph, inlined; without one, its `forward` graph
 //!   is inlined and differentiated in place.
+//! - `loop`: see [`loop_rules`](super::loop_rules) (a reverse loop).
 
 use super::derivs;
 use super::{expand, konst, proxy};
@@ -217,6 +218,11 @@ pub fn vjp_rule(
                     .collect()
             }
         },
+        Op::Loop(l) => super::loop_rules::vjp(g, l, x, ct)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| c.filter(|_| need(i)))
+            .collect(),
     })
 }
 

@@ -196,6 +196,11 @@ impl Graph {
         self.push(Op::Custom(crate::CustomRef(op)), args)
     }
 
+    /// Applies a loop (see [`crate::loops`]) to its operands; the result is packed.
+    pub fn looped(&mut self, l: crate::LoopRef, args: &[NodeId]) -> Result<NodeId> {
+        self.push(Op::Loop(l), args)
+    }
+
     /// Replaces every `Op::Custom` node by the nodes of its forward graph
     /// (what execution and batching need; derivative rules are gone after this).
     pub fn inline_custom(&self) -> Result<Graph> {

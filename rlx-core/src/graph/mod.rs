@@ -6,7 +6,9 @@
 //! - each node's shape and dtype equal what [`infer()`] gives for its op and
 //!   operands (inputs and constants carry their declared type);
 //! - `Op::Input { index }` nodes and `Graph::inputs()` agree one to one;
-//! - outputs name existing nodes.
+//! - outputs name existing nodes;
+//! - every node's shape passes [`Shape::check_size`] for its dtype (a
+//!   tensor of that type could exist), so element counts never overflow.
 //!
 //! Builder methods (`add`, `matmul`, `sum`, ...) are one per primitive op;
 //! they infer the output type with NumPy broadcasting and return `Result`.
@@ -156,6 +158,11 @@ impl Graph {
     }
 
     /// Declares a new input.
+    ///
+    /// The shape is not checked here; one too large for any tensor (see
+    /// [`Shape::check_size`]) makes [`Graph::verify`], and so every
+    /// transform, compilation or interpretation of the graph, return
+    /// [`Error::TooLarge`].
     pub fn input(
         &mut self,
         name: impl Into<String>,
@@ -185,6 +192,7 @@ impl Graph {
         dtype: DType,
     ) -> Result<NodeId> {
         let shape = shape.into();
+        shape.check_size(dtype, "constant", &[])?;
         let len = match &value {
             Literal::Splat(_) | Literal::SplatI64(_) => None,
             Literal::F64(d) => Some(d.len()),
@@ -348,8 +356,27 @@ impl Graph {
         live
     }
 
+    /// Checks that every node's shape passes [`Shape::check_size`] (the
+    /// cheap part of [`Graph::verify`]): transforms call it first, so that
+    /// no size arithmetic on the graph can overflow. Only inputs and
+    /// constants can fail it, since the builder checks every op's result.
+    ///
+    /// ```
+    /// use rlx_core::{DType, Error, Graph};
+    /// let mut g = Graph::new();
+    /// g.input("x", [usize::MAX, 2], DType::F64);
+    /// assert!(matches!(g.check_sizes(), Err(Error::TooLarge { op: "input", .. })));
+    /// ```
+    pub fn check_sizes(&self) -> Result<()> {
+        for node in &self.nodes {
+            node.shape.check_size(node.dtype, node.op.name(), &[])?;
+        }
+        Ok(())
+    }
+
     /// Checks the invariants listed in the module docs.
     pub fn verify(&self) -> Result<()> {
+        self.check_sizes()?;
         let bad = |i: usize, message: String| Error::InvalidGraph {
             node: i as u32,
             message,

@@ -98,7 +98,13 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId]) -> Option<Literal> {
         Op::Cast(to) => elementwise(&ops, shape, dt, |v| cast(ops[0].2, *to, v[0])),
         Op::StopGradient | Op::Reshape { .. } => movement(&ops, shape, dt, |f| Some((0, f))),
         Op::Broadcast { .. } => {
-            let src = broadcast_sources(shape, ops[0].1);
+            // `movement` reads `src` only for results it folds (at most
+            // MAX_FOLD_ELEMENTS elements): no table for a huge broadcast.
+            let src = if shape.numel() <= MAX_FOLD_ELEMENTS {
+                broadcast_sources(shape, ops[0].1)
+            } else {
+                Vec::new()
+            };
             movement(&ops, shape, dt, |f| Some((0, src[f])))
         }
         Op::Transpose { perm } => {
@@ -148,7 +154,8 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId]) -> Option<Literal> {
         | Op::Softmax { .. }
         | Op::LogSoftmax { .. }
         | Op::Solve
-        | Op::Custom(_) => None,
+        | Op::Custom(_)
+        | Op::Loop(_) => None,
     }
 }
 

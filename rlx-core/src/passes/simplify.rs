@@ -272,7 +272,8 @@ fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>>
         | Op::LogSoftmax { .. }
         | Op::Solve
         | Op::StopGradient
-        | Op::Custom(_) => Ok(None),
+        | Op::Custom(_)
+        | Op::Loop(_) => Ok(None),
     }
 }
 

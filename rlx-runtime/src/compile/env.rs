@@ -66,6 +66,8 @@ pub(crate) fn concrete(t: &Tensor) -> &Storage {
 /// 0-d storages of the state (`numbers[i]` for argument `i`).
 pub(crate) enum Inputs<'a> {
     Tensors(&'a [&'a Tensor]),
+    /// Storages of the declared types (a loop's body steps).
+    Storages(&'a [&'a Storage]),
     Args {
         /// Arguments `0..head.len()`, then `tail`.
         head: &'a [Arg<'a>],
@@ -78,6 +80,7 @@ impl Inputs<'_> {
     fn get(&self, i: usize) -> &Storage {
         match self {
             Inputs::Tensors(ts) => concrete(ts[i]),
+            Inputs::Storages(ss) => ss[i],
             Inputs::Args {
                 head,
                 tail,

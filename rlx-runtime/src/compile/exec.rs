@@ -12,7 +12,7 @@
 //! shared borrows, and puts the targets back; reads and writes never alias
 //! without any `unsafe`.
 
-use rlx_core::{Error, Result};
+use rlx_core::{DType, Error, Result, Shape};
 
 use super::env::{Dst, Env, Inputs, Loc, Outputs};
 use super::matmul::HalfScratch;
@@ -20,7 +20,7 @@ use super::plan::{Plan, StepKind};
 use super::regs::Registers;
 use super::solve::SolveScratch;
 use crate::kernels::{self, Operand};
-use crate::storage::Storage;
+use crate::storage::{out_of_memory, Storage};
 use crate::value::is_number;
 
 /// A placeholder left in a slot while its storage is taken (allocates nothing).
@@ -46,8 +46,14 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// A state sized for `plan`, with constant registers written.
-    pub(crate) fn new(plan: &Plan) -> State {
+    /// A state sized for `plan`, with constant registers written; an
+    /// [`Error::OutOfMemory`] if the allocator refuses a buffer.
+    pub(crate) fn new(plan: &Plan) -> Result<State> {
+        let buffer = |&(dtype, cap): &(DType, usize)| {
+            Storage::try_full(dtype, cap, 0.0)
+                .map_err(|_| out_of_memory("compile", &Shape::from([cap]), dtype))
+        };
+        let bufs = plan.slots.iter().map(buffer).collect::<Result<Vec<_>>>()?;
         let mut scalar = vec![0.0; plan.scalar_regs];
         for step in &plan.steps {
             if let StepKind::Scalar(s) = &step.kind {
@@ -57,30 +63,38 @@ impl State {
         // Numbers get their one element now; other outputs an empty storage
         // of their dtype (allocated by the run that fills it).
         let number = |t: &rlx_core::TensorType| Storage::zeros(t.dtype, is_number(t) as usize);
-        State {
-            bufs: plan
-                .slots
-                .iter()
-                .map(|&(dtype, cap)| Storage::zeros(dtype, cap))
-                .collect(),
+        Ok(State {
+            bufs,
             regs: Registers::new(plan.regs),
             scalar,
             idx: vec![0; plan.max_rank],
-            acc: vec![0.0; plan.acc_len],
+            // Scratch sized by the largest reduction, half-precision
+            // product or solve: as large as the user's shapes, so fallible.
+            acc: scratch(plan.acc_len, DType::F64)?,
             half: HalfScratch {
-                a: vec![0.0; plan.half.0],
-                b: vec![0.0; plan.half.1],
-                c: vec![0.0; plan.half.2],
+                a: scratch(plan.half.0, DType::F32)?,
+                b: scratch(plan.half.1, DType::F32)?,
+                c: scratch(plan.half.2, DType::F32)?,
             },
             solve: SolveScratch {
-                lu: vec![0.0; plan.solve.0],
-                x: vec![0.0; plan.solve.1],
+                lu: scratch(plan.solve.0, DType::F64)?,
+                x: scratch(plan.solve.1, DType::F64)?,
             },
             taken: Vec::with_capacity(plan.max_targets),
             numbers: plan.input_types.iter().map(number).collect(),
             outs: plan.output_types.iter().map(number).collect(),
-        }
+        })
     }
+}
+
+/// `n` zeros of a scratch buffer whose elements are `dtype`'s, or
+/// [`Error::OutOfMemory`].
+fn scratch<T: Copy + Default>(n: usize, dtype: DType) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| out_of_memory("compile", &Shape::from([n]), dtype))?;
+    v.resize(n, T::default());
+    Ok(v)
 }
 
 fn slot<'s>(
@@ -100,16 +114,11 @@ fn slot<'s>(
     }
 }
 
-/// Sets the length of a buffer within its capacity.
-fn set_len(s: &mut Storage, n: usize) {
-    match s {
-        Storage::F32(v) => v.resize(n, 0.0),
-        Storage::F64(v) => v.resize(n, 0.0),
-        Storage::F16(v) => v.resize(n, half::f16::ZERO),
-        Storage::BF16(v) => v.resize(n, half::bf16::ZERO),
-        Storage::I64(v) => v.resize(n, 0),
-        Storage::Bool(v) => v.resize(n, false),
-    }
+/// Sets the length of a target: within its capacity for a buffer (no
+/// allocation), a fallible allocation for an output that was moved out.
+fn set_len(s: &mut Storage, n: usize) -> Result<()> {
+    s.try_resize(n)
+        .map_err(|_| out_of_memory("run", &Shape::from([n]), s.dtype()))
 }
 
 /// An error met running the step of `node` (an op named `op`), wrapped so
@@ -133,10 +142,24 @@ pub(crate) fn run(
     outs: &mut Outputs<'_>,
 ) -> Result<()> {
     for step in &plan.steps {
+        // A step with nothing to write is skipped: its loops over the
+        // other axes of an empty value could run for ever (2^58 rows of
+        // nothing), and it has no other effect.
+        let checks = matches!(&step.kind, StepKind::Kernel(k) if !kernels::writes_only(&k.op));
+        if !checks && !step.targets.is_empty() && step.targets.iter().all(|t| t.numel == 0) {
+            for t in &step.targets {
+                set_len(slot(plan, t.dst, &mut st.bufs, outs), 0)
+                    .map_err(|e| at_node(step.node, "output", e))?;
+            }
+            continue;
+        }
+        let mut sized = Ok(());
         for t in &step.targets {
             let s = slot(plan, t.dst, &mut st.bufs, outs);
             let mut taken = std::mem::replace(s, EMPTY);
-            set_len(&mut taken, t.numel);
+            if sized.is_ok() {
+                sized = set_len(&mut taken, t.numel).map_err(|e| at_node(step.node, "output", e));
+            }
             st.taken.push(taken);
         }
         let env = Env {
@@ -147,7 +170,7 @@ pub(crate) fn run(
             outs: &*outs,
         };
         let targets = &mut st.taken[..];
-        let res = match &step.kind {
+        let res = sized.and_then(|()| match &step.kind {
             StepKind::Fused(f) => {
                 f.run(&env, &mut st.regs, targets, &mut st.idx);
                 Ok(())
@@ -190,7 +213,10 @@ pub(crate) fn run(
                 }
                 .map_err(|e| at_node(step.node, k.op.name(), e))
             }
-        };
+            StepKind::Loop(l) => l
+                .run(&env, &mut targets[0])
+                .map_err(|e| at_node(step.node, "loop", e)),
+        });
         for t in step.targets.iter().rev() {
             let taken = st.taken.pop().unwrap_or(EMPTY);
             *slot(plan, t.dst, &mut st.bufs, outs) = taken;

@@ -12,7 +12,9 @@
 use rlx_core::{BinaryOp, CmpOp, UnaryOp};
 
 pub(crate) use crate::kernels::scalar::{binary, binary_bool, compare, unary, unary_bool, Real};
-use crate::kernels::scalar::{binary_i64, unary_i64};
+use crate::kernels::scalar::{
+    binary_core, binary_i64, binary_rare, unary_core, unary_i64, unary_rare,
+};
 
 /// Expands `$body!(op)` once per unary op with the op as a constant, so
 /// each arm is its own loop without dispatch.
@@ -93,6 +95,26 @@ pub(crate) enum Arg<'a, T> {
     Scalar(T),
 }
 
+impl<'a, T: Copy> Arg<'a, T> {
+    /// Elements `from..to` (a scalar stays a scalar).
+    #[inline(always)]
+    fn sub(self, from: usize, to: usize) -> Arg<'a, T> {
+        match self {
+            Arg::Slice(s) => Arg::Slice(&s[from..to]),
+            Arg::Scalar(c) => Arg::Scalar(c),
+        }
+    }
+
+    /// Element `i`.
+    #[inline(always)]
+    fn at(self, i: usize) -> T {
+        match self {
+            Arg::Slice(s) => s[i],
+            Arg::Scalar(c) => c,
+        }
+    }
+}
+
 /// `out[i] = f(a[i])`, one tight loop.
 #[inline(always)]
 fn map1<T: Copy, U: Copy>(a: Arg<'_, T>, out: &mut [U], f: impl Fn(T) -> U) {
@@ -126,6 +148,45 @@ fn map2<T: Copy, U: Copy>(a: Arg<'_, T>, b: Arg<'_, T>, out: &mut [U], f: impl F
             }
         }
         (Arg::Scalar(x), Arg::Scalar(y)) => out.fill(f(x, y)),
+    }
+}
+
+/// Elements per chunk of [`map2_split`]: the chunk's inputs are still in
+/// L1 when the rare lanes are looked for.
+const SPLIT_CHUNK: usize = 256;
+
+/// `out[i] = full(a[i], b[i])` for a function that is `core` (branch-free,
+/// vectorised) except where `rare` holds: each chunk is computed with
+/// `core`, then its rare lanes are redone with `full`. Where `rare` is
+/// constantly false (most ops) the second step compiles away.
+#[inline(always)]
+fn map2_split<T: Copy, U: Copy>(
+    a: Arg<'_, T>,
+    b: Arg<'_, T>,
+    out: &mut [U],
+    core: impl Fn(T, T) -> U,
+    rare: impl Fn(T, T) -> bool,
+    full: impl Fn(T, T) -> U,
+) {
+    let n = out.len();
+    let mut from = 0;
+    while from < n {
+        let to = n.min(from + SPLIT_CHUNK);
+        let (a, b, out) = (a.sub(from, to), b.sub(from, to), &mut out[from..to]);
+        map2(a, b, out, &core);
+        let mut any = false;
+        for i in 0..out.len() {
+            any |= rare(a.at(i), b.at(i));
+        }
+        if any {
+            for (i, o) in out.iter_mut().enumerate() {
+                let (x, y) = (a.at(i), b.at(i));
+                if rare(x, y) {
+                    *o = full(x, y);
+                }
+            }
+        }
+        from = to;
     }
 }
 
@@ -180,7 +241,14 @@ mod wide {
 fn unary_block_portable<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
     macro_rules! body {
         ($k:expr) => {
-            map1(a, out, |x| unary($k, x))
+            map2_split(
+                a,
+                Arg::Scalar(T::ZERO),
+                out,
+                |x, _| unary_core($k, x),
+                |x, _| unary_rare($k, x),
+                |x, _| unary($k, x),
+            )
         };
     }
     each_unary!(op, body)
@@ -190,7 +258,14 @@ fn unary_block_portable<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
 fn binary_block_portable<T: Real>(op: BinaryOp, a: Arg<'_, T>, b: Arg<'_, T>, out: &mut [T]) {
     macro_rules! body {
         ($k:expr) => {
-            map2(a, b, out, |x, y| binary($k, x, y))
+            map2_split(
+                a,
+                b,
+                out,
+                |x, y| binary_core($k, x, y),
+                |x, y| binary_rare($k, x, y),
+                |x, y| binary($k, x, y),
+            )
         };
     }
     each_binary!(op, body)
@@ -261,6 +336,8 @@ mod tests {
     fn values<T: Real>() -> Vec<T> {
         let v = [
             0.0, -0.0, 0.3, -0.7, 1.0, -1.0, 2.5, -3.25, 20.0, -90.0, 1e-3, 800.0, -800.0,
+            // Beyond the Cody–Waite range of sin/cos: the libm lanes.
+            3e6, -1e10, 1e300,
         ];
         let mut v: Vec<T> = v.iter().map(|&x| T::from_f64(x)).collect();
         v.extend([T::INFINITY, T::NEG_INFINITY, T::NAN]);

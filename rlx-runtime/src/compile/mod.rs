@@ -24,6 +24,9 @@
 //!   plan, a schedule of steps;
 //! - `planner`: grouping of element-wise chains, step selection, buffer
 //!   planning by liveness; `exec`: the per-call state and the step loop;
+//! - `looping`: the step of a loop node, which holds its body compiled
+//!   into an [`Executable`] of this module (a plan inside a plan: nesting
+//!   makes this the one import that points up) and runs it once per step;
 //! - this module: [`compile`], [`Executable`].
 //!
 //! Invariants: a plan is only built from a graph that passes
@@ -38,6 +41,7 @@ mod exec;
 mod fused;
 #[cfg(feature = "jit")]
 mod jit;
+mod looping;
 #[macro_use]
 mod math;
 mod matmul;
@@ -104,7 +108,7 @@ pub fn compile(g: &Graph) -> Result<Executable> {
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
     let plan = planner::build(&g, &origins, options)?;
-    let mut exe = Executable::from_plan(plan);
+    let mut exe = Executable::from_plan(plan)?;
     // A plan that is already one scalar program (every value 0-d) has
     // nothing to gain from scalarisation.
     if options.scalarize && exe.plan.scalar_program.is_none() {
@@ -118,7 +122,12 @@ pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
 fn prepare(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
     let (g, inlined) = g.inline_custom_with_origins()?;
     let (g, optimized) = optimize(g)?;
-    Ok((g, optimized.iter().map(|k| inlined[k.index()]).collect()))
+    let origins: Vec<NodeId> = optimized.iter().map(|k| inlined[k.index()]).collect();
+    // A loop's value and its reverse sweep share one forward pass.
+    match rlx_core::loops::spine::fuse_spines(&g)? {
+        Some((fused, from)) => Ok((fused, from.iter().map(|k| origins[k.index()]).collect())),
+        None => Ok((g, origins)),
+    }
 }
 
 /// The optimisation pipeline: `stop_gradient` only matters to autodiff, then
@@ -131,15 +140,15 @@ fn optimize(g: Graph) -> Result<(Graph, Vec<NodeId>)> {
 }
 
 impl Executable {
-    fn from_plan(plan: plan::Plan) -> Executable {
-        let first = Box::new(exec::State::new(&plan));
+    fn from_plan(plan: plan::Plan) -> Result<Executable> {
+        let first = Box::new(exec::State::new(&plan)?);
         let mut pool = Vec::with_capacity(POOL);
         pool.push(first);
-        Executable {
+        Ok(Executable {
             plan,
             pool: Mutex::new(pool),
             small: None,
-        }
+        })
     }
 
     /// Declared input types, in order.
@@ -197,7 +206,7 @@ impl Executable {
         if let Some(s) = &self.small {
             return s.run_tensors(inputs, outputs);
         }
-        let mut state = self.take_state();
+        let mut state = self.take_state()?;
         let res = exec::run(
             &self.plan,
             &mut state,
@@ -254,7 +263,7 @@ impl Executable {
         if let Some(values) = self.run_scalar_program(head, tail) {
             return Ok(values);
         }
-        let mut state = self.take_state();
+        let mut state = self.take_state()?;
         let mut numbers = std::mem::take(&mut state.numbers);
         for (i, a) in head.iter().chain(tail).enumerate() {
             match (a, &mut numbers[i]) {
@@ -420,12 +429,15 @@ impl Executable {
         true
     }
 
-    fn take_state(&self) -> Box<exec::State> {
+    fn take_state(&self) -> Result<Box<exec::State>> {
         let popped = {
             let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             pool.pop()
         };
-        popped.unwrap_or_else(|| Box::new(exec::State::new(&self.plan)))
+        match popped {
+            Some(state) => Ok(state),
+            None => Ok(Box::new(exec::State::new(&self.plan)?)),
+        }
     }
 
     fn put_state(&self, state: Box<exec::State>) {

@@ -38,6 +38,7 @@ pub(crate) enum StepKind {
     Solve(SolveStep),
     Copy(CopyStep),
     Kernel(KernelStep),
+    Loop(super::looping::LoopStep),
 }
 
 /// One step of the schedule.

@@ -88,7 +88,7 @@ impl Small {
             let origins: Vec<NodeId> = (0..eg.len() as u32).map(NodeId).collect();
             let plan = planner::build(&eg, &origins, options).ok()?;
             plan.scalar_program.as_ref()?;
-            Some(Executable::from_plan(plan))
+            Some(Executable::from_plan(plan).ok()?)
         };
         Some(Small {
             exe,

@@ -54,6 +54,10 @@ pub(super) fn gather(
     let count = ix.len();
     let err = dtype_error("gather", x.storage.dtype(), out.dtype());
     same_dtype!(Err(err); (x.storage, out) => |v, o| {
+        // An empty result (indices checked above): `outer` may be huge.
+        if o.is_empty() {
+            return Ok(());
+        }
         for b in 0..outer {
             for (i, &j) in ix.iter().enumerate() {
                 let src = (b * size + j as usize) * inner;
@@ -74,6 +78,10 @@ fn scatter<T: Copy>(
     add: impl Fn(T, T) -> T,
 ) {
     let count = ix.len();
+    // Nothing to add (`outer` may be huge when the updates are empty).
+    if upd.is_empty() {
+        return;
+    }
     for b in 0..outer {
         for (i, &j) in ix.iter().enumerate() {
             let dst = (b * size + j as usize) * inner;

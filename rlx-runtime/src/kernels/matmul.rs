@@ -7,7 +7,8 @@ use rlx_core::{Error, Result};
 
 use super::iter::{broadcast_strides, walk};
 use super::operand::{dtype_error, same_float, Operand};
-use super::scalar::{Float, Real};
+use super::scalar::Float;
+use super::vmath::VFloat;
 use crate::storage::Storage;
 
 /// Output columns accumulated at once.
@@ -35,7 +36,7 @@ fn run<T: Float>(
             // `b` are read contiguously and halves still sum in f32.
             for j0 in (0..n).step_by(COLS) {
                 let w = COLS.min(n - j0);
-                let mut acc = [<T::C as Real>::ZERO; COLS];
+                let mut acc = [<T::C as VFloat>::ZERO; COLS];
                 for p in 0..k {
                     let av = a[a0 + i * k + p].load();
                     let row = &b[b0 + p * n + j0..b0 + p * n + j0 + w];

@@ -5,25 +5,28 @@
 //! [`iter`] (strided, broadcasting walks; no allocation for ranks up to
 //! [`iter::INLINE`]) and [`scalar`] (the math of each element-wise op,
 //! generic over `f32`/`f64`; `f16`/`bf16` are loaded into `f32`, computed
-//! and rounded back).
+//! and rounded back), whose transcendental functions live in [`vmath`]
+//! (branch-free, so loops over them vectorise).
 //!
 //! Contract: `inputs` have the types [`rlx_core::infer()`] accepts for `op`,
 //! `out_shape` is the inferred shape and `out` already has the output dtype
 //! and `out_shape.numel()` elements. Dtype and length mismatches are
 //! reported as errors; data errors (an index out of range, a singular
 //! matrix) too. Except for `Solve` (see [`solve_into`] to keep its scratch
-//! warm) and `Custom`, kernels do not allocate.
+//! warm), `Custom` and `Loop` (carries and checkpoints), kernels do not allocate.
 
 mod elementwise;
 mod index;
 pub mod iter;
 mod layout;
+pub(crate) mod looping;
 mod matmul;
 mod operand;
 mod reduce;
 pub mod scalar;
 mod softmax;
 pub(crate) mod solve;
+pub mod vmath;
 
 use rlx_core::{Error, Graph, Op, Result, Shape};
 
@@ -58,6 +61,13 @@ pub fn eval_into(
     out: &mut Storage,
 ) -> Result<()> {
     check(op, inputs, out_shape, out)?;
+    // Nothing to write. Returning early also keeps loops over the other
+    // axes of an empty value (`[1 << 58, 0]` has 2^58 rows of nothing) from
+    // running for ever. Gather and scatter-add still check their indices
+    // (NumPy's `take` refuses a bad index even for an empty result).
+    if out.is_empty() && writes_only(op) {
+        return Ok(());
+    }
     let so = out_shape.dims();
     match op {
         Op::Input { .. } => Err(Error::InvalidArgument {
@@ -85,6 +95,22 @@ pub fn eval_into(
         Op::Softmax { axis } => softmax::softmax(*axis, false, inputs[0], out),
         Op::LogSoftmax { axis } => softmax::softmax(*axis, true, inputs[0], out),
         Op::Solve => solve_into(inputs[0], inputs[1], out, &mut Vec::new()),
+        Op::Loop(l) => {
+            use looping::{run_loop, Interpreted};
+            let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
+            let mut body = Interpreted(&l.body);
+            let spine = match l.spine {
+                0 => vec![],
+                _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
+            };
+            match &l.kind {
+                rlx_core::LoopKind::Scan => run_loop(l, &mut body, None, &spine, &storages, out),
+                rlx_core::LoopKind::Adjoint { vjp, .. } => {
+                    let mut vjp = Interpreted(vjp);
+                    run_loop(l, &mut body, Some(&mut vjp), &spine, &storages, out)
+                }
+            }
+        }
         Op::Custom(c) => {
             let flat = c.forward.inline_custom()?;
             let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
@@ -165,6 +191,16 @@ fn check(op: &Op, inputs: &[Operand<'_>], out_shape: &Shape, out: &Storage) -> R
     Ok(())
 }
 
+/// Whether running `op` has no effect but writing its output (no run-time
+/// check of its operands' values that could fail): such an op with an empty
+/// output can be skipped.
+pub(crate) fn writes_only(op: &Op) -> bool {
+    !matches!(
+        op,
+        Op::Input { .. } | Op::Custom(_) | Op::Gather { .. } | Op::ScatterAdd { .. }
+    )
+}
+
 /// Whether `src` broadcasts to `out` (NumPy rules).
 fn fits(src: &[usize], out: &[usize]) -> bool {
     src.len() <= out.len()
@@ -179,7 +215,7 @@ fn fits(src: &[usize], out: &[usize]) -> bool {
 fn shapes_fit(op: &Op, inputs: &[Operand<'_>], so: &[usize]) -> bool {
     let d = |k: usize| inputs[k].dims();
     match op {
-        Op::Input { .. } | Op::Constant(_) | Op::Custom(_) | Op::Solve => true,
+        Op::Input { .. } | Op::Constant(_) | Op::Custom(_) | Op::Solve | Op::Loop(_) => true,
         Op::Unary(_) | Op::Cast(_) => d(0) == so,
         Op::Softmax { axis } | Op::LogSoftmax { axis } => d(0) == so && *axis < so.len(),
         Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Broadcast { .. } => {
@@ -329,7 +365,8 @@ pub(crate) fn run_storages(g: &Graph, inputs: &[&Storage]) -> Result<Vec<Storage
                         .expect("operands are live until their last use");
                     operands.push(Operand::new(s, g.shape(*j)));
                 }
-                let mut out = Storage::zeros(node.dtype, node.shape.numel());
+                let mut out = crate::storage::allocate(op.name(), &node.shape, node.dtype, 0.0)
+                    .map_err(|e| at_node(g, i, e))?;
                 eval_into(op, &operands, &node.shape, &mut out).map_err(|e| at_node(g, i, e))?;
                 Val::Owned(out)
             }

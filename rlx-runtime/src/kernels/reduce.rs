@@ -11,6 +11,7 @@ use rlx_core::{DType, Error, ReduceOp, Result};
 use super::iter::{strides, walk, Dims};
 use super::operand::{same_float, Operand};
 use super::scalar::{max_nan, min_nan, Float, Real};
+use super::vmath::VFloat;
 use crate::storage::Storage;
 
 /// The kept and reduced axes of a reduction, with the input's strides.

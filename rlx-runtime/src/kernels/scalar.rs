@@ -13,40 +13,28 @@
 //! `#[inline(always)]`: called with the op a constant, the `match` folds
 //! away and a loop around it vectorises, which is why `sigmoid`, `silu`,
 //! `min` and `max` are written without a branch on the value (they become
-//! vector blends, not jumps).
+//! vector blends, not jumps). `exp`, `expm1`, `tanh`, `ln`, `log1p`, `sin`,
+//! `cos`, `erf` and `pow` come from [`super::vmath`], written the same way
+//! (libm calls would stop the loops from vectorising); ops with a rare
+//! libm path expose it through [`unary_core`]/[`unary_rare`] and
+//! [`binary_core`]/[`binary_rare`] so block loops keep the branch out of
+//! their vector loop.
 
 use std::convert::identity;
 use std::fmt::Debug;
-use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub};
+use std::ops::AddAssign;
 
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, UnaryOp};
 
+use super::vmath::{self, VFloat};
+
 /// A float type arithmetic is done in (`f32` or `f64`).
-pub trait Real:
-    Copy
-    + PartialOrd
-    + Debug
-    + Add<Output = Self>
-    + Sub<Output = Self>
-    + Mul<Output = Self>
-    + Div<Output = Self>
-    + Neg<Output = Self>
-    + AddAssign
-    + Send
-    + Sync
-    + 'static
-{
-    /// `0`
-    const ZERO: Self;
-    /// `1`
-    const ONE: Self;
-    /// A quiet NaN.
-    const NAN: Self;
-    /// `+∞`
-    const INFINITY: Self;
-    /// `-∞`
-    const NEG_INFINITY: Self;
+///
+/// Constants (`ZERO`, `ONE`, `NAN`, `INFINITY`, `NEG_INFINITY`), `abs`,
+/// `is_nan`, `sin`, `cos`, `erf` and `pow` come from [`VFloat`], the
+/// vectorisable math of [`super::vmath`].
+pub trait Real: VFloat + Debug + AddAssign + Send + Sync + 'static {
     /// Machine epsilon.
     const EPSILON: Self;
     /// Rounding conversion from `f64`.
@@ -61,10 +49,6 @@ pub trait Real:
     fn ln(self) -> Self;
     /// `ln(1 + x)`
     fn ln_1p(self) -> Self;
-    /// sine
-    fn sin(self) -> Self;
-    /// cosine
-    fn cos(self) -> Self;
     /// tangent
     fn tan(self) -> Self;
     /// hyperbolic tangent
@@ -83,8 +67,6 @@ pub trait Real:
     fn atan2(self, x: Self) -> Self;
     /// square root
     fn sqrt(self) -> Self;
-    /// absolute value
-    fn abs(self) -> Self;
     /// round toward -∞
     fn floor(self) -> Self;
     /// round toward +∞
@@ -95,12 +77,8 @@ pub trait Real:
     fn powi(self, n: i32) -> Self;
     /// real power
     fn powf(self, e: Self) -> Self;
-    /// error function
-    fn erf(self) -> Self;
     /// complementary error function `1 - erf(x)`
     fn erfc(self) -> Self;
-    /// whether the value is NaN
-    fn is_nan(self) -> bool;
 }
 
 /// Forwards `Real` methods to the inherent methods of the same name.
@@ -115,14 +93,21 @@ macro_rules! forward {
     };
 }
 
+/// Defines `Real` methods as calls of the given functions.
+macro_rules! via {
+    ($t:ident; $($f:ident = $g:path),* $(,)?) => {
+        $(
+            #[inline(always)]
+            fn $f(self) -> $t {
+                $g(self)
+            }
+        )*
+    };
+}
+
 macro_rules! real {
-    ($t:ident, $erf:path, $erfc:path) => {
+    ($t:ident, $erfc:path) => {
         impl Real for $t {
-            const ZERO: $t = 0.0;
-            const ONE: $t = 1.0;
-            const NAN: $t = $t::NAN;
-            const INFINITY: $t = $t::INFINITY;
-            const NEG_INFINITY: $t = $t::NEG_INFINITY;
             const EPSILON: $t = $t::EPSILON;
             #[inline(always)]
             fn from_f64(v: f64) -> $t {
@@ -132,20 +117,13 @@ macro_rules! real {
             fn to_f64(self) -> f64 {
                 self as f64
             }
-            forward!($t; exp(), exp_m1(), ln(), ln_1p(), sin(), cos(), tan(), tanh(), sinh(),
-                cosh(), asin(), acos(), atan(), atan2(x: $t), sqrt(), abs(), floor(), ceil(),
-                round(), powi(n: i32), powf(e: $t));
+            forward!($t; tan(), sinh(), cosh(), asin(), acos(), atan(), atan2(x: $t), sqrt(),
+                floor(), ceil(), round(), powi(n: i32));
+            via!($t; exp = vmath::exp, exp_m1 = vmath::expm1, ln = vmath::ln,
+                ln_1p = vmath::log1p, tanh = vmath::tanh, erfc = $erfc);
             #[inline(always)]
-            fn erf(self) -> $t {
-                $erf(self)
-            }
-            #[inline(always)]
-            fn erfc(self) -> $t {
-                $erfc(self)
-            }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                $t::is_nan(self)
+            fn powf(self, e: $t) -> $t {
+                VFloat::pow(self, e)
             }
         }
     };
@@ -153,8 +131,8 @@ macro_rules! real {
 
 // libm's own `f32` versions, like every other `f32` op here (computed in
 // `f32`, not through `f64`).
-real!(f32, libm::erff, libm::erfcf);
-real!(f64, libm::erf, libm::erfc);
+real!(f32, libm::erfcf);
+real!(f64, libm::erfc);
 
 /// A float storage type and the [`Real`] type it is computed in.
 pub trait Float: Copy + Send + Sync + 'static {
@@ -331,6 +309,55 @@ pub fn binary<C: Real>(op: BinaryOp, a: C, b: C) -> C {
         }
         BinaryOp::And => truth((a != C::ZERO) && (b != C::ZERO)),
         BinaryOp::Or => truth((a != C::ZERO) || (b != C::ZERO)),
+    }
+}
+
+/// The branch-free part of [`unary`]: equal to `unary(op, x)` wherever
+/// `!unary_rare(op, x)`. Block loops compute it for a whole chunk (it
+/// vectorises), then redo the rare lanes with [`unary`], which gives the
+/// same bits as calling [`unary`] per element (see [`super::vmath`]).
+///
+/// ```
+/// use rlx_runtime::kernels::scalar::{unary, unary_core, unary_rare};
+/// use rlx_runtime::UnaryOp;
+/// assert!(!unary_rare(UnaryOp::Sin, 1.0f64) && unary_rare(UnaryOp::Sin, 1e300f64));
+/// assert_eq!(unary_core(UnaryOp::Sin, 1.0f64), unary(UnaryOp::Sin, 1.0f64));
+/// ```
+#[inline(always)]
+pub fn unary_core<C: Real>(op: UnaryOp, x: C) -> C {
+    match op {
+        UnaryOp::Sin => x.sin_core(),
+        UnaryOp::Cos => x.cos_core(),
+        UnaryOp::Erf => x.erf_core(),
+        _ => unary(op, x),
+    }
+}
+
+/// Whether `unary(op, x)` takes its rare (libm) path; see [`unary_core`].
+#[inline(always)]
+pub fn unary_rare<C: Real>(op: UnaryOp, x: C) -> bool {
+    match op {
+        UnaryOp::Sin | UnaryOp::Cos => x.trig_rare(),
+        UnaryOp::Erf => x.erf_rare(),
+        _ => false,
+    }
+}
+
+/// The branch-free part of [`binary`], see [`unary_core`].
+#[inline(always)]
+pub fn binary_core<C: Real>(op: BinaryOp, a: C, b: C) -> C {
+    match op {
+        BinaryOp::Pow => a.pow_core(b),
+        _ => binary(op, a, b),
+    }
+}
+
+/// Whether `binary(op, a, b)` takes its rare (libm) path.
+#[inline(always)]
+pub fn binary_rare<C: Real>(op: BinaryOp, a: C, b: C) -> bool {
+    match op {
+        BinaryOp::Pow => a.pow_rare(b),
+        _ => false,
     }
 }
 

@@ -8,6 +8,7 @@ use rlx_core::{Error, Result};
 use super::iter::split_at_axis;
 use super::operand::{dtype_error, same_float, Operand};
 use super::scalar::{max_nan, Float, Real};
+use super::vmath::VFloat;
 use crate::storage::Storage;
 
 fn run<T: Float>(log: bool, dims: &[usize], axis: usize, x: &[T], out: &mut [T]) {
@@ -16,11 +17,11 @@ fn run<T: Float>(log: bool, dims: &[usize], axis: usize, x: &[T], out: &mut [T])
         for q in 0..inner {
             let base = o * n * inner + q;
             let at = |i: usize| base + i * inner;
-            let mut m = <T::C as Real>::NEG_INFINITY;
+            let mut m = <T::C as VFloat>::NEG_INFINITY;
             for i in 0..n {
                 m = max_nan(m, x[at(i)].load());
             }
-            let mut sum = <T::C as Real>::ZERO;
+            let mut sum = <T::C as VFloat>::ZERO;
             for i in 0..n {
                 sum += (x[at(i)].load() - m).exp();
             }

@@ -93,13 +93,9 @@ pub fn round(v: f64, dt: DType) -> f64 {
         DType::F32 => v as f32 as f64,
         DType::F16 => half::f16::from_f64(v).to_f64(),
         DType::BF16 => half::bf16::from_f64(v).to_f64(),
-        DType::I64 => {
-            if v.is_nan() {
-                0.0
-            } else {
-                v.trunc()
-            }
-        }
+        // As Rust's `as i64`: NaN is 0, out of range saturates (the max of
+        // nothing is i64::MIN, not -inf).
+        DType::I64 => v as i64 as f64,
         DType::Bool => (v != 0.0) as u8 as f64,
     }
 }
@@ -394,7 +390,7 @@ pub fn solve(a: &Val, b: &Val) -> Vec<f64> {
 pub fn op(op: &Op, args: &[&Val], out: &[usize]) -> Vec<f64> {
     let n = numel(out);
     match op {
-        Op::Input { .. } | Op::Custom(_) => unreachable!("evaluated by `eval`"),
+        Op::Input { .. } | Op::Custom(_) | Op::Loop(_) => unreachable!("evaluated by `eval`"),
         Op::Constant(lit) => (0..n).map(|i| lit.get_f64(i)).collect(),
         Op::Unary(u) => args[0].data.iter().map(|&x| unary(*u, x)).collect(),
         Op::Binary(b) => elementwise(args, out, |v| binary(*b, v[0], v[1])),
@@ -494,6 +490,16 @@ pub fn eval(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Val> {
                 let ins: Vec<Vec<f64>> = args.iter().map(|v| v.data.clone()).collect();
                 eval(&c.forward, &ins).remove(0).data
             }
+            Op::Loop(l) => {
+                let ins: Vec<Vec<f64>> = args.iter().map(|v| v.data.clone()).collect();
+                match &l.kind {
+                    rlx_core::LoopKind::Scan => scan(l, &ins),
+                    rlx_core::LoopKind::Adjoint { .. } => {
+                        let lowered = rlx_core::loops::lower::lower_adjoint(l).unwrap();
+                        eval(&lowered, &ins).remove(0).data
+                    }
+                }
+            }
             o => op(o, &args, dims),
         };
         let data = data.into_iter().map(|v| round(v, node.dtype)).collect();
@@ -503,6 +509,33 @@ pub fn eval(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Val> {
         .iter()
         .map(|o| vals[o.index()].clone())
         .collect()
+}
+
+/// A scan step by step: `c(t+1), ys[s(t)] = body(c(t), xs[s(t)], k)`,
+/// packed `[c(T).., ys..]`.
+fn scan(l: &rlx_core::LoopOp, ins: &[Vec<f64>]) -> Vec<f64> {
+    let (c, k, t_len) = (l.carries, l.xs, l.length);
+    let mut carry: Vec<Vec<f64>> = ins[..c].to_vec();
+    let mut ys: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); t_len]; l.ys()];
+    for t in 0..t_len {
+        let s = if l.reverse { t_len - 1 - t } else { t };
+        let mut step = carry.clone();
+        for x in &ins[c..c + k] {
+            let n = x.len() / t_len;
+            step.push(x[s * n..(s + 1) * n].to_vec());
+        }
+        step.extend_from_slice(&ins[c + k..l.body.inputs().len()]);
+        let mut outs: Vec<Vec<f64>> = eval(&l.body, &step).into_iter().map(|v| v.data).collect();
+        for (j, y) in outs.drain(c..).enumerate() {
+            ys[j][s] = y;
+        }
+        carry = outs;
+    }
+    let mut packed: Vec<f64> = carry.concat();
+    for y in ys {
+        packed.extend(y.concat());
+    }
+    packed
 }
 
 /// [`eval`] on the values of tensors.

@@ -90,6 +90,8 @@ fn analyze(g: &Graph, inputs: &[State], n: usize) -> Vec<State> {
             Op::Gather { axis } | Op::ScatterAdd { axis } => ok(*axis != 0),
             Op::Softmax { axis } | Op::LogSoftmax { axis } => ok(*axis != 0),
             Op::Solve => ok(out_rank >= 3),
+            // The packed result of a loop mixes every item's values.
+            Op::Loop(_) => State::Mixed(id),
             Op::Custom(c) => {
                 let inner = analyze(&c.forward, &ops, n);
                 match c.forward.outputs().first().map(|o| inner[o.index()]) {

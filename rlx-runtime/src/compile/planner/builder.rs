@@ -47,6 +47,8 @@ pub(super) struct Builder<'a> {
     /// Compile scalar regions to native code (feature `jit`).
     #[cfg_attr(not(feature = "jit"), allow(dead_code))]
     pub(super) jit: bool,
+    /// How loop bodies are compiled.
+    pub(super) options: crate::compile::options::Options,
 }
 
 impl Builder<'_> {

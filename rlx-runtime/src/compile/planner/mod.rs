@@ -35,7 +35,7 @@ mod ops;
 mod regions;
 pub(super) mod scalarize;
 
-use rlx_core::{DType, Graph, Literal, NodeId, Op, Result, TensorType};
+use rlx_core::{DType, Graph, Literal, NodeId, Op, Result, Shape, TensorType};
 
 use super::env::{Dst, Loc};
 use super::movement::{CopyStep, Strided};
@@ -123,16 +123,24 @@ fn is_fusable(op: &Op) -> bool {
     )
 }
 
-/// Converts a literal to storage of `dtype` with `numel` elements.
-fn literal_storage(lit: &Literal, dtype: DType, numel: usize) -> Storage {
-    match (lit, dtype) {
-        (Literal::SplatI64(v), DType::I64) => Storage::I64(vec![*v; numel]),
-        (Literal::I64(d), DType::I64) => Storage::I64(d.to_vec()),
-        (Literal::Splat(_) | Literal::F64(_), DType::I64) => {
-            Storage::I64((0..numel).map(|i| lit.get_i64(i)).collect())
+/// Converts a literal to storage of `dtype` and `shape`; a splat of a
+/// shape too large for memory is an error, not an abort.
+fn literal_storage(lit: &Literal, dtype: DType, shape: &Shape) -> Result<Storage> {
+    let numel = shape.numel();
+    Ok(match (lit, dtype) {
+        (Literal::SplatI64(v), DType::I64) => {
+            let mut s = crate::storage::allocate("constant", shape, dtype, 0.0)?;
+            if let Storage::I64(x) = &mut s {
+                x.fill(*v);
+            }
+            s
         }
+        (Literal::SplatI64(v), _) => crate::storage::allocate("constant", shape, dtype, *v as f64)?,
+        (Literal::Splat(v), _) => crate::storage::allocate("constant", shape, dtype, *v)?,
+        (Literal::I64(d), DType::I64) => Storage::I64(d.to_vec()),
+        (Literal::F64(_), DType::I64) => Storage::I64((0..numel).map(|i| lit.get_i64(i)).collect()),
         _ => Storage::from_f64(dtype, (0..numel).map(|i| lit.get_f64(i))),
-    }
+    })
 }
 
 /// Builds the plan of a verified graph without `Custom` ops.
@@ -268,6 +276,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         solve: (0, 0),
         stats: PlanStats::default(),
         jit: options.jit,
+        options: options.clone(),
     };
 
     // Locations known up front: inputs, constants, outputs.
@@ -278,8 +287,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         match &n.op {
             Op::Input { index } => b.locs[i] = Loc::Input(*index as u32),
             Op::Constant(lit) => {
-                b.consts
-                    .push(literal_storage(lit, n.dtype, n.shape.numel()));
+                b.consts.push(literal_storage(lit, n.dtype, &n.shape)?);
                 b.locs[i] = Loc::Const((b.consts.len() - 1) as u32);
             }
             _ => {}

@@ -157,6 +157,11 @@ impl Builder<'_> {
                 };
                 self.push(i, StepKind::Kernel(step), reads);
             }
+            Op::Loop(l) => {
+                let args: Vec<Val> = n.inputs.iter().map(|p| self.root[p.index()]).collect();
+                let step = crate::compile::looping::LoopStep::new(l.clone(), args.clone(), &self.options)?;
+                self.push(i, StepKind::Loop(step), args);
+            }
             Op::Custom(c) => {
                 return Err(Error::Unsupported(format!(
                     "custom op `{}` reached the compiler un-inlined (compile runs `inline_custom` first)",

@@ -205,7 +205,8 @@ impl Builder<'_> {
                 | Op::LogSoftmax { .. }
                 | Op::Solve
                 | Op::StopGradient
-                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
+                | Op::Custom(_)
+                | Op::Loop(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             if let Out::Reg(r) = dst {
                 if !native(n.dtype) {
@@ -322,7 +323,8 @@ impl Builder<'_> {
                 | Op::LogSoftmax { .. }
                 | Op::Solve
                 | Op::StopGradient
-                | Op::Custom(_)) => unreachable!("`{}` is not element-wise", other.name()),
+                | Op::Custom(_)
+                | Op::Loop(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             reg_of.insert(m, dst);
             if self.stored[m as usize] {

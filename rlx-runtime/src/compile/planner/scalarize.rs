@@ -31,7 +31,7 @@
 //! `f32`/`f64`, an `i64` value other than the constant indices of a gather
 //! or scatter-add, a reduction, product or scatter-add of half precision
 //! (their kernels round once at the end, an element program after each
-//! op), a softmax, log-softmax or solve, an out-of-range constant index, or
+//! op), a softmax, log-softmax, solve or loop, an out-of-range constant index, or
 //! if the element graph would exceed [`MAX_ELEMENT_NODES`] nodes.
 
 use rlx_core::{BinaryOp, CmpOp, DType, Graph, Literal, NodeId, Op, ReduceOp};
@@ -279,7 +279,9 @@ fn lower_node(
             }
             matmul(eg, arg(0)?, dims(0), arg(1)?, dims(1), out, n.dtype)?
         }
-        Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::Solve | Op::Custom(_) => return None,
+        Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::Solve | Op::Custom(_) | Op::Loop(_) => {
+            return None
+        }
     };
     (es.len() == numel).then_some(es)
 }

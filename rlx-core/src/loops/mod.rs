@@ -1,0 +1,618 @@
+//! Loops: one node with a body graph traced once (JAX's `scan`).
+//!
+//! A [`LoopOp`] owns a `body` graph with inputs `[c_1..c_n, x_1..x_k,
+//! k_1..k_m]` (carries, per-step inputs, loop-invariant values) and outputs
+//! `[c'_1..c'_n, y_1..y_p]` (next carries, per-step outputs). Each `c'_i` has
+//! exactly the type of `c_i`. The loop runs the body `length` times:
+//!
+//! ```text
+//! c(0) = init;  c(t+1), y(t) = body(c(t), xs[s(t)], k)   for t = 0..T
+//! ```
+//!
+//! where `s(t) = t`, or `T - 1 - t` for a `reverse` loop, and `ys[s(t)] = y(t)`.
+//!
+//! Operands of an [`Op::Loop`](crate::Op::Loop) node of kind
+//! [`LoopKind::Scan`]: `[c(0).., xs.., k..]`, where `xs_j` has shape `[T, ..x_j]`.
+//! A node has one value, so the loop's results are *packed* into one 1-D
+//! tensor of the loop's dtype (see [`LoopOp::segments`]):
+//! `[c(T)_1.., ys_1.., ys_p]` flattened and concatenated, `ys_j: [T, ..y_j]`.
+//! Builders and rules read them back with `slice` + `reshape`
+//! ([`unpack`]). All carries, per-step outputs and floating-point operands
+//! share the loop's dtype; integer and bool per-step inputs and invariants
+//! are allowed (they carry no derivative).
+//!
+//! [`LoopKind::Adjoint`] is the reverse mode of a scan: operands
+//! `[c(0).., xs.., k.., c̄(T).., ȳs..]`, packed result `[c̄(0).., x̄s (float
+//! xs).., k̄ (float invariants)..]`. Its `vjp` graph is the body's
+//! reverse-mode step `[c, x, k, c̄', ȳ] → [c̄, x̄, k̄]`; the runtime runs it
+//! backwards over carries it recomputes from at most `checkpoints` stored
+//! ones ([`schedule`], binomial checkpointing). Its own derivatives come from
+//! its [`lower`]ing into two scans that store every carry.
+//!
+//! Invariants (checked by [`LoopOp::scan`] and [`LoopOp::adjoint`], re-checked
+//! by `Graph::verify` through [`infer`](crate::infer())): the body verifies;
+//! carry types match; `length >= 1`; `1 <= checkpoints <= length`.
+
+pub mod lower;
+pub mod schedule;
+pub mod spine;
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::{DType, Error, Graph, NodeId, Result, Shape, TensorType};
+
+/// A loop; see the module docs for the body's conventions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopOp {
+    /// Shown in IR dumps and errors: where the loop was written, e.g.
+    /// ``scan at src/main.rs:12:5``.
+    pub name: String,
+    /// The step: inputs `[c.., x.., k..]`, outputs `[c'.., y..]`.
+    pub body: Graph,
+    /// Number of carries `n`.
+    pub carries: usize,
+    /// Number of per-step inputs `k`.
+    pub xs: usize,
+    /// Number of steps `T >= 1`.
+    pub length: usize,
+    /// Whether the steps visit `xs` (and fill `ys`) from the end.
+    pub reverse: bool,
+    /// How many carries a reverse sweep may store at once (`1..=length`):
+    /// the budget of this loop's adjoint, or of this adjoint.
+    pub checkpoints: usize,
+    /// `0`, or (set by the compiler's [`spine`](mod@spine) fusion, after
+    /// differentiation) `K = schedule::spine(T, checkpoints).len()`: a scan
+    /// also records, per carry, the `K` carries its adjoint's first descent
+    /// would store (a `[K, ..c]` piece appended to its result); an adjoint
+    /// takes them as extra operands and skips that descent. Loops with a
+    /// spine have no derivative rules.
+    pub spine: usize,
+    /// A forward loop or the reverse mode of one.
+    pub kind: LoopKind,
+}
+
+/// What a loop node computes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoopKind {
+    /// Runs the body `length` times.
+    Scan,
+    /// The reverse mode of the scan described by the other fields.
+    Adjoint {
+        /// `[c, x, k, c̄', ȳ] → [c̄, x̄ (float x), k̄ (float k)]`.
+        vjp: Graph,
+        /// The forward loop this is the reverse mode of.
+        primal: LoopRef,
+    },
+}
+
+/// A shared [`LoopOp`], compared and hashed by identity (as
+/// [`CustomRef`](crate::CustomRef)), so that `Op` stays `Eq + Hash`.
+#[derive(Clone, Debug)]
+pub struct LoopRef(pub Arc<LoopOp>);
+
+impl PartialEq for LoopRef {
+    fn eq(&self, other: &LoopRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for LoopRef {}
+
+impl std::hash::Hash for LoopRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.0) as usize).hash(state);
+    }
+}
+
+impl std::ops::Deref for LoopRef {
+    type Target = LoopOp;
+    fn deref(&self) -> &LoopOp {
+        &self.0
+    }
+}
+
+impl fmt::Display for LoopRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dir = if self.reverse { " reverse" } else { "" };
+        let kind = match self.kind {
+            LoopKind::Scan => "loop",
+            LoopKind::Adjoint { .. } => "loop_adjoint",
+        };
+        let spine = if self.spine > 0 { " spine" } else { "" };
+        write!(
+            f,
+            "{kind} {} T={}{dir} checkpoints={}{spine}",
+            self.name, self.length, self.checkpoints
+        )
+    }
+}
+
+/// The default checkpoint budget for `length` steps: `⌈√T⌉` stored carries.
+///
+/// ```
+/// assert_eq!(rlx_core::loops::default_checkpoints(100_000), 317);
+/// assert_eq!(rlx_core::loops::default_checkpoints(1), 1);
+/// ```
+pub fn default_checkpoints(length: usize) -> usize {
+    let mut s = (length as f64).sqrt().ceil() as usize;
+    while s * s < length {
+        s += 1;
+    }
+    s.clamp(1, length.max(1))
+}
+
+impl LoopOp {
+    /// A forward loop, validated against the conventions of the module docs.
+    /// `checkpoints` is the budget of its reverse mode (default
+    /// [`default_checkpoints`]).
+    ///
+    /// ```
+    /// use rlx_core::{DType, Graph, LoopOp};
+    /// // c' = c * x_t, y_t = c: a running product of the rows of xs
+    /// let mut b = Graph::new();
+    /// let c = b.input("c", [2], DType::F64);
+    /// let x = b.input("x", [2], DType::F64);
+    /// let n = b.mul(c, x).unwrap();
+    /// b.set_outputs(vec![n, c]);
+    /// let l = LoopOp::scan("product", b, 1, 1, 5, false, None).unwrap();
+    /// assert_eq!(l.out_type().shape.dims(), &[2 + 5 * 2]);
+    /// ```
+    pub fn scan(
+        name: impl Into<String>,
+        body: Graph,
+        carries: usize,
+        xs: usize,
+        length: usize,
+        reverse: bool,
+        checkpoints: Option<usize>,
+    ) -> Result<LoopRef> {
+        let l = LoopOp {
+            name: name.into(),
+            body,
+            carries,
+            xs,
+            length,
+            reverse,
+            checkpoints: checkpoints.unwrap_or_else(|| default_checkpoints(length)),
+            spine: 0,
+            kind: LoopKind::Scan,
+        };
+        l.validate()?;
+        Ok(LoopRef(Arc::new(l)))
+    }
+
+    /// The reverse mode of the forward loop `primal`, whose body's
+    /// reverse-mode step is `vjp` (see [`LoopKind::Adjoint`]), storing at
+    /// most `primal.checkpoints` carries at once.
+    pub fn adjoint(primal: &LoopRef, vjp: Graph) -> Result<LoopRef> {
+        let l = LoopOp {
+            kind: LoopKind::Adjoint {
+                vjp,
+                primal: primal.clone(),
+            },
+            ..(**primal).clone()
+        };
+        l.validate()?;
+        Ok(LoopRef(Arc::new(l)))
+    }
+
+    fn err(&self, message: String) -> Error {
+        Error::InvalidArgument {
+            op: "loop",
+            message: format!("{}: {message}", self.name),
+        }
+    }
+
+    /// Checks the invariants of the module docs.
+    pub fn validate(&self) -> Result<()> {
+        let b = &self.body;
+        b.verify()?;
+        let (n_in, n_out) = (b.inputs().len(), b.outputs().len());
+        if self.carries + self.xs > n_in {
+            return Err(self.err(format!(
+                "the body has {n_in} inputs, fewer than {} carries and {} per-step inputs",
+                self.carries, self.xs
+            )));
+        }
+        if self.carries > n_out {
+            return Err(self.err(format!(
+                "the body returns {n_out} values, fewer than its {} carries",
+                self.carries
+            )));
+        }
+        if n_out == 0 {
+            return Err(self.err(
+                "the body returns nothing: a loop needs a carry or a per-step output".into(),
+            ));
+        }
+        if self.length == 0 {
+            return Err(
+                self.err("a loop of 0 steps: give at least one step (or skip the loop)".into())
+            );
+        }
+        for (i, (want, got)) in self
+            .carry_types()
+            .iter()
+            .zip(self.carry_out_types())
+            .enumerate()
+        {
+            if *want != got {
+                return Err(self.err(format!(
+                    "carry {i} comes into the body as {}{} but the body returns it as {}{}\n  = help: a carry must keep its shape and dtype from step to step; reshape or cast it in the body",
+                    want.dtype, want.shape, got.dtype, got.shape
+                )));
+            }
+        }
+        let d = self.dtype();
+        if !d.is_float() {
+            return Err(self.err(format!(
+                "carries and per-step outputs must be floating-point, got {d}"
+            )));
+        }
+        for (what, t) in self
+            .carry_out_types()
+            .into_iter()
+            .chain(self.y_types())
+            .map(|t| ("a carry or per-step output", t))
+            .chain(self.input_types().into_iter().map(|t| ("an input", t)))
+        {
+            if t.dtype != d && (what != "an input" || t.dtype.is_float()) {
+                return Err(self.err(format!(
+                    "{what} has dtype {} but the loop's values are {d}\n  = help: cast every floating-point carry, per-step input and output of the loop to one dtype",
+                    t.dtype
+                )));
+            }
+        }
+        check_checkpoints(&self.name, self.checkpoints, self.length)?;
+        if let LoopKind::Adjoint { vjp, .. } = &self.kind {
+            vjp.verify()?;
+            let mut ins = self.input_types();
+            ins.extend(self.carry_types());
+            ins.extend(self.y_types());
+            let mut outs = self.carry_types();
+            outs.extend(
+                self.float_xs()
+                    .into_iter()
+                    .map(|j| self.x_types()[j].clone()),
+            );
+            outs.extend(
+                self.float_consts()
+                    .into_iter()
+                    .map(|j| self.const_types()[j].clone()),
+            );
+            let got_in: Vec<TensorType> = vjp.input_ids().iter().map(|&i| vjp.ty(i)).collect();
+            let got_out: Vec<TensorType> = vjp.outputs().iter().map(|&o| vjp.ty(o)).collect();
+            if got_in != ins || got_out != outs {
+                return Err(self.err("the reverse-mode step graph does not match the body".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of loop-invariant body inputs.
+    pub fn consts(&self) -> usize {
+        self.body.inputs().len() - self.carries - self.xs
+    }
+
+    /// Number of per-step outputs.
+    pub fn ys(&self) -> usize {
+        self.body.outputs().len() - self.carries
+    }
+
+    /// The types of the body's inputs `[c.., x.., k..]`.
+    pub fn input_types(&self) -> Vec<TensorType> {
+        self.body
+            .input_ids()
+            .iter()
+            .map(|&i| self.body.ty(i))
+            .collect()
+    }
+
+    /// Carry types.
+    pub fn carry_types(&self) -> Vec<TensorType> {
+        self.input_types()[..self.carries].to_vec()
+    }
+
+    /// Per-step input types (one step's slice).
+    pub fn x_types(&self) -> Vec<TensorType> {
+        self.input_types()[self.carries..self.carries + self.xs].to_vec()
+    }
+
+    /// Loop-invariant input types.
+    pub fn const_types(&self) -> Vec<TensorType> {
+        self.input_types()[self.carries + self.xs..].to_vec()
+    }
+
+    fn carry_out_types(&self) -> Vec<TensorType> {
+        let o = self.body.outputs();
+        o[..self.carries.min(o.len())]
+            .iter()
+            .map(|&i| self.body.ty(i))
+            .collect()
+    }
+
+    /// Per-step output types (one step's value).
+    pub fn y_types(&self) -> Vec<TensorType> {
+        let o = self.body.outputs();
+        o[self.carries..].iter().map(|&i| self.body.ty(i)).collect()
+    }
+
+    /// The loop's dtype: that of its first carry, or first per-step output.
+    pub fn dtype(&self) -> DType {
+        let o = self.body.outputs();
+        o.first().map_or(DType::F64, |&i| self.body.dtype(i))
+    }
+
+    /// Indices (among the per-step inputs) of the floating-point ones.
+    pub fn float_xs(&self) -> Vec<usize> {
+        let t = self.x_types();
+        (0..t.len()).filter(|&j| t[j].dtype.is_float()).collect()
+    }
+
+    /// Indices (among the invariants) of the floating-point ones.
+    pub fn float_consts(&self) -> Vec<usize> {
+        let t = self.const_types();
+        (0..t.len()).filter(|&j| t[j].dtype.is_float()).collect()
+    }
+
+    /// The number of operands of the loop node.
+    pub fn operand_count(&self) -> usize {
+        let n = self.body.inputs().len();
+        let spine = if self.spine > 0 { self.carries } else { 0 };
+        match self.kind {
+            LoopKind::Scan => n,
+            LoopKind::Adjoint { .. } => n + self.carries + self.ys() + spine,
+        }
+    }
+
+    /// The spine pieces (one per carry, `[K, ..c]`): appended to a scan's
+    /// result and an adjoint's operands when [`LoopOp::spine`] is set.
+    pub fn spine_types(&self) -> Vec<TensorType> {
+        let k = self.spine;
+        self.carry_types()
+            .into_iter()
+            .map(|t| TensorType::new(stacked(k, &t.shape), t.dtype))
+            .collect()
+    }
+
+    /// The operand types the node must have, in order.
+    pub fn operand_types(&self) -> Vec<TensorType> {
+        let mut v = self.input_types();
+        for t in &mut v[self.carries..self.carries + self.xs] {
+            t.shape = stacked(self.length, &t.shape);
+        }
+        if let LoopKind::Adjoint { .. } = self.kind {
+            v.extend(self.carry_types());
+            v.extend(self.y_types().into_iter().map(|t| self.stacked_type(t)));
+            if self.spine > 0 {
+                v.extend(self.spine_types());
+            }
+        }
+        v
+    }
+
+    fn stacked_type(&self, t: TensorType) -> TensorType {
+        TensorType::new(stacked(self.length, &t.shape), t.dtype)
+    }
+
+    /// The packed result's pieces, in order (each stacked per step where
+    /// it is per-step): for a scan `[c(T).., ys..]`, for an adjoint
+    /// `[c̄(0).., x̄s (float xs).., k̄ (float invariants)..]`.
+    pub fn segments(&self) -> Vec<TensorType> {
+        match self.kind {
+            LoopKind::Scan => {
+                let mut v = self.carry_types();
+                v.extend(self.y_types().into_iter().map(|t| self.stacked_type(t)));
+                if self.spine > 0 {
+                    v.extend(self.spine_types());
+                }
+                v
+            }
+            LoopKind::Adjoint { .. } => {
+                let mut v = self.carry_types();
+                let xt = self.x_types();
+                v.extend(
+                    self.float_xs()
+                        .into_iter()
+                        .map(|j| self.stacked_type(xt[j].clone())),
+                );
+                let kt = self.const_types();
+                v.extend(self.float_consts().into_iter().map(|j| kt[j].clone()));
+                v
+            }
+        }
+    }
+
+    /// The node's (packed, 1-D) type.
+    pub fn out_type(&self) -> TensorType {
+        let n: usize = self.segments().iter().map(|t| t.shape.numel()).sum();
+        TensorType::new([n], self.dtype())
+    }
+
+    /// Checks operand types against [`LoopOp::operand_types`] and gives the
+    /// node's type (the `infer` arm of `Op::Loop`).
+    pub fn infer(&self, operands: &[&TensorType]) -> Result<TensorType> {
+        let want = self.operand_types();
+        if want.len() != operands.len() {
+            return Err(Error::Arity {
+                op: "loop",
+                expected: want.len(),
+                got: operands.len(),
+            });
+        }
+        let names = [
+            "carry",
+            "per-step input",
+            "invariant",
+            "carry cotangent",
+            "output cotangent or spine",
+        ];
+        for (i, (w, g)) in want.iter().zip(operands).enumerate() {
+            if w != *g {
+                let n = self.body.inputs().len();
+                let (kind, j) = if i < self.carries {
+                    (names[0], i)
+                } else if i < self.carries + self.xs {
+                    (names[1], i - self.carries)
+                } else if i < n {
+                    (names[2], i - self.carries - self.xs)
+                } else if i < n + self.carries {
+                    (names[3], i - n)
+                } else {
+                    (names[4], i - n - self.carries)
+                };
+                let hint = if kind == names[1] {
+                    format!(
+                        "\n  = help: a per-step input is sliced along its first axis, which must have the loop's length {}",
+                        self.length
+                    )
+                } else {
+                    String::new()
+                };
+                return Err(self.err(format!(
+                    "{kind} {j} has type {}{}, expected {}{}{hint}",
+                    g.dtype, g.shape, w.dtype, w.shape
+                )));
+            }
+        }
+        Ok(self.out_type())
+    }
+}
+
+/// Checks a checkpoint budget for a loop of `length` steps.
+pub fn check_checkpoints(name: &str, checkpoints: usize, length: usize) -> Result<()> {
+    if checkpoints == 0 || checkpoints > length {
+        return Err(Error::InvalidArgument {
+            op: "loop",
+            message: format!(
+                "{name}: a checkpoint budget of {checkpoints} for a loop of {length} steps\n  = note: the reverse sweep stores between 1 (recompute everything) and {length} (store every carry) carries\n  = help: give a budget in 1..={length}, or leave it to the default ⌈√T⌉ = {}",
+                default_checkpoints(length)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `[t, ..s]`.
+pub fn stacked(t: usize, s: &Shape) -> Shape {
+    let mut d = vec![t];
+    d.extend_from_slice(s.dims());
+    Shape::new(d)
+}
+
+/// Reads the pieces of a packed loop result `packed` (laid out as `segments`)
+/// back as nodes of those types, with `slice` + `reshape`.
+pub fn unpack(g: &mut Graph, packed: NodeId, segments: &[TensorType]) -> Result<Vec<NodeId>> {
+    let mut out = Vec::with_capacity(segments.len());
+    let mut off = 0;
+    for s in segments {
+        let n = s.shape.numel();
+        let piece = g.slice(packed, 0, off, n)?;
+        out.push(g.reshape(piece, s.shape.clone())?);
+        off += n;
+    }
+    Ok(out)
+}
+
+/// Packs `pieces` into one 1-D value (the inverse of [`unpack`]).
+pub fn pack(g: &mut Graph, pieces: &[NodeId]) -> Result<NodeId> {
+    let mut flat = Vec::with_capacity(pieces.len());
+    for &p in pieces {
+        let n = g.try_node(p)?.shape.numel();
+        flat.push(g.reshape(p, [n])?);
+    }
+    if flat.len() == 1 {
+        return Ok(flat[0]);
+    }
+    g.concat(&flat, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DType, Op};
+
+    /// c' = c * x_t, y_t = sin(c), over `[2]` values.
+    fn body() -> Graph {
+        let mut b = Graph::new();
+        let c = b.input("c", [2], DType::F64);
+        let x = b.input("x", [2], DType::F64);
+        let n = b.mul(c, x).unwrap();
+        let y = b.sin(c).unwrap();
+        b.set_outputs(vec![n, y]);
+        b
+    }
+
+    #[test]
+    fn the_packed_result_holds_the_last_carry_and_the_stacked_outputs() {
+        let l = LoopOp::scan("l", body(), 1, 1, 5, false, None).unwrap();
+        assert_eq!(
+            l.segments(),
+            vec![
+                TensorType::new([2], DType::F64),
+                TensorType::new([5, 2], DType::F64)
+            ]
+        );
+        assert_eq!(l.checkpoints, default_checkpoints(5));
+        let mut g = Graph::new();
+        let c0 = g.input("c0", [2], DType::F64);
+        let xs = g.input("xs", [5, 2], DType::F64);
+        let p = g.looped(l.clone(), &[c0, xs]).unwrap();
+        let parts = unpack(&mut g, p, &l.segments()).unwrap();
+        assert_eq!(g.shape(parts[1]).dims(), &[5, 2]);
+        g.verify().unwrap();
+        assert!(g.to_string().contains("loop l T=5"));
+    }
+
+    #[test]
+    fn a_carry_that_changes_type_is_an_error_naming_the_loop_and_both_types() {
+        let mut b = Graph::new();
+        let c = b.input("c", [2], DType::F64);
+        let d = b.concat(&[c, c], 0).unwrap();
+        b.set_outputs(vec![d]);
+        let e = LoopOp::scan("`scan` at x.rs:3:1", b, 1, 0, 4, false, None).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.contains("x.rs:3:1") && m.contains("f64[2]") && m.contains("f64[4]"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn bad_lengths_budgets_and_operands_are_errors() {
+        assert!(LoopOp::scan("l", body(), 1, 1, 0, false, None).is_err());
+        for bad in [0, 6] {
+            let m = LoopOp::scan("l", body(), 1, 1, 5, false, Some(bad))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                m.contains(&format!("budget of {bad}")) && m.contains("1..=5"),
+                "{m}"
+            );
+        }
+        let l = LoopOp::scan("l", body(), 1, 1, 5, false, None).unwrap();
+        let mut g = Graph::new();
+        let c0 = g.input("c0", [2], DType::F64);
+        let xs = g.input("xs", [4, 2], DType::F64);
+        let m = g.push(Op::Loop(l), &[c0, xs]).unwrap_err().to_string();
+        assert!(
+            m.contains("per-step input 0") && m.contains("[4, 2]") && m.contains("[5, 2]"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn mixed_float_dtypes_are_refused() {
+        let mut b = Graph::new();
+        let c = b.input("c", [2], DType::F64);
+        let x = b.input("x", [2], DType::F32);
+        let xc = b.cast(x, DType::F64).unwrap();
+        let n = b.mul(c, xc).unwrap();
+        b.set_outputs(vec![n]);
+        let m = LoopOp::scan("l", b, 1, 1, 3, false, None)
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("f32"), "{m}");
+    }
+}

@@ -1,0 +1,123 @@
+//! Fusing a scan with its adjoint, after differentiation.
+//!
+//! Reverse mode of a loop leaves two nodes: the scan `S` (the value) and its
+//! adjoint `A`, whose reverse sweep first runs the loop forward once more to
+//! place its checkpoints (the *first descent* of [`revolve`](super::schedule::revolve)).
+//! When `A`'s loop operands are `S`'s, `S` can record those carries as it
+//! runs (the [`spine`](super::schedule::spine), `⌈√T⌉`-ish of them: memory
+//! the adjoint holds anyway) and `A` start from them, skipping a whole
+//! forward pass of the loop: the gradient then costs one forward sweep plus
+//! the recomputations of the schedule, as a hand-written adjoint with the
+//! same memory would.
+//!
+//! Loops with a spine have no derivative rules, so this runs last, on
+//! graphs about to be compiled.
+
+use std::sync::Arc;
+
+use super::{schedule, LoopKind, LoopOp, LoopRef};
+use crate::{Graph, Node, NodeId, Op, Result};
+
+/// `g` with each scan that has an adjoint over the same operands fused with
+/// it (see the module docs), and the origin in `g` of each node of the
+/// result; `None` when there is nothing to fuse.
+///
+/// ```
+/// use rlx_core::loops::spine::fuse_spines;
+/// use rlx_core::{autodiff, DType, Graph, LoopOp};
+/// let mut b = Graph::new();
+/// let c = b.input("c", [3], DType::F64);
+/// let s = b.sin(c).unwrap();
+/// b.set_outputs(vec![s]);
+/// let l = LoopOp::scan("l", b, 1, 0, 20, false, None).unwrap();
+/// let mut g = Graph::new();
+/// let c0 = g.input("c0", [3], DType::F64);
+/// let p = g.looped(l, &[c0]).unwrap();
+/// let y = g.sum_all(p).unwrap();
+/// g.set_outputs(vec![y]);
+/// let vg = autodiff::value_and_grad(&g, &[0]).unwrap();
+/// let (fused, _) = fuse_spines(&vg).unwrap().expect("a scan and its adjoint");
+/// assert!(fused.to_string().contains("spine"));
+/// ```
+pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
+    let nodes = g.nodes();
+    let live = g.live_nodes();
+    // adjoint node -> its scan node
+    let mut partner: Vec<Option<usize>> = vec![None; nodes.len()];
+    let mut taken = vec![false; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        let Op::Loop(a) = &n.op else { continue };
+        let LoopKind::Adjoint { primal, .. } = &a.kind else {
+            continue;
+        };
+        if !live[i] || a.spine > 0 {
+            continue;
+        }
+        let n_in = a.body.inputs().len();
+        let found = (0..i).find(|&j| {
+            !taken[j]
+                && live[j]
+                && matches!(&nodes[j].op, Op::Loop(s) if s == primal)
+                && nodes[j].inputs[..] == n.inputs[..n_in]
+        });
+        if let Some(j) = found {
+            partner[i] = Some(j);
+            taken[j] = true;
+        }
+    }
+    if !taken.iter().any(|&t| t) {
+        return Ok(None);
+    }
+    let mut out = Graph::new();
+    let mut map: Vec<NodeId> = Vec::with_capacity(nodes.len());
+    let mut origins: Vec<NodeId> = Vec::with_capacity(nodes.len());
+    // scan node -> (fused scan node, its loop)
+    let mut fused: Vec<Option<(NodeId, LoopRef)>> = vec![None; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        let args: Vec<NodeId> = n.inputs.iter().map(|j| map[j.index()]).collect();
+        let id = match &n.op {
+            Op::Input { index } => {
+                out.input(g.inputs()[*index].name.clone(), n.shape.clone(), n.dtype)
+            }
+            Op::Loop(s) if taken[i] => {
+                let k = schedule::spine(s.length, s.checkpoints).len();
+                let l = LoopRef(Arc::new(LoopOp {
+                    spine: k,
+                    ..(**s).clone()
+                }));
+                let node = out.looped(l.clone(), &args)?;
+                fused[i] = Some((node, l));
+                out.slice(node, 0, 0, n.shape.numel())?
+            }
+            Op::Loop(a) if partner[i].is_some() => {
+                let j = partner[i].expect("checked");
+                let (node, s) = fused[j].clone().expect("scans come before their adjoints");
+                let segs = s.segments();
+                let mut off: usize = segs.iter().map(|t| t.shape.numel()).sum();
+                let spine_segs = &segs[segs.len() - s.carries..];
+                off -= spine_segs.iter().map(|t| t.shape.numel()).sum::<usize>();
+                let mut ops = args;
+                for t in spine_segs {
+                    let piece = out.slice(node, 0, off, t.shape.numel())?;
+                    ops.push(out.reshape(piece, t.shape.clone())?);
+                    off += t.shape.numel();
+                }
+                let l = LoopRef(Arc::new(LoopOp {
+                    spine: s.spine,
+                    ..(**a).clone()
+                }));
+                out.looped(l, &ops)?
+            }
+            op => out.push_unchecked(Node {
+                op: op.clone(),
+                inputs: args,
+                shape: n.shape.clone(),
+                dtype: n.dtype,
+            }),
+        };
+        map.push(id);
+        origins.resize(out.len(), NodeId(i as u32));
+    }
+    out.set_outputs(g.outputs().iter().map(|o| map[o.index()]).collect());
+    Ok(Some((out, origins)))
+}

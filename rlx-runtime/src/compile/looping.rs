@@ -1,0 +1,106 @@
+//! The plan step of a loop node: its body (and, for an adjoint, the body's
+//! reverse-mode step) compiled once into [`Executable`]s when the plan is
+//! built, then run once per step by [`crate::looping`] on storages, with
+//! one warm per-call state per body taken for the whole loop (no plan is
+//! built and no state is created per step).
+
+use std::sync::Arc;
+
+use rlx_core::{LoopKind, LoopRef, Result};
+
+use super::env::{Env, Inputs, Outputs, Val};
+use super::exec;
+use super::{compile_with, Executable, Options};
+use crate::kernels::looping::{run_loop, RunGraph};
+use crate::storage::Storage;
+
+/// A loop node in a plan.
+#[derive(Clone, Debug)]
+pub(crate) struct LoopStep {
+    pub(crate) l: LoopRef,
+    body: Arc<Executable>,
+    vjp: Option<Arc<Executable>>,
+    /// `schedule::spine(T, checkpoints)` for a loop with a spine, else empty.
+    spine: Vec<usize>,
+    /// The operands, in order.
+    pub(crate) args: Vec<Val>,
+}
+
+impl LoopStep {
+    /// Compiles the body (and reverse step) of `l`.
+    pub(crate) fn new(l: LoopRef, args: Vec<Val>, options: &Options) -> Result<LoopStep> {
+        let body = Arc::new(compile_with(&l.body, options)?);
+        let vjp = match &l.kind {
+            LoopKind::Scan => None,
+            LoopKind::Adjoint { vjp, .. } => Some(Arc::new(compile_with(vjp, options)?)),
+        };
+        let spine = match l.spine {
+            0 => vec![],
+            _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
+        };
+        Ok(LoopStep {
+            l,
+            body,
+            vjp,
+            spine,
+            args,
+        })
+    }
+
+    /// Runs the loop on the values of `env` into `out`.
+    pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage) -> Result<()> {
+        let operands: Vec<&Storage> = self.args.iter().map(|&v| env.get(v)).collect();
+        let mut body = Warm::new(&self.body)?;
+        let res = match &self.vjp {
+            Some(v) => {
+                let mut vjp = Warm::new(v)?;
+                let r = run_loop(
+                    &self.l,
+                    &mut body,
+                    Some(&mut vjp),
+                    &self.spine,
+                    &operands,
+                    out,
+                );
+                vjp.finish();
+                r
+            }
+            None => run_loop(&self.l, &mut body, None, &self.spine, &operands, out),
+        };
+        body.finish();
+        res
+    }
+}
+
+/// An executable with one of its states taken for many runs.
+struct Warm<'a> {
+    exe: &'a Executable,
+    state: Option<Box<exec::State>>,
+}
+
+impl<'a> Warm<'a> {
+    fn new(exe: &'a Executable) -> Result<Warm<'a>> {
+        Ok(Warm {
+            exe,
+            state: Some(exe.take_state()?),
+        })
+    }
+
+    fn finish(mut self) {
+        if let Some(s) = self.state.take() {
+            self.exe.put_state(s);
+        }
+    }
+}
+
+impl RunGraph for Warm<'_> {
+    fn run(&mut self, inputs: &[&Storage], outputs: &mut [Storage]) -> Result<()> {
+        let state = self.state.as_mut().expect("taken until finish");
+        exec::run(
+            &self.exe.plan,
+            state,
+            &Inputs::Storages(inputs),
+            &mut Outputs::Storages(outputs),
+        )
+    }
+}

@@ -1,0 +1,435 @@
+//! Running loop nodes ([`rlx_core::loops`]): the step loop of a scan and
+//! the checkpointed reverse sweep of an adjoint, over any way of running one
+//! body step (a compiled [`Executable`](crate::Executable) in plans, the
+//! reference interpreter in [`crate::kernels`]).
+//!
+//! A scan keeps one set of carries and swaps it with the body's outputs
+//! after each step; per-step inputs are copied out of their stacked operand
+//! and per-step outputs into the packed result. An adjoint drives a
+//! [`Sweep`] through [`revolve`]: at most `checkpoints` stored carries, a
+//! working carry, the body's output, the carry cotangents and the reverse
+//! step's output, and one accumulator per floating-point invariant, whatever
+//! the loop's length. Memory for a run: `(checkpoints + 4)` carries plus the
+//! bodies' own buffers (independent of `T`), besides the packed result (and,
+//! for a loop fused with its scan, the spine of about `checkpoints` carries
+//! the scan recorded). An adjoint with a spine skips the first descent of
+//! the schedule: its advances are not run and its stores read the spine.
+
+use rlx_core::loops::schedule::{revolve, Sweep};
+use rlx_core::{Error, LoopKind, LoopOp, Result};
+
+use crate::storage::Storage;
+
+/// One way of running a graph on storages of its declared types.
+pub(crate) trait RunGraph {
+    /// Runs on `inputs`, writing `outputs` (one storage per output, resized as needed).
+    fn run(&mut self, inputs: &[&Storage], outputs: &mut [Storage]) -> Result<()>;
+}
+
+/// Runs loop `l` on `operands` into its packed result `out`; `body` runs
+/// `l.body` and, for an adjoint, `vjp` runs its reverse-mode step. `spine`
+/// is `schedule::spine(T, checkpoints)` for a loop with a spine (the steps
+/// whose carries a scan records for its adjoint), else empty.
+pub(crate) fn run_loop(
+    l: &LoopOp,
+    body: &mut dyn RunGraph,
+    vjp: Option<&mut dyn RunGraph>,
+    spine: &[usize],
+    operands: &[&Storage],
+    out: &mut Storage,
+) -> Result<()> {
+    if spine.len() != l.spine {
+        return Err(Error::InvalidArgument {
+            op: "loop",
+            message: format!(
+                "{}: a spine of {} steps for {}",
+                l.name,
+                spine.len(),
+                l.spine
+            ),
+        });
+    }
+    let want: usize = l.out_type().shape.numel();
+    if out.len() != want || out.dtype() != l.dtype() {
+        *out = Storage::zeros(l.dtype(), want);
+    }
+    match (&l.kind, vjp) {
+        (LoopKind::Scan, _) => scan(l, body, spine, operands, out),
+        (LoopKind::Adjoint { .. }, Some(vjp)) => adjoint(l, body, vjp, operands, out),
+        (LoopKind::Adjoint { .. }, None) => Err(Error::InvalidArgument {
+            op: "loop",
+            message: format!("{}: an adjoint loop needs its reverse-mode step", l.name),
+        }),
+    }
+}
+
+/// Per-step element counts of the body's inputs and outputs.
+struct Sizes {
+    x: Vec<usize>,
+    y: Vec<usize>,
+    /// Offset of each per-step output's stacked piece in the packed result.
+    y_off: Vec<usize>,
+}
+
+fn sizes(l: &LoopOp) -> Sizes {
+    let x: Vec<usize> = l.x_types().iter().map(|t| t.shape.numel()).collect();
+    let y: Vec<usize> = l.y_types().iter().map(|t| t.shape.numel()).collect();
+    let mut off: usize = l.carry_types().iter().map(|t| t.shape.numel()).sum();
+    let mut y_off = Vec::with_capacity(y.len());
+    for &n in &y {
+        y_off.push(off);
+        off += n * l.length;
+    }
+    Sizes { x, y, y_off }
+}
+
+/// The index into `xs`/`ys` of iteration `t`.
+fn index(l: &LoopOp, t: usize) -> usize {
+    if l.reverse {
+        l.length - 1 - t
+    } else {
+        t
+    }
+}
+
+fn scan(
+    l: &LoopOp,
+    body: &mut dyn RunGraph,
+    spine: &[usize],
+    operands: &[&Storage],
+    out: &mut Storage,
+) -> Result<()> {
+    let (c, k) = (l.carries, l.xs);
+    let sz = sizes(l);
+    // Offsets of the spine pieces, after the stacked outputs.
+    let mut spine_off: Vec<usize> = Vec::with_capacity(c);
+    let mut off = sz.y_off.last().map_or_else(
+        || l.carry_types().iter().map(|t| t.shape.numel()).sum(),
+        |&o| o + sz.y[sz.y.len() - 1] * l.length,
+    );
+    for t in l.carry_types() {
+        spine_off.push(off);
+        off += t.shape.numel() * spine.len();
+    }
+    let mut next_spine = 0;
+    let mut carry: Vec<Storage> = operands[..c].iter().map(|s| (*s).clone()).collect();
+    let mut xbuf: Vec<Storage> = (0..k)
+        .map(|j| Storage::zeros(operands[c + j].dtype(), sz.x[j]))
+        .collect();
+    let mut outs: Vec<Storage> = l
+        .body
+        .outputs()
+        .iter()
+        .map(|&o| Storage::zeros(l.body.dtype(o), l.body.shape(o).numel()))
+        .collect();
+    for t in 0..l.length {
+        while spine.get(next_spine) == Some(&t) {
+            for (i, v) in carry.iter().enumerate() {
+                copy(out, spine_off[i] + next_spine * v.len(), v, 0, v.len())?;
+            }
+            next_spine += 1;
+        }
+        let s = index(l, t);
+        for j in 0..k {
+            copy(&mut xbuf[j], 0, operands[c + j], s * sz.x[j], sz.x[j])?;
+        }
+        {
+            let mut ins: Vec<&Storage> = Vec::with_capacity(operands.len());
+            ins.extend(carry.iter());
+            ins.extend(xbuf.iter());
+            ins.extend_from_slice(&operands[c + k..]);
+            body.run(&ins, &mut outs)?;
+        }
+        for (j, y) in outs[c..].iter().enumerate() {
+            copy(out, sz.y_off[j] + s * sz.y[j], y, 0, sz.y[j])?;
+        }
+        for (a, b) in carry.iter_mut().zip(outs.iter_mut()) {
+            std::mem::swap(a, b);
+        }
+    }
+    let mut off = 0;
+    for v in &carry {
+        copy(out, off, v, 0, v.len())?;
+        off += v.len();
+    }
+    Ok(())
+}
+
+/// The numbers of an adjoint's reverse sweep.
+struct Adjoint<'a> {
+    l: &'a LoopOp,
+    body: &'a mut dyn RunGraph,
+    vjp: &'a mut dyn RunGraph,
+    operands: &'a [&'a Storage],
+    out: &'a mut Storage,
+    sz: Sizes,
+    /// The working carry.
+    work: Vec<Storage>,
+    slots: Vec<Vec<Storage>>,
+    xbuf: Vec<Storage>,
+    ybar: Vec<Storage>,
+    outs: Vec<Storage>,
+    cbar: Vec<Storage>,
+    vouts: Vec<Storage>,
+    kbar: Vec<Storage>,
+    /// Offsets of the stacked `x̄s` pieces in the result, per float per-step input.
+    xbar_off: Vec<usize>,
+    /// For a loop with a spine: whether the first descent is still going on
+    /// (its advances are skipped and its stores read the spine), and how
+    /// many of its stores have been made.
+    descending: bool,
+    stores: usize,
+}
+
+impl Adjoint<'_> {
+    /// Copies spine entry `k` (the carries its scan recorded) into `dst`.
+    fn spine_entry(&self, k: usize, dst: &mut [Storage]) -> Result<()> {
+        let first = self.l.body.inputs().len() + self.l.carries + self.l.ys();
+        for (i, d) in dst.iter_mut().enumerate() {
+            let n = d.len();
+            copy(d, 0, self.operands[first + i], k * n, n)?;
+        }
+        Ok(())
+    }
+}
+
+impl Adjoint<'_> {
+    fn load_x(&mut self, t: usize) -> Result<()> {
+        let (c, s) = (self.l.carries, index(self.l, t));
+        for j in 0..self.l.xs {
+            let n = self.sz.x[j];
+            copy(&mut self.xbuf[j], 0, self.operands[c + j], s * n, n)?;
+        }
+        Ok(())
+    }
+}
+
+/// The invariant operands of `l`.
+fn invariants<'a>(l: &LoopOp, operands: &'a [&'a Storage]) -> &'a [&'a Storage] {
+    &operands[l.carries + l.xs..l.body.inputs().len()]
+}
+
+impl Sweep for Adjoint<'_> {
+    fn restore(&mut self, slot: usize) -> Result<()> {
+        for (w, s) in self.work.iter_mut().zip(&self.slots[slot]) {
+            copy(w, 0, s, 0, s.len())?;
+        }
+        Ok(())
+    }
+
+    fn store(&mut self, slot: usize) -> Result<()> {
+        if self.slots.len() <= slot {
+            self.slots.resize_with(slot + 1, Vec::new);
+        }
+        if self.slots[slot].is_empty() {
+            // Allocated once, at the first store into this slot.
+            self.slots[slot] = self.work.clone();
+        }
+        if self.descending {
+            let mut s = std::mem::take(&mut self.slots[slot]);
+            let r = self.spine_entry(self.stores, &mut s);
+            self.slots[slot] = s;
+            self.stores += 1;
+            return r;
+        }
+        for (s, w) in self.slots[slot].iter_mut().zip(&self.work) {
+            copy(s, 0, w, 0, w.len())?;
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self, t: usize) -> Result<()> {
+        if self.descending {
+            return Ok(());
+        }
+        self.load_x(t)?;
+        let mut ins: Vec<&Storage> = Vec::with_capacity(self.operands.len());
+        ins.extend(self.work.iter());
+        ins.extend(self.xbuf.iter());
+        ins.extend_from_slice(invariants(self.l, self.operands));
+        self.body.run(&ins, &mut self.outs)?;
+        for (a, b) in self.work.iter_mut().zip(self.outs.iter_mut()) {
+            std::mem::swap(a, b);
+        }
+        Ok(())
+    }
+
+    fn reverse_step(&mut self, t: usize) -> Result<()> {
+        if self.descending {
+            let mut w = std::mem::take(&mut self.work);
+            let r = self.spine_entry(self.l.spine - 1, &mut w);
+            self.work = w;
+            r?;
+            self.descending = false;
+        }
+        let l = self.l;
+        let (c, s) = (l.carries, index(l, t));
+        let n_in = l.body.inputs().len();
+        self.load_x(t)?;
+        for (j, yb) in self.ybar.iter_mut().enumerate() {
+            let n = self.sz.y[j];
+            copy(yb, 0, self.operands[n_in + c + j], s * n, n)?;
+        }
+        {
+            let mut ins: Vec<&Storage> = Vec::with_capacity(n_in + c + self.ybar.len());
+            ins.extend(self.work.iter());
+            ins.extend(self.xbuf.iter());
+            ins.extend_from_slice(invariants(self.l, self.operands));
+            ins.extend(self.cbar.iter());
+            ins.extend(self.ybar.iter());
+            self.vjp.run(&ins, &mut self.vouts)?;
+        }
+        for (a, b) in self.cbar.iter_mut().zip(self.vouts.iter_mut()) {
+            std::mem::swap(a, b);
+        }
+        let fx = self.xbar_off.len();
+        for (n, &off) in self.xbar_off.iter().enumerate() {
+            let v = &self.vouts[c + n];
+            copy(self.out, off + s * v.len(), v, 0, v.len())?;
+        }
+        for (acc, v) in self.kbar.iter_mut().zip(&self.vouts[c + fx..]) {
+            add_into(acc, v)?;
+        }
+        Ok(())
+    }
+}
+
+fn adjoint(
+    l: &LoopOp,
+    body: &mut dyn RunGraph,
+    vjp: &mut dyn RunGraph,
+    operands: &[&Storage],
+    out: &mut Storage,
+) -> Result<()> {
+    let LoopKind::Adjoint { vjp: vg, .. } = &l.kind else {
+        unreachable!("called for adjoints")
+    };
+    let (c, k) = (l.carries, l.xs);
+    let n_in = l.body.inputs().len();
+    let sz = sizes(l);
+    let zeros_like = |g: &rlx_core::Graph, ids: &[rlx_core::NodeId]| -> Vec<Storage> {
+        ids.iter()
+            .map(|&o| Storage::zeros(g.dtype(o), g.shape(o).numel()))
+            .collect()
+    };
+    let seg: Vec<usize> = l.segments().iter().map(|t| t.shape.numel()).collect();
+    let fx = l.float_xs();
+    let mut xbar_off = Vec::with_capacity(fx.len());
+    let mut off: usize = seg[..c].iter().sum();
+    for n in &seg[c..c + fx.len()] {
+        xbar_off.push(off);
+        off += n;
+    }
+    let kbar: Vec<Storage> = seg[c + fx.len()..]
+        .iter()
+        .map(|&n| Storage::zeros(l.dtype(), n))
+        .collect();
+    let ybar = l
+        .y_types()
+        .iter()
+        .map(|t| Storage::zeros(t.dtype, t.shape.numel()))
+        .collect();
+    let mut a = Adjoint {
+        l,
+        body,
+        vjp,
+        operands,
+        out,
+        work: operands[..c].iter().map(|s| (*s).clone()).collect(),
+        slots: Vec::new(),
+        xbuf: (0..k)
+            .map(|j| Storage::zeros(operands[c + j].dtype(), sz.x[j]))
+            .collect(),
+        ybar,
+        outs: zeros_like(&l.body, l.body.outputs()),
+        cbar: operands[n_in..n_in + c]
+            .iter()
+            .map(|s| (*s).clone())
+            .collect(),
+        vouts: zeros_like(vg, vg.outputs()),
+        kbar,
+        xbar_off,
+        sz,
+        descending: l.spine > 0,
+        stores: 0,
+    };
+    revolve(l.length, l.checkpoints, &mut a)?;
+    let mut off = 0;
+    for v in &a.cbar {
+        copy(a.out, off, v, 0, v.len())?;
+        off += v.len();
+    }
+    let mut off: usize = seg[..c + fx.len()].iter().sum();
+    for v in &a.kbar {
+        copy(a.out, off, v, 0, v.len())?;
+        off += v.len();
+    }
+    Ok(())
+}
+
+macro_rules! same {
+    ($a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {
+        match ($a, $b) {
+            (Storage::F32($x), Storage::F32($y)) => $body,
+            (Storage::F64($x), Storage::F64($y)) => $body,
+            (Storage::F16($x), Storage::F16($y)) => $body,
+            (Storage::BF16($x), Storage::BF16($y)) => $body,
+            (Storage::I64($x), Storage::I64($y)) => $body,
+            (Storage::Bool($x), Storage::Bool($y)) => $body,
+            (a, b) => Err(mismatch(a.dtype(), b.dtype())),
+        }
+    };
+}
+
+#[cold]
+fn mismatch(a: rlx_core::DType, b: rlx_core::DType) -> Error {
+    Error::DTypeMismatch {
+        op: "loop",
+        lhs: a,
+        rhs: b,
+    }
+}
+
+/// `dst[at..at + n] = src[from..from + n]`.
+fn copy(dst: &mut Storage, at: usize, src: &Storage, from: usize, n: usize) -> Result<()> {
+    if at + n > dst.len() || from + n > src.len() {
+        return Err(Error::InvalidArgument {
+            op: "loop",
+            message: format!(
+                "a copy of {n} values from offset {from} of {} into offset {at} of {} is out of range",
+                src.len(),
+                dst.len()
+            ),
+        });
+    }
+    same!(dst, src, |d, s| {
+        d[at..at + n].copy_from_slice(&s[from..from + n]);
+        Ok(())
+    })
+}
+
+/// `acc += v` element-wise (floating-point storages).
+fn add_into(acc: &mut Storage, v: &Storage) -> Result<()> {
+    match (acc, v) {
+        (Storage::F32(a), Storage::F32(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += b),
+        (Storage::F64(a), Storage::F64(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += b),
+        (Storage::F16(a), Storage::F16(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += *b),
+        (Storage::BF16(a), Storage::BF16(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += *b),
+        (a, b) => return Err(mismatch(a.dtype(), b.dtype())),
+    }
+    Ok(())
+}
+
+/// Runs a graph with the reference interpreter.
+pub(crate) struct Interpreted<'a>(pub(crate) &'a rlx_core::Graph);
+
+impl RunGraph for Interpreted<'_> {
+    fn run(&mut self, inputs: &[&Storage], outputs: &mut [Storage]) -> Result<()> {
+        let flat = self.0.inline_custom()?;
+        let res = super::run_storages(&flat, inputs)?;
+        for (o, r) in outputs.iter_mut().zip(res) {
+            *o = r;
+        }
+        Ok(())
+    }
+}
