@@ -45,7 +45,7 @@ pub(crate) const SMALL_VALUE: usize = 128;
 pub(crate) const MAX_INPUT_ELEMENTS: usize = 1024;
 
 /// The largest element graph built; beyond it the general plan is used.
-pub(crate) const MAX_ELEMENT_NODES: usize = 200_000;
+pub(crate) const MAX_ELEMENT_NODES: usize = 20_000;
 
 /// Row-major strides of `dims`.
 fn strides(dims: &[usize]) -> Vec<usize> {
@@ -147,6 +147,11 @@ fn lower_node(
     let n = &g.nodes()[i];
     let out = n.shape.dims();
     let numel = n.shape.numel();
+    if numel == 0 {
+        // No elements (and no loop over a dimension that may be huge
+        // next to a zero one).
+        return Some(Vec::new());
+    }
     let arg = |k: usize| elems[n.inputs[k].index()].as_ref();
     let dims = |k: usize| g.shape(n.inputs[k]).dims();
     let float = |d: DType| matches!(d, DType::F32 | DType::F64);
