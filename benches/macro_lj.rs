@@ -10,6 +10,10 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+
+#[path = "common/lj.rs"]
+mod lj;
+use lj::lj_grad;
 use rlx::prelude::*;
 use rlx::runtime::Arg;
 
@@ -25,16 +29,6 @@ fn energy(x0: f64, y0: f64, x1: f64, y1: f64, x2: f64, y2: f64) -> f64 {
     let pairs = lj(&x0, &y0, &x1, &y1) + lj(&x0, &y0, &x2, &y2) + lj(&x1, &y1, &x2, &y2);
     let r = ((&x0 - &x2).square() + (&y0 - &y2).square()).sqrt();
     pairs + (r - 1.5).square() * 5.0
-}
-
-/// ∂/∂a of the LJ pair energy, as (gx, gy) for particle a (b gets the negation):
-/// dE/dr² = 4 (−6 s⁷ + 3 s⁴), ∂r²/∂xa = 2 dx.
-fn lj_grad(dx: f64, dy: f64) -> (f64, f64) {
-    let s = 1.0 / (dx * dx + dy * dy);
-    let s2 = s * s;
-    let s4 = s2 * s2;
-    let de = 4.0 * (-6.0 * s4 * s2 * s + 3.0 * s4);
-    (2.0 * dx * de, 2.0 * dy * de)
 }
 
 fn analytic(p: [f64; 6]) -> [f64; 6] {

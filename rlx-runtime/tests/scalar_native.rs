@@ -94,8 +94,22 @@ fn native_regions_match_the_interpreter_bit_for_bit() {
         if g.outputs().is_empty() {
             continue;
         }
-        let jit = compile_with(&g, &Options { jit: true }).unwrap();
-        let interp = compile_with(&g, &Options { jit: false }).unwrap();
+        let jit = compile_with(
+            &g,
+            &Options {
+                jit: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let interp = compile_with(
+            &g,
+            &Options {
+                jit: false,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         assert_eq!(interp.stats().native_regions, 0);
         native += jit.stats().native_regions;
         for _ in 0..4 {
@@ -135,9 +149,23 @@ fn native_gradient_of_a_pair_energy() {
     let e = g.mul(e, four).unwrap();
     g.set_outputs(vec![e]);
     let vg = rlx_core::autodiff::value_and_grad(&g, &[0]).unwrap();
-    let jit = compile_with(&vg, &Options { jit: true }).unwrap();
+    let jit = compile_with(
+        &vg,
+        &Options {
+            jit: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     assert_eq!(jit.stats().native_regions, 1);
-    let interp = compile_with(&vg, &Options { jit: false }).unwrap();
+    let interp = compile_with(
+        &vg,
+        &Options {
+            jit: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     for r in [0.9, 1.0, 2f64.powf(1.0 / 6.0), 1.7] {
         let got = jit.run_args(&[Arg::F64(r)]).unwrap();
         let want = interp.run_args(&[Arg::F64(r)]).unwrap();

@@ -17,8 +17,14 @@ const H: f64 = 1e-5;
 
 /// Compiles `g` (native scalar code or not) and runs it; outputs as `f64`.
 fn run(g: &Graph, inputs: &[Tensor], jit: bool) -> Result<Vec<Vec<f64>>, TestCaseError> {
-    let exe = compile_with(g, &Options { jit })
-        .map_err(|e| TestCaseError::fail(format!("a valid graph must compile: {e}\n{g}")))?;
+    let exe = compile_with(
+        g,
+        &Options {
+            jit,
+            ..Options::default()
+        },
+    )
+    .map_err(|e| TestCaseError::fail(format!("a valid graph must compile: {e}\n{g}")))?;
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let outs = exe
         .run(&refs)
@@ -113,7 +119,14 @@ pub fn check(r: &Recipe) -> Result<bool, TestCaseError> {
 /// A compiled graph and the interpreter given one input too few, or an
 /// input of another shape or dtype, return `Err`.
 fn wrong_inputs(g: &Graph, inputs: &[Tensor]) -> Res {
-    let exe = compile_with(g, &Options { jit: false }).expect("compiled once already");
+    let exe = compile_with(
+        g,
+        &Options {
+            jit: false,
+            ..Options::default()
+        },
+    )
+    .expect("compiled once already");
     let mut refs: Vec<&Tensor> = inputs.iter().collect();
     let last = refs.pop().expect("at least one input");
     prop_assert!(exe.run(&refs).is_err() && interpret(g, &refs).is_err());
@@ -308,7 +321,13 @@ pub fn check_hostile(r: &Recipe) -> Res {
         Ok(g.clone()),
     ];
     for t in results.into_iter().flatten() {
-        let Ok(exe) = compile_with(&t, &Options { jit: false }) else {
+        let Ok(exe) = compile_with(
+            &t,
+            &Options {
+                jit: false,
+                ..Options::default()
+            },
+        ) else {
             continue;
         };
         let small = t.nodes().iter().all(|n| n.shape.numel() <= 1 << 12);

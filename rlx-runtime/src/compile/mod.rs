@@ -54,6 +54,7 @@ mod reduce;
 mod regs;
 mod scalar;
 mod scalar_code;
+mod small;
 mod solve;
 
 use std::sync::Mutex;
@@ -93,6 +94,9 @@ pub struct Executable {
     /// of small scalar graphs).
     #[allow(clippy::vec_box)]
     pool: Mutex<Vec<Box<exec::State>>>,
+    /// The scalarised plan, when every value is small (`compile::small`):
+    /// calls run it instead of `plan`, which is kept for its types.
+    small: Option<Box<small::Small>>,
 }
 
 /// Compiles `g`: inlines custom ops, optimises, plans the schedule and buffers.
@@ -106,13 +110,13 @@ pub fn compile(g: &Graph) -> Result<Executable> {
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
     let plan = planner::build(&g, &origins, options)?;
-    let first = Box::new(exec::State::new(&plan)?);
-    let mut pool = Vec::with_capacity(POOL);
-    pool.push(first);
-    Ok(Executable {
-        plan,
-        pool: Mutex::new(pool),
-    })
+    let mut exe = Executable::from_plan(plan)?;
+    // A plan that is already one scalar program (every value 0-d) has
+    // nothing to gain from scalarisation.
+    if options.scalarize && exe.plan.scalar_program.is_none() {
+        exe.small = small::Small::build(&g, options).map(Box::new);
+    }
+    Ok(exe)
 }
 
 /// The graph-level passes run before planning, and the origin of each node
@@ -138,6 +142,17 @@ fn optimize(g: Graph) -> Result<(Graph, Vec<NodeId>)> {
 }
 
 impl Executable {
+    fn from_plan(plan: plan::Plan) -> Result<Executable> {
+        let first = Box::new(exec::State::new(&plan)?);
+        let mut pool = Vec::with_capacity(POOL);
+        pool.push(first);
+        Ok(Executable {
+            plan,
+            pool: Mutex::new(pool),
+            small: None,
+        })
+    }
+
     /// Declared input types, in order.
     pub fn input_types(&self) -> &[TensorType] {
         &self.plan.input_types
@@ -154,8 +169,15 @@ impl Executable {
     }
 
     /// Counts describing the compiled plan (steps, fused loops, buffers).
+    ///
+    /// A scalarised plan (every value small, see [`Options::scalarize`])
+    /// reports the counts of its element program, with
+    /// [`PlanStats::scalarized_nodes`] the graph nodes lowered to it.
     pub fn stats(&self) -> PlanStats {
-        self.plan.stats
+        match &self.small {
+            Some(s) => s.stats(),
+            None => self.plan.stats,
+        }
     }
 
     /// Runs on `inputs`, returning freshly allocated outputs.
@@ -183,6 +205,9 @@ impl Executable {
     /// allocates its packing buffer per call).
     pub fn run_into(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<()> {
         self.check(inputs, outputs)?;
+        if let Some(s) = &self.small {
+            return s.run_tensors(inputs, outputs);
+        }
         let mut state = self.take_state()?;
         let res = exec::run(
             &self.plan,
@@ -233,6 +258,9 @@ impl Executable {
             if let Some(i) = head.iter().chain(tail).position(Arg::is_traced) {
                 return Err(traced_input(&self.plan.input_names[i]));
             }
+        }
+        if let Some(s) = &self.small {
+            return s.run_args(head.iter().chain(tail).copied(), &self.plan.output_types);
         }
         if let Some(values) = self.run_scalar_program(head, tail) {
             return Ok(values);
@@ -333,6 +361,9 @@ impl Executable {
     pub(crate) fn run_scalar_into(&self, head: &[f64], tail: &[f64], out: &mut [f64]) -> bool {
         /// Joined inputs up to this many live on the stack.
         const INPUTS: usize = 64;
+        if let Some(s) = &self.small {
+            return s.run_numbers(head, tail, out);
+        }
         let Some(prog) = self.plan.scalar_program.as_ref() else {
             return false;
         };

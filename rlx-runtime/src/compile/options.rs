@@ -11,7 +11,7 @@
 /// let y = g.sin(x).unwrap();
 /// g.set_outputs(vec![y]);
 /// // A graph run once: skip generating native code.
-/// let exe = compile_with(&g, &Options { jit: false }).unwrap();
+/// let exe = compile_with(&g, &Options { jit: false, ..Options::default() }).unwrap();
 /// assert_eq!(exe.stats().native_regions, 0);
 /// ```
 #[derive(Clone, Debug)]
@@ -21,10 +21,21 @@ pub struct Options {
     /// bit-identical results, several times faster than interpreting them,
     /// at a compile cost of about 0.7 ms for a region of a hundred instructions.
     pub jit: bool,
+    /// Run graphs whose values are all small (at most 128 elements each,
+    /// inputs up to 1024 elements in all, `f32`/`f64` inputs and outputs)
+    /// as one scalar program over their elements: movement ops route
+    /// elements, every other op becomes element-wise arithmetic in the
+    /// reference kernels' order (bit-identical results), common
+    /// subexpressions and constants are folded per element. See
+    /// [`PlanStats::scalarized_nodes`](super::PlanStats::scalarized_nodes).
+    pub scalarize: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { jit: true }
+        Options {
+            jit: true,
+            scalarize: true,
+        }
     }
 }

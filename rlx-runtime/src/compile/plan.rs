@@ -131,4 +131,9 @@ pub struct PlanStats {
     pub virtual_transposes: usize,
     /// Buffer slots of the per-call state.
     pub buffers: usize,
+    /// Nodes of the graph lowered element by element into one scalar
+    /// program (0 unless the whole plan is scalarised: see
+    /// [`Options::scalarize`](super::Options::scalarize)). The other
+    /// counts then describe the element program.
+    pub scalarized_nodes: usize,
 }

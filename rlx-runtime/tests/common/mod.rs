@@ -180,3 +180,17 @@ pub fn indices(g: &mut Graph, v: Vec<i64>, shape: &[usize]) -> NodeId {
     g.constant(Literal::I64(v.into()), Shape::from(shape), DType::I64)
         .unwrap()
 }
+
+/// Asserts that two tensors hold the same shape, dtype and values bit for
+/// bit (any NaN equals any NaN).
+pub fn assert_same_values(a: &Tensor, b: &Tensor, what: &str) {
+    assert_eq!(a.shape(), b.shape(), "{what}: shape");
+    assert_eq!(a.dtype(), b.dtype(), "{what}: dtype");
+    let (x, y) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
+    for (i, (p, q)) in x.iter().zip(&y).enumerate() {
+        assert!(
+            p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
+            "{what}: element {i}: {p:?} vs {q:?}"
+        );
+    }
+}

@@ -14,8 +14,10 @@ mod fusion;
 mod movement;
 mod reductions_linalg;
 
+use common::assert_same_values;
 use common::reference::{self, eval_tensors, Val};
 use common::{assert_close, tensor, values};
+use rlx_runtime::compile::{compile_with, Options};
 use rlx_runtime::{
     compile, Arg, BinaryOp, CmpOp, DType, Error, Executable, Graph, NodeId, ReduceOp, Shape,
     Tensor, UnaryOp,
@@ -31,10 +33,33 @@ fn tol(dtype: DType) -> f64 {
     }
 }
 
-/// Compiles `g`, runs it on `inputs` and compares every output with the
-/// naive evaluator.
+/// `g` compiled by the general planner (scalarisation off), for tests of
+/// the general plan's structure.
+fn general(g: &Graph) -> Executable {
+    let options = Options {
+        scalarize: false,
+        ..Options::default()
+    };
+    compile_with(g, &options).unwrap()
+}
+
+/// Compiles `g` with the general planner, runs it on `inputs` and compares
+/// every output with the naive evaluator; when `g` is small enough to be
+/// scalarised (the default compilation), the scalarised plan's outputs
+/// must equal the general plan's bit for bit. Returns the general plan.
 fn check(g: &Graph, inputs: &[&Tensor], rtol: f64, what: &str) -> Executable {
-    let exe = compile(g).unwrap_or_else(|e| panic!("{what}: compile: {e}"));
+    let exe = general(g);
+    let scalarized = compile(g).unwrap_or_else(|e| panic!("{what}: compile: {e}"));
+    if scalarized.stats().scalarized_nodes > 0 {
+        let (a, b) = (exe.run(inputs), scalarized.run(inputs));
+        let (a, b) = (
+            a.unwrap(),
+            b.unwrap_or_else(|e| panic!("{what}: scalarised: {e}")),
+        );
+        for (j, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert_same_values(x, y, &format!("{what}: output {j} scalarised"));
+        }
+    }
     let got = exe
         .run(inputs)
         .unwrap_or_else(|e| panic!("{what}: run: {e}"));

@@ -33,6 +33,7 @@
 mod builder;
 mod ops;
 mod regions;
+pub(super) mod scalarize;
 
 use rlx_core::{DType, Graph, Literal, NodeId, Op, Result, Shape, TensorType};
 

@@ -1,0 +1,302 @@
+//! Scalarised plans: a graph of small tensors run as one straight-line
+//! scalar program over its elements (see `planner::scalarize` for the
+//! lowering and its limits).
+//!
+//! A [`Small`] holds the executable of the element graph (whose plan is a
+//! scalar program: one scalar region, compiled to native code with the
+//! `jit` feature) and the map from its results to the elements of the
+//! caller's outputs. A call reads the input tensors' storage (or the
+//! numbers) into a flat list of `f64` on the stack, runs the program, and
+//! writes the results into the output tensors: no per-call state, no
+//! `Env`, no allocation but the returned tensors.
+
+use rlx_core::{DType, Graph, NodeId, Op, Result, TensorType};
+
+use super::env::concrete;
+use super::options::Options;
+use super::plan::{PlanStats, StepKind};
+use super::scalar::{self, NumberIo};
+use super::{optimize, planner, Executable};
+use crate::storage::Storage;
+use crate::tensor::Tensor;
+use crate::value::{is_number, Arg, Value};
+
+/// Elements up to this many (inputs, outputs, scratch) live on the stack.
+const STACK: usize = 512;
+
+/// Where an element of an output comes from.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// Result `k` of the element program.
+    Computed(u32),
+    /// Input element `k` (flat over all inputs).
+    Input(u32),
+    /// A constant (after element-level folding), held as its dtype holds it.
+    Const(f64),
+}
+
+/// A scalarised plan (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Small {
+    /// The element graph's executable; `None` when no output element is
+    /// computed (all are inputs or constants).
+    exe: Option<Executable>,
+    sources: Vec<Source>,
+    /// Input elements, over all inputs.
+    n_in: usize,
+    /// Results of the element program.
+    n_computed: usize,
+    /// Nodes of the caller's (optimised) graph lowered to elements.
+    pub(crate) lowered_nodes: usize,
+}
+
+impl Small {
+    /// The scalarised plan of `g` (prepared: inlined and optimised), or
+    /// `None` if `g` is not small or its element graph does not plan to a
+    /// single scalar program.
+    pub(crate) fn build(g: &Graph, options: &Options) -> Option<Small> {
+        let eg = planner::scalarize::lower(g)?;
+        let n_in = eg.inputs().len();
+        let (mut eg, _) = optimize(eg).ok()?;
+        if eg.inputs().len() != n_in {
+            return None;
+        }
+        let mut sources = Vec::with_capacity(eg.outputs().len());
+        let mut computed: Vec<NodeId> = Vec::new();
+        for &o in eg.outputs() {
+            let n = eg.node(o);
+            sources.push(match &n.op {
+                Op::Input { index } => Source::Input(*index as u32),
+                Op::Constant(lit) => Source::Const(scalar::round_to(n.dtype, lit.get_f64(0))),
+                // Each computed element once (outputs repeat after CSE):
+                // a plan with repeated outputs would copy them.
+                _ => match computed.iter().position(|&c| c == o) {
+                    Some(k) => Source::Computed(k as u32),
+                    None => {
+                        computed.push(o);
+                        Source::Computed((computed.len() - 1) as u32)
+                    }
+                },
+            });
+        }
+        let n_computed = computed.len();
+        let live = g.live_nodes().iter().filter(|&&l| l).count();
+        eg.set_outputs(computed);
+        let exe = if n_computed == 0 {
+            None
+        } else {
+            let origins: Vec<NodeId> = (0..eg.len() as u32).map(NodeId).collect();
+            let plan = planner::build(&eg, &origins, options).ok()?;
+            plan.scalar_program.as_ref()?;
+            Some(Executable::from_plan(plan).ok()?)
+        };
+        Some(Small {
+            exe,
+            sources,
+            n_in,
+            n_computed,
+            lowered_nodes: live,
+        })
+    }
+
+    /// The element program's counts, with the lowered nodes.
+    pub(crate) fn stats(&self) -> PlanStats {
+        let mut stats = self.exe.as_ref().map(|e| e.plan.stats).unwrap_or_default();
+        stats.scalarized_nodes = self.lowered_nodes;
+        stats
+    }
+
+    /// Runs the element program on the flat inputs `ins`, writing every
+    /// output element (flat over all outputs) into `out`.
+    fn run_flat(&self, ins: &[f64], out: &mut [f64]) {
+        with_stack(self.n_computed, |computed| {
+            if let Some(exe) = &self.exe {
+                program(exe, ins, computed);
+            }
+            for (o, s) in out.iter_mut().zip(&self.sources) {
+                *o = match *s {
+                    Source::Computed(k) => computed[k as usize],
+                    Source::Input(k) => ins[k as usize],
+                    Source::Const(v) => v,
+                };
+            }
+        })
+    }
+
+    /// Runs on inputs already flat (`head` then `tail`, numbers only):
+    /// the number path. `false` if the inputs or outputs are not numbers
+    /// (one element each).
+    pub(crate) fn run_numbers(&self, head: &[f64], tail: &[f64], out: &mut [f64]) -> bool {
+        if head.len() + tail.len() != self.n_in || out.len() != self.sources.len() {
+            return false;
+        }
+        if tail.is_empty() {
+            self.run_flat(head, out);
+            return true;
+        }
+        with_stack(self.n_in, |ins| {
+            ins[..head.len()].copy_from_slice(head);
+            ins[head.len()..].copy_from_slice(tail);
+            self.run_flat(ins, out);
+        });
+        true
+    }
+
+    /// Runs on checked arguments, returning numbers for 0-d outputs and new
+    /// tensors for the others.
+    pub(crate) fn run_args<'a>(
+        &self,
+        args: impl Iterator<Item = Arg<'a>>,
+        types: &[TensorType],
+    ) -> Result<Vec<Value>> {
+        with_stack(self.n_in, |ins| {
+            let mut at = 0;
+            for a in args {
+                at += match a {
+                    Arg::F64(v) => put(&mut ins[at..], v),
+                    Arg::F32(v) => put(&mut ins[at..], v as f64),
+                    Arg::Tensor(t) => read(concrete(t), &mut ins[at..]),
+                };
+            }
+            with_stack(self.sources.len(), |out| {
+                self.run_flat(ins, out);
+                let mut values = Vec::with_capacity(types.len());
+                let mut at = 0;
+                for t in types {
+                    let n = t.shape.numel();
+                    let vals = &out[at..at + n];
+                    at += n;
+                    values.push(match t.dtype {
+                        DType::F64 if is_number(t) => Value::F64(vals[0]),
+                        DType::F32 if is_number(t) => Value::F32(vals[0] as f32),
+                        DType::F32 => Value::Tensor(Tensor::from_storage(
+                            Storage::F32(vals.iter().map(|&v| v as f32).collect()),
+                            t.shape.clone(),
+                        )?),
+                        _ => Value::Tensor(Tensor::from_storage(
+                            Storage::F64(vals.to_vec()),
+                            t.shape.clone(),
+                        )?),
+                    });
+                }
+                Ok(values)
+            })
+        })
+    }
+
+    /// Runs on checked input tensors, writing into checked output tensors.
+    /// Allocates nothing (unless an output's storage is shared, or the
+    /// inputs, outputs or scratch exceed the stack buffers).
+    pub(crate) fn run_tensors(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<()> {
+        with_stack(self.n_in, |ins| {
+            let mut at = 0;
+            for t in inputs {
+                at += read(concrete(t), &mut ins[at..]);
+            }
+            with_stack(self.sources.len(), |out| {
+                self.run_flat(ins, out);
+                let mut at = 0;
+                for t in outputs.iter_mut() {
+                    let s = t.storage_mut()?;
+                    let n = s.len();
+                    match s {
+                        Storage::F64(v) => v.copy_from_slice(&out[at..at + n]),
+                        Storage::F32(v) => {
+                            for (o, &x) in v.iter_mut().zip(&out[at..at + n]) {
+                                *o = x as f32;
+                            }
+                        }
+                        // Outputs of scalarised plans are `f32`/`f64`.
+                        other => unreachable!("scalarised output of dtype {}", other.dtype()),
+                    }
+                    at += n;
+                }
+                Ok(())
+            })
+        })
+    }
+}
+
+/// Writes `v` into `slot[0]`; one element.
+#[inline(always)]
+fn put(slot: &mut [f64], v: f64) -> usize {
+    slot[0] = v;
+    1
+}
+
+/// Copies a storage's elements, widened to `f64`, to the front of `to`;
+/// returns their count.
+#[inline]
+fn read(s: &Storage, to: &mut [f64]) -> usize {
+    match s {
+        Storage::F64(v) => to[..v.len()].copy_from_slice(v),
+        Storage::F32(v) => {
+            for (o, &x) in to.iter_mut().zip(v) {
+                *o = x as f64;
+            }
+        }
+        other => {
+            for (i, o) in to[..other.len()].iter_mut().enumerate() {
+                *o = other.get_f64(i);
+            }
+        }
+    }
+    s.len()
+}
+
+/// Calls `f` with `n` zeroed `f64`, on the stack when `n <= STACK` (in
+/// one of a few sizes, so that a tiny call does not clear a large buffer).
+#[inline]
+fn with_stack<R>(n: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
+    if n <= 16 {
+        f(&mut [0.0; 16][..n])
+    } else if n <= 64 {
+        f(&mut [0.0; 64][..n])
+    } else if n <= STACK {
+        f(&mut [0.0; STACK][..n])
+    } else {
+        f(&mut vec![0.0; n])
+    }
+}
+
+/// Runs a scalar-program executable on `ins` (one per input), one result
+/// per output into `out`, without the limits of the number path's stack
+/// buffers.
+fn program(exe: &Executable, ins: &[f64], out: &mut [f64]) {
+    let plan = &exe.plan;
+    let (Some(prog), Some(StepKind::Scalar(region))) = (
+        plan.scalar_program.as_ref(),
+        plan.steps.first().map(|s| &s.kind),
+    ) else {
+        unreachable!("a scalarised plan is a scalar program")
+    };
+    let types = &plan.output_types;
+    #[cfg(feature = "jit")]
+    if let Some(n) = &region.native {
+        if prog.loads_are_inputs && prog.stores_are_outputs {
+            n.call(ins, out);
+            return;
+        }
+        with_stack(n.loads() + n.stores(), |buf| {
+            let (leaves, results) = buf.split_at_mut(n.loads());
+            for (slot, &i) in leaves.iter_mut().zip(&prog.input_of_load) {
+                *slot = ins[i as usize];
+            }
+            n.call(leaves, results);
+            for ((o, &t), ty) in out.iter_mut().zip(&prog.target_of_output).zip(types) {
+                *o = scalar::round_to(ty.dtype, results[t as usize]);
+            }
+        });
+        return;
+    }
+    let mut io = NumberIo {
+        locs: &plan.locs,
+        inputs: ins,
+        output_of_target: &prog.output_of_target,
+        types,
+        out,
+    };
+    with_stack(region.scratch_len(), |file| {
+        region.exec_with_consts(file, &mut io)
+    });
+}
