@@ -426,7 +426,12 @@ impl LoopOp {
 
     /// The node's (packed, 1-D) type.
     pub fn out_type(&self) -> TensorType {
-        let n: usize = self.segments().iter().map(|t| t.shape.numel()).sum();
+        // Saturating: a length × per-step size past every limit gives a
+        // count that `infer`'s size check refuses (`Error::TooLarge`).
+        let n = self
+            .segments()
+            .iter()
+            .fold(0usize, |n, t| n.saturating_add(t.shape.numel()));
         TensorType::new([n], self.dtype())
     }
 
@@ -614,5 +619,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(m.contains("f32"), "{m}");
+    }
+
+    #[test]
+    fn a_length_whose_stacked_outputs_overflow_is_too_large_not_a_wrap() {
+        // c' = 2c, y_t = sin(c) over `[2]`: the stacked `ys` of 2^62 steps
+        // hold 2^63 elements, more than any tensor may have.
+        let mut b = Graph::new();
+        let c = b.input("c", [2], DType::F64);
+        let n = b.add(c, c).unwrap();
+        let y = b.sin(c).unwrap();
+        b.set_outputs(vec![n, y]);
+        let l = LoopOp::scan("l", b, 1, 0, 1 << 62, false, None).unwrap();
+        let mut g = Graph::new();
+        let c0 = g.input("c0", [2], DType::F64);
+        let e = g.looped(l, &[c0]).unwrap_err();
+        assert!(matches!(e.root(), crate::Error::TooLarge { .. }), "{e}");
     }
 }
