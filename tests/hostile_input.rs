@@ -302,3 +302,18 @@ fn a_graph_input_too_large_is_an_error_when_compiled() {
     assert!(too_large(&e, "input"), "{e}");
     assert!(rlx::runtime::interpret(&g, &[]).is_err());
 }
+
+/// `storage_mut` on a shared tensor copies fallibly (copy on write through
+/// `Storage::try_clone`): the copy is written, the original is unchanged.
+#[test]
+fn storage_mut_copies_a_shared_buffer_without_touching_the_original() {
+    let a = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]);
+    let mut b = a.clone();
+    if let rlx::runtime::Storage::F64(v) = b.storage_mut().unwrap() {
+        v[0] = 10.0;
+    } else {
+        panic!("expected f64 storage");
+    }
+    assert_eq!(a.to_vec::<f64>().unwrap(), vec![1.0, 2.0, 3.0]);
+    assert_eq!(b.to_vec::<f64>().unwrap(), vec![10.0, 2.0, 3.0]);
+}

@@ -94,6 +94,31 @@ impl Storage {
         })
     }
 
+    /// A copy, or an error instead of an abort when the allocator refuses
+    /// the memory.
+    ///
+    /// ```
+    /// use rlx_runtime::Storage;
+    /// let s = Storage::F64(vec![1.0, 2.0]);
+    /// assert_eq!(s.try_clone().unwrap(), s);
+    /// ```
+    pub fn try_clone(&self) -> Result<Storage, std::collections::TryReserveError> {
+        fn go<T: Copy>(v: &[T]) -> Result<Vec<T>, std::collections::TryReserveError> {
+            let mut out = Vec::new();
+            out.try_reserve_exact(v.len())?;
+            out.extend_from_slice(v);
+            Ok(out)
+        }
+        Ok(match self {
+            Storage::F32(v) => Storage::F32(go(v)?),
+            Storage::F64(v) => Storage::F64(go(v)?),
+            Storage::F16(v) => Storage::F16(go(v)?),
+            Storage::BF16(v) => Storage::BF16(go(v)?),
+            Storage::I64(v) => Storage::I64(go(v)?),
+            Storage::Bool(v) => Storage::Bool(go(v)?),
+        })
+    }
+
     /// Grows or shrinks to `n` elements (new ones zero), returning an error
     /// instead of aborting when the allocator refuses the memory. Within the
     /// capacity it never allocates.

@@ -361,7 +361,18 @@ impl Tensor {
     /// Mutable access to the values, copying them first if they are shared.
     pub fn storage_mut(&mut self) -> Result<&mut Storage> {
         match &mut self.repr {
-            Repr::Concrete(c) => Ok(Arc::make_mut(&mut c.storage)),
+            Repr::Concrete(c) => {
+                // Copy on write, fallibly: a shared buffer is copied with
+                // `try_reserve`, so a refused allocation is an `Err`.
+                if Arc::get_mut(&mut c.storage).is_none() {
+                    let copy = c
+                        .storage
+                        .try_clone()
+                        .map_err(|_| out_of_memory("storage_mut", &c.shape, c.storage.dtype()))?;
+                    c.storage = Arc::new(copy);
+                }
+                Ok(Arc::make_mut(&mut c.storage))
+            }
             Repr::Traced(_) => Err(traced_read()),
         }
     }
