@@ -1,7 +1,7 @@
 //! Sparse Jacobians and Hessians as graphs: the compressed program.
 //!
-//! From the graph's [`Pattern`](crate::sparsity::Pattern) and a colouring
-//! (see [`colouring`](crate::colouring)), the derivative is computed as a
+//! From the graph's [`Pattern`] and a colouring
+//! (see [`colouring`]), the derivative is computed as a
 //! few products with a seed matrix, all batched in one execution with
 //! `vmap` (as [`jacobian`](super::jacobian) batches basis vectors), then
 //! decompressed by a `gather` with constant indices into the pattern's
