@@ -437,3 +437,42 @@ fn a_hot_signature_survives_a_sweep_of_one_off_shapes() {
         rlx::runtime::function::MAX_ENTRIES
     );
 }
+
+// The last note listed "traced comparisons accept `f64` literals but not
+// `f32`" among what a new user must know; every form compiles and selects.
+#[differentiable]
+fn kink_f64(x: f64) -> f64 {
+    if x > 0.5f32 {
+        x.sqrt()
+    } else {
+        -x
+    }
+}
+
+#[differentiable]
+fn kink_f32(x: f32, t: f32) -> f32 {
+    let lim: f32 = 0.25;
+    if 0.5f32 < x && x > lim {
+        x.sqrt() * t
+    } else {
+        -x
+    }
+}
+
+#[differentiable]
+fn masked_sqrt(x: &Tensor) -> Tensor {
+    let y = if x > 0.5f32 { x.sqrt() } else { x * 0.0 };
+    y.sum_all()
+}
+
+#[test]
+fn traced_comparisons_take_f32_literals() {
+    assert_eq!(grad_kink_f64(4.0).unwrap(), 0.25);
+    assert_eq!(grad_kink_f64(0.25).unwrap(), -1.0);
+    assert_eq!(grad_kink_f32(4.0, 2.0).unwrap(), (0.5, 2.0));
+    assert_eq!(grad_kink_f32(0.4, 2.0).unwrap(), (-1.0, 0.0));
+    let x = Tensor::from_vec(vec![4.0f32, 0.25], [2]);
+    assert_eq!(masked_sqrt(&x).item::<f32>().unwrap(), 2.0);
+    let g = grad_masked_sqrt(&x).unwrap();
+    assert_eq!(g.to_vec::<f32>().unwrap(), vec![0.25, 0.0]);
+}

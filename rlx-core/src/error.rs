@@ -247,6 +247,11 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// A NaN or an infinity found by the opt-in check of non-finite
+    /// values (`rlx::set_debug_nans(true)`, or the environment variable
+    /// `RLX_DEBUG_NANS=1`): see [`NonFinite`].
+    #[error("{0}")]
+    NonFinite(Box<NonFinite>),
     /// Tracing or a companion was used in a way rlx does not support.
     #[error("{0}")]
     Unsupported(String),
@@ -328,4 +333,83 @@ fn too_large(op: &str, shape: &Shape, dtype: DType, operands: &[Shape]) -> Strin
         Shape::max_numel(dtype)
     ));
     m
+}
+
+/// What [`Error::NonFinite`] found: the first node of the graph that was
+/// run (for a companion, the transformed graph: a backward node for a
+/// gradient) that produced a NaN or an infinity from finite operands, or,
+/// when none did, the input that held one.
+///
+/// ```
+/// use rlx_core::{Error, NonFinite, Shape};
+/// let e = Error::NonFinite(Box::new(NonFinite {
+///     function: "the gradient of `f`".into(),
+///     node: 7,
+///     op: "ln".into(),
+///     operands: vec![Shape::scalar()],
+///     shape: Shape::scalar(),
+///     value: f64::NEG_INFINITY,
+///     origin: "traced at src/model.rs:12:9".into(),
+///     context: "> %7 = ln(%6) : f64[]\n".into(),
+/// }));
+/// let msg = e.to_string();
+/// assert!(msg.starts_with("the gradient of `f`: node %7 (`ln`) produced -inf from finite operands"));
+/// assert!(msg.contains("= note: traced at src/model.rs:12:9"));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct NonFinite {
+    /// What was run (`` the gradient of `f` ``, `` `f` ``).
+    pub function: String,
+    /// The node's id in that graph (as its `Display` prints it), before
+    /// optimisation; an input's node when an input held the value.
+    pub node: u32,
+    /// The node's op (`` input `x` `` for an input).
+    pub op: String,
+    /// The shapes of its operands.
+    pub operands: Vec<Shape>,
+    /// The shape of its result.
+    pub shape: Shape,
+    /// The first non-finite value of the result.
+    pub value: f64,
+    /// Where the node was traced, when known: `` traced at file:line:column ``
+    /// for a node the user's code recorded, `` the derivative of `sqrt` (%3),
+    /// traced at ... `` for a node a transform added (named by the latest
+    /// node of the user's code it reads); empty otherwise.
+    pub origin: String,
+    /// The IR lines around the node.
+    pub context: String,
+}
+
+impl std::fmt::Display for NonFinite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let NonFinite {
+            function,
+            node,
+            op,
+            operands,
+            shape,
+            value,
+            origin,
+            context,
+        } = self;
+        write!(f, "{function}: ")?;
+        if op.starts_with("input") || op.starts_with("output") {
+            write!(f, "{op} (node %{node}) holds {value}")?;
+        } else {
+            let operands: Vec<String> = operands.iter().map(Shape::to_string).collect();
+            write!(
+                f,
+                "node %{node} (`{op}`) produced {value} from finite operands\n  = note: operands of shapes [{}], result of shape {shape}",
+                operands.join(", ")
+            )?;
+        }
+        if !origin.is_empty() {
+            write!(f, "\n  = note: {origin}")?;
+        }
+        write!(
+            f,
+            "\n  = note: found by the check of non-finite values (`rlx::set_debug_nans(true)` or `RLX_DEBUG_NANS=1`)\n  = note: in the graph that ran:\n{}",
+            context.trim_end()
+        )
+    }
 }

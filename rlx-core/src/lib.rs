@@ -43,7 +43,7 @@ pub mod sparsity;
 pub mod vmap;
 
 pub use dtype::DType;
-pub use error::{Error, Result};
+pub use error::{Error, NonFinite, Result};
 pub use graph::{Graph, GraphInput, Node, NodeId};
 pub use infer::{infer, TensorType};
 pub use loops::{LoopKind, LoopOp, LoopRef};

@@ -8,6 +8,7 @@
 //! - [`kernels`]: reference kernels, one per op ([`kernels::eval_into`]),
 //!   and a graph run with them; [`trace`]: recording ops on traced tensors
 //!   (the `Trace` used by `#[differentiable]`); `value`: [`Arg`]/[`Value`];
+//!   `debug_nans`: the opt-in check of non-finite results ([`set_debug_nans`]);
 //! - `apply`: [`Tensor::apply`], every op on tensors, recorded in the trace
 //!   or evaluated eagerly by the kernels; [`interpret`]: the reference graph
 //!   interpreter; `format`: printing;
@@ -30,6 +31,7 @@
 mod apply;
 pub mod compile;
 mod context;
+mod debug_nans;
 mod format;
 pub mod function;
 pub mod interop;
@@ -45,6 +47,7 @@ pub mod trace;
 mod value;
 
 pub use compile::{compile, num_threads, set_num_threads, Executable};
+pub use debug_nans::{debug_nans, set_debug_nans};
 pub use interp::interpret;
 pub use rlx_core::{
     BinaryOp, CmpOp, DType, Error, Graph, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,

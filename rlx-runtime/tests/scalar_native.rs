@@ -1,5 +1,5 @@
 //! Scalar regions compiled to native code (feature `jit`) give bit-identical
-//! results to the interpreter, through `run` (leaves gathered from the
+//! results to the interpreter (any NaN equal to any NaN, see [`bits`]), through `run` (leaves gathered from the
 //! state) and `run_args` (a whole-graph scalar program over numbers), for
 //! every element-wise op, f64 and f32 values, casts, comparisons, selects
 //! and special values (±0, ±inf, NaN, negative arguments of sqrt and ln).
@@ -34,12 +34,24 @@ const SPECIAL: [f64; 9] = [
     3.0,
 ];
 
+/// The bits of a 0-d result, every NaN made one: which NaN an operation
+/// returns is not specified (with two NaN operands IEEE 754 lets it return
+/// either, x86 returns the first, and an optimiser may commute `a + b`, as
+/// an optimised build of the interpreter does), and Rust does not promise
+/// NaN signs or payloads (RFC 3514). So the native code and the
+/// interpreter agree on which results are NaN, and on every other value to
+/// the bit (±0 and ±inf included).
 fn bits(v: &Value) -> u64 {
-    match v {
-        Value::F64(x) => x.to_bits(),
-        Value::F32(x) => x.to_bits() as u64,
-        Value::Tensor(t) if t.dtype() == DType::F32 => t.item::<f32>().unwrap().to_bits() as u64,
-        Value::Tensor(t) => t.item::<f64>().unwrap().to_bits(),
+    let x = match v {
+        Value::F64(x) => *x,
+        Value::F32(x) => f64::from(*x),
+        Value::Tensor(t) if t.dtype() == DType::F32 => f64::from(t.item::<f32>().unwrap()),
+        Value::Tensor(t) => t.item::<f64>().unwrap(),
+    };
+    if x.is_nan() {
+        f64::NAN.to_bits()
+    } else {
+        x.to_bits()
     }
 }
 

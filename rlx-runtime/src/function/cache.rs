@@ -8,7 +8,7 @@ use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
@@ -18,6 +18,7 @@ use super::nth::NthPlan;
 use super::numbers::f32_mask;
 use super::plan::Plan;
 use super::transform::{Transform, TRANSFORMS};
+use crate::debug_nans::{all_finite, debug_nans};
 use crate::tensor::Tensor;
 use crate::trace;
 use crate::value::{Arg, Value};
@@ -122,6 +123,9 @@ pub(super) struct Entry {
     /// The type of `statics`.
     statics_type: TypeId,
     pub(super) graph: Graph,
+    /// The user's source line that recorded each node of `graph` (see
+    /// [`crate::debug_nans`]).
+    pub(super) lines: Vec<Option<&'static Location<'static>>>,
     pub(super) plans: [OnceLock<Plan>; TRANSFORMS],
     /// The cache's clock when this entry was last found there.
     last_used: AtomicU64,
@@ -333,7 +337,11 @@ impl Function {
             return Ok(outs.into_iter().map(Value::Tensor).collect());
         }
         // `entry` and `check_extras` checked every argument's type.
-        self.executable(plan)?.run_arg_lists(args, extras, false)
+        let outs = self.executable(plan)?.run_arg_lists(args, extras, false)?;
+        if debug_nans() && !all_finite(&outs) {
+            return Err(self.non_finite(entry, t, plan, args, extras));
+        }
+        Ok(outs)
     }
 
     fn signature(&self, types: &[TensorType]) -> String {
@@ -370,13 +378,14 @@ impl Function {
             }
         }
         let types: Vec<TensorType> = args.iter().map(Arg::ty).collect();
-        let graph = self.trace(&types, statics, tracer)?;
+        let (graph, lines) = self.trace(&types, statics, tracer)?;
         let entry = Arc::new(Entry {
             f32s: f32_mask(&types),
             types,
             statics: Box::new(statics.clone()),
             statics_type: TypeId::of::<S>(),
             graph,
+            lines,
             plans: Default::default(),
             last_used: AtomicU64::new(0),
             nth: Default::default(),
@@ -400,14 +409,14 @@ impl Function {
         types: &[TensorType],
         statics: &S,
         tracer: Tracer<S>,
-    ) -> Result<Graph> {
+    ) -> Result<(Graph, Vec<Option<&'static Location<'static>>>)> {
         let wrap = |e: Error| Error::Trace {
             function: self.name.to_string(),
             signature: self.signature(types),
             source: Box::new(e),
         };
         match catch_unwind(AssertUnwindSafe(|| tracer(types, statics))) {
-            Ok(r) => r.map_err(wrap),
+            Ok(r) => r.map(|g| (g, trace::take_finished_lines())).map_err(wrap),
             Err(p) => {
                 let msg = p
                     .downcast_ref::<String>()

@@ -233,6 +233,8 @@ pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
             record(located(e, Location::caller()));
             Ok(T::placeholder())
         }
+        // The check of non-finite results names the caller's line too.
+        Err(e) if matches!(e.root(), Error::NonFinite(_)) => Err(located(e, Location::caller())),
         r => r,
     }
 }

@@ -52,7 +52,8 @@
 //!
 //! Modules: `cache` (the plan cache and its runs), `transform` (the
 //! transforms a companion asks for), `plan` (a signature's per-transform
-//! plans), `numbers` (the number path), `nth` (the traced graph and `n`-th
+//! plans), `numbers` (the number path), `nans` (the opt-in check of
+//! non-finite results), `nth` (the traced graph and `n`-th
 //! derivatives of a signature), `glue` (what generated code calls around a
 //! trace), `control` (rewritten comparisons, `&&`, `||` and `if`); this
 //! module only re-exports them.
@@ -60,6 +61,7 @@
 mod cache;
 mod control;
 mod glue;
+mod nans;
 mod nth;
 mod numbers;
 mod plan;

@@ -7,6 +7,7 @@ use rlx_core::{DType, TensorType};
 
 use super::cache::{Entry, Function, StaticArg, Tracer};
 use super::transform::Transform;
+use crate::debug_nans::debug_nans;
 use crate::value::{is_number, Arg};
 
 /// For types that are all 0-d `f32`/`f64` (at most 64), the mask with bit
@@ -99,7 +100,18 @@ impl Function {
                     return Ok(false);
                 }
                 let exe = self.executable(plan)?;
-                Ok(exe.run_scalar_into(args, extras, out))
+                let ran = exe.run_scalar_into(args, extras, out);
+                if ran && debug_nans() {
+                    let n = plan.graph.outputs().len().min(out.len());
+                    if out[..n].iter().any(|v| !v.is_finite()) {
+                        let (args, extras) = (
+                            numbers_as_args(args, arg_f32s),
+                            numbers_as_args(extras, extra_f32s),
+                        );
+                        return Err(self.non_finite(entry, t, plan, &args, &extras));
+                    }
+                }
+                Ok(ran)
             });
             ran.map_err(|e| failed = Some(e)).ok()
         };

@@ -55,6 +55,24 @@ impl Transform {
         }
     }
 
+    /// What a run of this transform of function `name` computes, for
+    /// messages: `` `f` ``, `` the gradient of `f` ``, ...
+    pub(super) fn what(self, name: &str) -> String {
+        let of = match self {
+            Transform::Call => return format!("`{name}`"),
+            Transform::Grad => "the gradient",
+            Transform::Jvp => "the Jacobian-vector product",
+            Transform::Vjp => "the vector-Jacobian product",
+            Transform::Jacobian => "the Jacobian",
+            Transform::Hessian => "the Hessian",
+            Transform::Hvp => "the Hessian-vector product",
+            Transform::BatchJacobian => "the batch Jacobian",
+            Transform::SparseJacobian | Transform::ValueAndSparseJacobian => "the sparse Jacobian",
+            Transform::SparseHessian => "the sparse Hessian",
+        };
+        format!("{of} of `{name}`")
+    }
+
     /// The transformed graph and, for the sparse transforms, the pattern
     /// of the values it computes.
     pub(super) fn apply(self, g: &Graph, wrt: &[usize]) -> Result<(Graph, Option<Arc<Pattern>>)> {

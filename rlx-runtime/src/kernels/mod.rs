@@ -320,6 +320,18 @@ impl Val<'_> {
 /// Runs `g` with the kernels of [`eval_into`] (the reference interpreter,
 /// and the evaluation of a custom op's graph) on input values already checked against its declarations.
 pub(crate) fn run_storages(g: &Graph, inputs: &[&Storage]) -> Result<Vec<Storage>> {
+    run_inspecting(g, inputs, &mut |_, _| Ok(()))
+}
+
+/// [`run_storages`], calling `inspect(i, value)` with the value of each
+/// live node `i` (inputs too) as soon as it is computed; an error from
+/// `inspect` stops the run (the check of non-finite values localises the
+/// first node that produced one this way).
+pub(crate) fn run_inspecting(
+    g: &Graph,
+    inputs: &[&Storage],
+    inspect: &mut dyn FnMut(usize, &Storage) -> Result<()>,
+) -> Result<Vec<Storage>> {
     g.verify()?;
     let n = g.len();
     // Last node that reads each value; outputs live to the end.
@@ -371,6 +383,9 @@ pub(crate) fn run_storages(g: &Graph, inputs: &[&Storage]) -> Result<Vec<Storage
                 Val::Owned(out)
             }
         };
+        if let Some(value) = v.get() {
+            inspect(i, value)?;
+        }
         vals.push(v);
         for j in &node.inputs {
             if last_use[j.index()] == i {

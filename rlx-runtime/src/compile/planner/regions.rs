@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use rlx_core::{DType, Op, Result};
+use rlx_core::{BinaryOp, CmpOp, DType, Op, Result, UnaryOp};
 
 use super::builder::{Builder, Group};
 use crate::compile::chain_form::form_chains;
@@ -161,52 +161,36 @@ impl Builder<'_> {
                 Out::Reg(r) => r,
                 Out::Target(_) => unreachable!("register destinations only"),
             };
-            body.push(match &n.op {
-                Op::Unary(op) => Instr::Unary {
-                    op: *op,
+            body.push(match ElementWise::of(&n.op) {
+                ElementWise::Unary(op) => Instr::Unary {
+                    op,
                     bank,
                     x: srcs[0],
                     dst,
                 },
-                Op::Binary(op) => Instr::Binary {
-                    op: *op,
+                ElementWise::Binary(op) => Instr::Binary {
+                    op,
                     bank,
                     a: srcs[0],
                     b: srcs[1],
                     dst,
                 },
-                Op::Compare(op) => Instr::Compare {
-                    op: *op,
+                ElementWise::Compare(op) => Instr::Compare {
+                    op,
                     a: reg_src(srcs[0]),
                     b: reg_src(srcs[1]),
                     dst: dst_reg(),
                 },
-                Op::Select => Instr::Select {
+                ElementWise::Select => Instr::Select {
                     c: reg_src(srcs[0]),
                     a: reg_src(srcs[1]),
                     b: reg_src(srcs[2]),
                     dst: dst_reg(),
                 },
-                Op::Cast(_) | Op::Broadcast { .. } => Instr::Cast {
+                ElementWise::Cast => Instr::Cast {
                     x: reg_src(srcs[0]),
                     dst: dst_reg(),
                 },
-                other @ (Op::Input { .. }
-                | Op::Constant(_)
-                | Op::Reduce { .. }
-                | Op::MatMul
-                | Op::Transpose { .. }
-                | Op::Reshape { .. }
-                | Op::Concat { .. }
-                | Op::Slice { .. }
-                | Op::Gather { .. }
-                | Op::ScatterAdd { .. }
-                | Op::Softmax { .. }
-                | Op::LogSoftmax { .. }
-                | Op::Solve
-                | Op::StopGradient
-                | Op::Custom(_)
-                | Op::Loop(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             if let Out::Reg(r) = dst {
                 if !native(n.dtype) {
@@ -289,42 +273,26 @@ impl Builder<'_> {
             let dst = next;
             next += 1;
             let o = |k: usize| reg_of[&n.inputs[k].0];
-            code.push(match &n.op {
-                Op::Unary(op) => unary_instr(*op, stype(n.dtype), o(0), dst),
-                Op::Binary(op) => binary_instr(*op, stype(n.dtype), o(0), o(1), dst),
-                Op::Compare(op) => SInstr::Compare {
-                    op: *op,
+            code.push(match ElementWise::of(&n.op) {
+                ElementWise::Unary(op) => unary_instr(op, stype(n.dtype), o(0), dst),
+                ElementWise::Binary(op) => binary_instr(op, stype(n.dtype), o(0), o(1), dst),
+                ElementWise::Compare(op) => SInstr::Compare {
+                    op,
                     a: o(0),
                     b: o(1),
                     dst,
                 },
-                Op::Select => SInstr::Select {
+                ElementWise::Select => SInstr::Select {
                     c: o(0),
                     a: o(1),
                     b: o(2),
                     dst,
                 },
-                Op::Cast(_) | Op::Broadcast { .. } => SInstr::Cast {
+                ElementWise::Cast => SInstr::Cast {
                     to: stype(n.dtype),
                     x: o(0),
                     dst,
                 },
-                other @ (Op::Input { .. }
-                | Op::Constant(_)
-                | Op::Reduce { .. }
-                | Op::MatMul
-                | Op::Transpose { .. }
-                | Op::Reshape { .. }
-                | Op::Concat { .. }
-                | Op::Slice { .. }
-                | Op::Gather { .. }
-                | Op::ScatterAdd { .. }
-                | Op::Softmax { .. }
-                | Op::LogSoftmax { .. }
-                | Op::Solve
-                | Op::StopGradient
-                | Op::Custom(_)
-                | Op::Loop(_)) => unreachable!("`{}` is not element-wise", other.name()),
             });
             reg_of.insert(m, dst);
             if self.stored[m as usize] {
@@ -364,5 +332,46 @@ impl Builder<'_> {
             reads,
         });
         Ok(())
+    }
+}
+
+/// The op of a member of an element-wise group, as both kinds of region
+/// compile it.
+#[derive(Clone, Copy)]
+enum ElementWise {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Compare(CmpOp),
+    Select,
+    /// A cast or a broadcast: one conversion per element.
+    Cast,
+}
+
+impl ElementWise {
+    /// The element-wise op `op` (groups hold no other).
+    fn of(op: &Op) -> ElementWise {
+        match op {
+            Op::Unary(op) => ElementWise::Unary(*op),
+            Op::Binary(op) => ElementWise::Binary(*op),
+            Op::Compare(op) => ElementWise::Compare(*op),
+            Op::Select => ElementWise::Select,
+            Op::Cast(_) | Op::Broadcast { .. } => ElementWise::Cast,
+            other @ (Op::Input { .. }
+            | Op::Constant(_)
+            | Op::Reduce { .. }
+            | Op::MatMul
+            | Op::Transpose { .. }
+            | Op::Reshape { .. }
+            | Op::Concat { .. }
+            | Op::Slice { .. }
+            | Op::Gather { .. }
+            | Op::ScatterAdd { .. }
+            | Op::Softmax { .. }
+            | Op::LogSoftmax { .. }
+            | Op::Solve
+            | Op::StopGradient
+            | Op::Custom(_)
+            | Op::Loop(_)) => unreachable!("`{}` is not element-wise", other.name()),
+        }
     }
 }

@@ -1,0 +1,181 @@
+//! The opt-in check of non-finite values (`rlx::set_debug_nans`, or
+//! `RLX_DEBUG_NANS=1`): off, NaN and infinities come back as computed; on,
+//! the call fails naming the first node that produced one from finite
+//! operands, whatever path the plan took (the number path and its native
+//! scalar code, fused loops over tensors, a backward pass).
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use rlx::prelude::*;
+use rlx::Error;
+
+/// The check is process-wide: tests that set it run one at a time.
+static CHECK: Mutex<()> = Mutex::new(());
+
+fn check(on: bool) -> MutexGuard<'static, ()> {
+    let guard = CHECK.lock().unwrap_or_else(PoisonError::into_inner);
+    rlx::set_debug_nans(on);
+    guard
+}
+
+/// The fields of a [`Error::NonFinite`], wherever it is wrapped.
+fn non_finite(e: &Error) -> (String, u32, String, f64) {
+    match e.root() {
+        Error::NonFinite(n) => (n.function.clone(), n.node, n.op.clone(), n.value),
+        other => panic!("expected Error::NonFinite, got {other}"),
+    }
+}
+
+/// `file:line:` of the first line of this file that holds `code`.
+fn line_of(code: &str) -> String {
+    let n = include_str!("debug_nans.rs")
+        .lines()
+        .position(|l| l.contains(code))
+        .expect("the code is in this file");
+    format!("{}:{}:", file!(), n + 1)
+}
+
+#[differentiable]
+fn log_of_shifted(x: f64) -> f64 {
+    (x - 1.0).ln() * 3.0
+}
+
+#[differentiable]
+fn root(x: f64) -> f64 {
+    x.sqrt() + x
+}
+
+#[differentiable]
+fn ratio(x: f64, y: f64) -> f64 {
+    &x / &y + x
+}
+
+#[differentiable]
+fn log_sum(x: &Tensor) -> Tensor {
+    ((x - 1.0).ln() * 2.0 + x.square()).sum_all()
+}
+
+#[test]
+fn off_the_non_finite_results_come_back_unchanged() {
+    let _on = check(false);
+    assert_eq!(log_of_shifted(1.0), f64::NEG_INFINITY);
+    assert!(grad_log_of_shifted(1.0).unwrap().is_infinite());
+    assert!(grad_root(0.0).unwrap().is_infinite());
+    assert!(ratio(0.0, 0.0).is_nan());
+    let (v, (gx, gy)) = value_and_grad_ratio(0.0, 0.0).unwrap();
+    // d/dx (x / y) = 1 / y, d/dy = -x / y².
+    assert!(v.is_nan() && gx.is_infinite() && gy.is_nan());
+    let x = Tensor::from_vec(vec![2.0, 1.0, 3.0], [3]);
+    assert!(grad_log_sum(&x).unwrap().to_f64_vec().unwrap()[1].is_infinite());
+}
+
+#[test]
+fn a_log_at_zero_is_named_through_the_number_path() {
+    let _on = check(true);
+    // Finite results pass.
+    assert_eq!(grad_log_of_shifted(3.0).unwrap(), 1.5);
+    let e = grad_log_of_shifted(1.0).unwrap_err();
+    let (function, _, op, value) = non_finite(&e);
+    assert_eq!(function, "the gradient of `log_of_shifted`");
+    assert_eq!(op, "ln");
+    assert_eq!(value, f64::NEG_INFINITY);
+    let msg = e.to_string();
+    assert!(
+        msg.contains("(`ln`) produced -inf from finite operands"),
+        "{msg}"
+    );
+    // The line of the body that traced the node.
+    let traced = format!("= note: traced at {}", line_of("(x - 1.0).ln() * 3.0"));
+    assert!(msg.contains(&traced), "{msg}");
+    // The caller's line.
+    assert!(msg.contains(&format!("{}:", file!())), "{msg}");
+    // The plain call panics with the same message.
+    let p = std::panic::catch_unwind(|| log_of_shifted(1.0)).unwrap_err();
+    let p = p.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(p.contains("`log_of_shifted`: node %"), "{p}");
+    assert!(p.contains("(`ln`) produced -inf"), "{p}");
+}
+
+#[test]
+fn a_sqrt_at_zero_names_the_backward_node() {
+    let _on = check(true);
+    // The value, sqrt(0) = 0, is finite: the infinity is the derivative
+    // 1 / (2 sqrt(x)), a node of the backward pass.
+    assert_eq!(root(0.0), 0.0);
+    let e = grad_root(0.0).unwrap_err();
+    let (function, node, op, value) = non_finite(&e);
+    assert_eq!(function, "the gradient of `root`");
+    assert_ne!(op, "sqrt", "{e}");
+    assert!(value.is_infinite(), "{e}");
+    // Named by the forward node it is the derivative of, and its line.
+    let from = format!(
+        "the derivative of `sqrt` (%1), traced at {}",
+        line_of("x.sqrt() + x")
+    );
+    assert!(e.to_string().contains(&from), "{e}");
+    let graph = graph_root(0.0).unwrap();
+    assert!(
+        node as usize >= graph.len(),
+        "node %{node} is not a node of the backward pass (the forward graph has {} nodes)\n{e}",
+        graph.len()
+    );
+}
+
+#[test]
+fn zero_over_zero_is_named_on_every_companion() {
+    let _on = check(true);
+    let (_, _, op, value) = non_finite(&value_and_grad_ratio(0.0, 0.0).unwrap_err());
+    assert_eq!(op, "div");
+    assert!(value.is_nan());
+    let (function, _, op, _) = non_finite(&jvp_ratio(0.0, 0.0, 1.0, 0.0).unwrap_err());
+    assert_eq!(function, "the Jacobian-vector product of `ratio`");
+    assert_eq!(op, "div");
+    // Not a number argument: an input that holds a NaN is named as such.
+    let e = grad_ratio(f64::NAN, 1.0).unwrap_err();
+    let (_, _, op, _) = non_finite(&e);
+    assert_eq!(op, "input `x`", "{e}");
+}
+
+#[test]
+fn tensors_through_compiled_loops_are_checked() {
+    let _on = check(true);
+    let x = Tensor::from_vec((0..64).map(|i| 2.0 + i as f64).collect(), [64]);
+    let g = grad_log_sum(&x).unwrap().to_f64_vec().unwrap();
+    // 2 / (x - 1) + 2 x at x = 2.
+    assert!((g[0] - 6.0).abs() < 1e-12);
+    let mut v = x.to_f64_vec().unwrap();
+    v[17] = 1.0;
+    let x = Tensor::from_vec(v, [64]);
+    let e = grad_log_sum(&x).unwrap_err();
+    let (function, _, op, value) = non_finite(&e);
+    assert_eq!(function, "the gradient of `log_sum`");
+    assert_eq!(op, "ln");
+    assert_eq!(value, f64::NEG_INFINITY);
+    assert!(e.to_string().contains("result of shape [64]"), "{e}");
+    let traced = format!("traced at {}", line_of("((x - 1.0).ln() * 2.0"));
+    assert!(e.to_string().contains(&traced), "{e}");
+}
+
+/// In a child process (this test run again with `RLX_DEBUG_NANS=1` and
+/// nothing else), the environment variable turns the check on.
+#[test]
+fn the_environment_variable_turns_the_check_on() {
+    if std::env::var_os("RLX_DEBUG_NANS_CHILD").is_some() {
+        assert!(rlx::debug_nans());
+        assert!(grad_log_of_shifted(1.0).is_err());
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "the_environment_variable_turns_the_check_on",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env("RLX_DEBUG_NANS", "1")
+        .env("RLX_DEBUG_NANS_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
