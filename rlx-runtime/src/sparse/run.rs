@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use rlx_core::sparsity::Pattern;
-use rlx_core::{Error, Result};
+use rlx_core::{DType, Error, Result};
 
 use super::SparseMatrix;
 use crate::function::{Function, StaticArg, Tracer, Transform};
@@ -78,14 +78,27 @@ impl Function {
                     });
                 }
             }
-            exe.run_args_with(args, &[], |outs| {
-                let values = outs.last().ok_or_else(missing_values)?;
-                copy(values, out.values_mut());
+            // `f64` values are written straight into `out` (its buffer is
+            // the program's values output for the run); others converted.
+            let direct = exe.output_types().last().map(|t| t.dtype) == Some(DType::F64);
+            let mut buf = Storage::F64(if direct {
+                std::mem::take(out.values_vec())
+            } else {
+                Vec::new()
+            });
+            let res = exe.run_args_into_last(args, &[], direct.then_some(&mut buf), |outs| {
+                if !direct {
+                    copy(outs.last().ok_or_else(missing_values)?, out.values_mut());
+                }
                 if let Some(v) = value {
                     copy(&outs[0], v);
                 }
                 Ok(())
-            })
+            });
+            if let (true, Storage::F64(v)) = (direct, buf) {
+                *out.values_vec() = v;
+            }
+            res
         })
     }
 
