@@ -132,17 +132,13 @@ impl Function {
         if Arc::ptr_eq(pattern, out.pattern_arc()) || **pattern == *out.pattern() {
             return Ok(());
         }
-        let what = match t {
-            Transform::SparseHessian => "Hessian",
-            _ => "Jacobian",
-        };
-        let companion = match t {
-            Transform::SparseHessian => "sparse_hessian",
-            _ => "sparse_jacobian",
+        let (what, companion, op) = match t {
+            Transform::SparseHessian => ("Hessian", "sparse_hessian", "sparse_hessian_into"),
+            _ => ("Jacobian", "sparse_jacobian", "sparse_jacobian_into"),
         };
         let (p, o) = (&**pattern, out.pattern());
         Err(Error::InvalidArgument {
-            op: "sparse_jacobian_into",
+            op,
             message: format!(
                 "the storage is a {} × {} matrix with {} nonzeros, but the {what} of `{}` for these arguments is {} × {} with {} nonzeros{}\n  = help: get the storage from `{companion}_{}(..)` with arguments of the same shapes, then pass it back",
                 o.nrows(), o.ncols(), o.nnz(), self.name(), p.nrows(), p.ncols(), p.nnz(),
