@@ -31,8 +31,11 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
 use rlx::sparse::Pattern;
 
+#[path = "common/arrow.rs"]
+mod arrow;
 #[path = "common/circuit.rs"]
 mod circuit;
+use arrow::{sparse_jacobian_arrow, sparse_jacobian_into_arrow};
 use circuit::{
     grid_residual, sparse_jacobian_into_ladder, sparse_jacobian_ladder, I_SAT, R, R_LEAK, R_LOAD,
     R_SOURCE, V_T,
@@ -198,16 +201,6 @@ fn bench_stencil(c: &mut Criterion) {
         b.iter(|| stencil_hand(black_box(&u), k, &mut hand))
     });
     group.finish();
-}
-
-/// An arrow: `y_0 = Σ x²` (a dense row), `y_i = x_i · exp(x_0) + sin(x_i)`
-/// (a dense column and the diagonal).
-#[differentiable]
-fn arrow(x: &Tensor, n: usize) -> Tensor {
-    let head = x.square().sum_all().reshape([1]);
-    let rest = x.slice(0, 1, n - 1);
-    let tail = &rest * &x.slice(0, 0, 1).exp() + rest.sin();
-    Tensor::concat(&[&head, &tail], 0)
 }
 
 /// The analytic arrow Jacobian in CSC order: column 0 holds rows `0..n`,

@@ -4,6 +4,13 @@
 
 use rlx::prelude::*;
 
+#[path = "../benches/common/arrow.rs"]
+mod arrow;
+use arrow::{
+    arrow, jacobian_arrow, sparse_jacobian_arrow, sparse_jacobian_into_arrow,
+    value_and_sparse_jacobian_arrow,
+};
+
 const R: f64 = 50.0;
 const I_SAT: f64 = 1e-14;
 const V_T: f64 = 0.025_85;
@@ -34,17 +41,6 @@ fn stencil(u: &Tensor, k: usize) -> Tensor {
 fn dense_row(x: &Tensor, n: usize) -> Tensor {
     let head = x.square().sum_all().reshape([1]);
     Tensor::concat(&[&head, &x.slice(0, 1, n - 1).sin()], 0)
-}
-
-/// An arrow: `y_0 = Σ x²` (a dense row), `y_i = x_i · exp(x_0) + sin(x_i)`
-/// (a dense column and the diagonal): either one-sided colouring needs a
-/// colour per column (row); the bicolouring needs three passes.
-#[differentiable]
-fn arrow(x: &Tensor, n: usize) -> Tensor {
-    let head = x.square().sum_all().reshape([1]);
-    let rest = x.slice(0, 1, n - 1);
-    let tail = &rest * &x.slice(0, 0, 1).exp() + rest.sin();
-    Tensor::concat(&[&head, &tail], 0)
 }
 
 /// A dense Jacobian: `y_i = sin(x_i) · Σ x`.

@@ -246,7 +246,6 @@ fn split_rows(p: &Pattern, t: &Pattern, mut bound: usize) -> Option<Bicolouring>
 /// The rows with `in_r` read in reverse (coloured among themselves), the
 /// others forward (the columns coloured over those rows only).
 fn coloured_split(p: &Pattern, t: &Pattern, in_r: &[bool]) -> Bicolouring {
-    let (m, n) = (p.nrows(), p.ncols());
     let fwd = columns(&keep_rows(p, |i| !in_r[i]));
     let rev = rows(&keep_rows(p, |i| in_r[i]));
     // Colours used by the kept rows (the others' colours are dropped, and
@@ -273,12 +272,25 @@ fn coloured_split(p: &Pattern, t: &Pattern, in_r: &[bool]) -> Bicolouring {
     // A column is seeded when it has an entry in a forward-read row.
     let (columns, forward) = used(fwd.colours(), &|j| has_entry(p, j, |i| !in_r[i]));
     let (rows, reverse) = used(rev.colours(), &|i| in_r[i] && !t.col(i).is_empty());
+    assemble(p, (columns, forward), (rows, reverse), |i, _| !in_r[i])
+}
+
+/// A bicolouring from its colours, reading entry `(i, j)` forward when
+/// `forward_read(i, j)` (its column is then seeded) and in reverse
+/// otherwise (its row is then seeded).
+fn assemble(
+    p: &Pattern,
+    (columns, forward): (Vec<Option<u32>>, usize),
+    (rows, reverse): (Vec<Option<u32>>, usize),
+    forward_read: impl Fn(usize, usize) -> bool,
+) -> Bicolouring {
+    let (m, n) = (p.nrows(), p.ncols());
     let sources = p
         .entries()
-        .map(|(i, j)| match (rows[i], columns[j]) {
-            (Some(c), _) if in_r[i] => forward * m + c as usize * n + j,
-            (_, Some(c)) => c as usize * m + i,
-            _ => unreachable!("every entry's row is in R or its column is seeded"),
+        .map(|(i, j)| match (forward_read(i, j), columns[j], rows[i]) {
+            (true, Some(c), _) => c as usize * m + i,
+            (false, _, Some(c)) => forward * m + c as usize * n + j,
+            _ => unreachable!("a split seeds the column or row each entry is read from"),
         })
         .collect();
     Bicolouring {
@@ -312,24 +324,10 @@ fn keep_rows(p: &Pattern, keep: impl Fn(usize) -> bool) -> Pattern {
 /// An entry is read forward exactly when its column is seeded (the split
 /// columns, read in reverse in `pᵀ`).
 fn transposed(p: &Pattern, b: Bicolouring) -> Bicolouring {
-    let (m, n) = (p.nrows(), p.ncols());
-    let (columns, rows) = (b.rows, b.columns);
-    let (forward, reverse) = (b.reverse, b.forward);
-    let sources = p
-        .entries()
-        .map(|(i, j)| match (columns[j], rows[i]) {
-            (Some(c), _) => c as usize * m + i,
-            (None, Some(c)) => forward * m + c as usize * n + j,
-            (None, None) => unreachable!("the split read every entry"),
-        })
-        .collect();
-    Bicolouring {
-        columns,
-        rows,
-        forward,
-        reverse,
-        sources,
-    }
+    let seeded: Vec<bool> = b.rows.iter().map(Option::is_some).collect();
+    assemble(p, (b.rows, b.reverse), (b.columns, b.forward), |_, j| {
+        seeded[j]
+    })
 }
 
 /// Whether every entry of `p` can be read directly: its column is seeded
