@@ -3,9 +3,11 @@
 //! From the graph's [`Pattern`] and a colouring
 //! (see [`colouring`]), the derivative is computed as a
 //! few products with a seed matrix, all batched in one execution with
-//! `vmap` (as [`jacobian`](super::jacobian) batches basis vectors), then
-//! decompressed by a `gather` with constant indices into the pattern's
-//! value array. The result graph's outputs are the original outputs, then
+//! `vmap` (as [`jacobian`](super::jacobian) batches basis vectors; a
+//! bicolouring's forward and reverse products are two batches of one
+//! program), then decompressed by a `gather` with constant indices into the
+//! pattern's value array (which the compiler fuses into the loop that
+//! computes the values). The result graph's outputs are the original outputs, then
 //! one `[nnz]` vector of values in the pattern's storage order (compressed
 //! sparse column). Everything symbolic (pattern, colouring, the graph) is
 //! built once here; running the graph only fills values.
