@@ -12,10 +12,14 @@
 //!     and analytic Jacobian solved by the same LU;
 //! (d) `first_call_20000`: the first call of `sparse_jacobian_grid` for a
 //!     new signature (trace, pattern, colouring, compressed program,
-//!     compile, run), each iteration with a fresh signature.
+//!     compile, run), each iteration with a fresh signature;
+//! (e) `arrow_2000`: an arrow Jacobian (one dense row, one dense column, the
+//!     diagonal), which either one-sided colouring needs 2000 colours for
+//!     and the bicolouring 3 (forward and reverse passes in one
+//!     execution), vs the hand fill.
 //!
-//! The colour counts and their lower bound (the most nonzeros in a row) are
-//! printed before timing.
+//! The colour counts (by columns, by rows, bidirectional) and the lower
+//! bounds (the most nonzeros in a row / column) are printed before timing.
 //!
 //! Run: `cargo bench --bench sparse -- --warm-up-time 1 --measurement-time 3`
 
@@ -27,35 +31,15 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
 use rlx::sparse::Pattern;
 
-const R: f64 = 50.0;
-const R_SOURCE: f64 = 10.0;
-const R_LEAK: f64 = 1.0e5;
-const R_LOAD: f64 = 1_000.0;
-const I_SAT: f64 = 1e-14;
-const V_T: f64 = 0.025_85;
-
-/// The ladder residual of `examples/circuit.rs`.
-#[differentiable(wrt(v))]
-fn ladder(v: &Tensor, vs: f64, i_src: &Tensor, n: usize) -> Tensor {
-    let left = Tensor::concat(&[&vs.reshape([1]), &v.slice(0, 0, n - 1)], 0);
-    let g_left = Tensor::concat(
-        &[
-            &Tensor::full(1.0 / R_SOURCE, [1], DType::F64),
-            &Tensor::full(1.0 / R, [n - 1], DType::F64),
-        ],
-        0,
-    );
-    let to_left = (v - &left) * &g_left;
-    let to_right = Tensor::concat(
-        &[
-            &((v.slice(0, 0, n - 1) - v.slice(0, 1, n - 1)) / R),
-            &(v.slice(0, n - 1, 1) / R_LOAD),
-        ],
-        0,
-    );
-    let diode = ((v / V_T).exp() - 1.0) * I_SAT;
-    to_left + to_right + diode - i_src
-}
+#[path = "common/arrow.rs"]
+mod arrow;
+#[path = "common/circuit.rs"]
+mod circuit;
+use arrow::{sparse_jacobian_arrow, sparse_jacobian_into_arrow};
+use circuit::{
+    grid_residual, sparse_jacobian_into_ladder, sparse_jacobian_ladder, I_SAT, R, R_LEAK, R_LOAD,
+    R_SOURCE, V_T,
+};
 
 /// The analytic ladder Jacobian written into `values` (the CSC order of
 /// the tridiagonal pattern: column j holds rows j-1, j, j+1).
@@ -124,21 +108,7 @@ fn stencil_hand(u: &[f64], k: usize, values: &mut [f64]) {
 /// signature (for the first-call benchmark).
 #[differentiable(wrt(v))]
 fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize, _tag: usize) -> Tensor {
-    let ih = (v.slice(1, 0, k - 1) - v.slice(1, 1, k - 1)) / R;
-    let iv = (v.slice(0, 0, k - 1) - v.slice(0, 1, k - 1)) / R;
-    let zc = Tensor::zeros([k, 1], DType::F64);
-    let zr = Tensor::zeros([1, k], DType::F64);
-    let out_h = Tensor::concat(&[&ih, &zc], 1) - Tensor::concat(&[&zc, &ih], 1);
-    let out_v = Tensor::concat(&[&iv, &zr], 0) - Tensor::concat(&[&zr, &iv], 0);
-    let fed = Tensor::concat(
-        &[
-            &((v.slice(0, 0, 1) - vs) / R_SOURCE),
-            &Tensor::zeros([k - 1, k], DType::F64),
-        ],
-        0,
-    );
-    let diode = ((v / V_T).exp() - 1.0) * I_SAT;
-    out_h + out_v + fed + diode + v / R_LEAK - i_src
+    grid_residual(v, &vs, i_src, k)
 }
 
 /// The grid residual and its analytic Jacobian (CSC values), by hand.
@@ -174,13 +144,16 @@ fn assert_close(a: &[f64], b: &[f64]) {
 }
 
 fn report(name: &str, p: &Pattern) {
+    let b = rlx::core::colouring::bicolouring(p);
     eprintln!(
-        "{name}: {} × {}, {} nonzeros; colours: {} by columns, {} by rows; lower bounds (most nonzeros in a row / column): {} / {}",
+        "{name}: {} × {}, {} nonzeros; colours: {} by columns, {} by rows, {} + {} bidirectional; lower bounds (most nonzeros in a row / column): {} / {}",
         p.nrows(),
         p.ncols(),
         p.nnz(),
         rlx::core::colouring::columns(p).count(),
         rlx::core::colouring::rows(p).count(),
+        b.forward(),
+        b.reverse(),
         p.max_row_nnz(),
         p.max_col_nnz()
     );
@@ -226,6 +199,42 @@ fn bench_stencil(c: &mut Criterion) {
     });
     group.bench_function("hand 5-point fill", |b| {
         b.iter(|| stencil_hand(black_box(&u), k, &mut hand))
+    });
+    group.finish();
+}
+
+/// The analytic arrow Jacobian in CSC order: column 0 holds rows `0..n`,
+/// column `j > 0` rows 0 and `j`.
+fn arrow_hand(x: &[f64], values: &mut [f64]) {
+    let e = x[0].exp();
+    values[0] = 2.0 * x[0];
+    for (v, &xi) in values[1..x.len()].iter_mut().zip(&x[1..]) {
+        *v = xi * e;
+    }
+    let mut p = x.len();
+    for &xj in &x[1..] {
+        values[p] = 2.0 * xj;
+        values[p + 1] = e + xj.cos();
+        p += 2;
+    }
+}
+
+fn bench_arrow(c: &mut Criterion) {
+    let n = 2000;
+    let x: Vec<f64> = (0..n).map(|i| 0.3 * (i as f64 * 0.37).sin()).collect();
+    let xt = Tensor::from_slice(&x, [n]);
+    let mut jac = sparse_jacobian_arrow(&xt, n).unwrap();
+    report("arrow_2000", jac.pattern());
+    eprintln!("arrow_2000: least possible passes: 3 (1 dense row + 1 dense column + 1)");
+    let mut hand = jac.values().to_vec();
+    arrow_hand(&x, &mut hand);
+    assert_close(jac.values(), &hand);
+    let mut group = c.benchmark_group("arrow_2000");
+    group.bench_function("rlx sparse_jacobian_into", |b| {
+        b.iter(|| sparse_jacobian_into_arrow(black_box(&xt), n, &mut jac).unwrap())
+    });
+    group.bench_function("hand arrow fill", |b| {
+        b.iter(|| arrow_hand(black_box(&x), &mut hand))
     });
     group.finish();
 }
@@ -301,6 +310,7 @@ criterion_group!(
     bench_ladder,
     bench_stencil,
     bench_newton,
-    bench_first_call
+    bench_first_call,
+    bench_arrow
 );
 criterion_main!(benches);

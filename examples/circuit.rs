@@ -21,36 +21,15 @@ use std::time::Instant;
 
 use rlx::prelude::*;
 
-const R: f64 = 50.0; // resistors between nodes, ohms
-const R_SOURCE: f64 = 10.0; // source resistance, ohms
-const R_LEAK: f64 = 1.0e5; // leakage from every grid node to ground, ohms
-const R_LOAD: f64 = 1_000.0; // load at the last ladder node, ohms
-const I_SAT: f64 = 1e-14; // diode saturation current, amperes
-const V_T: f64 = 0.025_85; // thermal voltage at 300 K, volts
+#[path = "../benches/common/circuit.rs"]
+mod circuit;
+use circuit::{grid_residual, value_and_jacobian_ladder, I_SAT, R, R_LEAK, R_LOAD, R_SOURCE, V_T};
 
 /// Currents leaving each node of the `k × k` grid (amperes); zero at the
-/// operating point.
+/// operating point (see `benches/common/circuit.rs`).
 #[differentiable(wrt(v))]
 pub fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize) -> Tensor {
-    // Current through each horizontal and vertical resistor, then the net
-    // current out of each node (an edge's current leaves one end and enters
-    // the other; grid borders have no edge beyond them).
-    let ih = (v.slice(1, 0, k - 1) - v.slice(1, 1, k - 1)) / R;
-    let iv = (v.slice(0, 0, k - 1) - v.slice(0, 1, k - 1)) / R;
-    let zc = Tensor::zeros([k, 1], DType::F64);
-    let zr = Tensor::zeros([1, k], DType::F64);
-    let out_h = Tensor::concat(&[&ih, &zc], 1) - Tensor::concat(&[&zc, &ih], 1);
-    let out_v = Tensor::concat(&[&iv, &zr], 0) - Tensor::concat(&[&zr, &iv], 0);
-    // The first row is fed from the source.
-    let fed = Tensor::concat(
-        &[
-            &((v.slice(0, 0, 1) - vs) / R_SOURCE),
-            &Tensor::zeros([k - 1, k], DType::F64),
-        ],
-        0,
-    );
-    let diode = ((v / V_T).exp() - 1.0) * I_SAT;
-    out_h + out_v + fed + diode + v / R_LEAK - i_src
+    grid_residual(v, &vs, i_src, k)
 }
 
 /// The grid residual in plain Rust, written independently, to check the answer.
@@ -73,31 +52,6 @@ fn grid_reference(v: &[f64], vs: f64, i_src: &[f64], k: usize) -> Vec<f64> {
         }
     }
     f
-}
-
-/// Sum of the currents leaving each node of the ladder (amperes): a voltage
-/// source `VS` feeds node 0 through `R_SOURCE`, consecutive nodes are joined
-/// by `R`, every node has a diode and a current source, the last a load.
-#[differentiable(wrt(v))]
-pub fn ladder(v: &Tensor, vs: f64, i_src: &Tensor, n: usize) -> Tensor {
-    let left = Tensor::concat(&[&vs.reshape([1]), &v.slice(0, 0, n - 1)], 0);
-    let g_left = Tensor::concat(
-        &[
-            &Tensor::full(1.0 / R_SOURCE, [1], DType::F64),
-            &Tensor::full(1.0 / R, [n - 1], DType::F64),
-        ],
-        0,
-    );
-    let to_left = (v - &left) * &g_left;
-    let to_right = Tensor::concat(
-        &[
-            &((v.slice(0, 0, n - 1) - v.slice(0, 1, n - 1)) / R),
-            &(v.slice(0, n - 1, 1) / R_LOAD),
-        ],
-        0,
-    );
-    let diode = ((v / V_T).exp() - 1.0) * I_SAT;
-    to_left + to_right + diode - i_src
 }
 
 /// The ladder residual in plain Rust, to check the answer.

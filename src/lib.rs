@@ -33,8 +33,9 @@
 //! `grad_f`, `value_and_grad_f`, `jvp_f`, `vjp_f`, `jacobian_f`,
 //! `hessian_f`, `hvp_f`, `batch_jacobian_f`, `value_and_jacobian_f`, and the
 //! sparse ones `sparse_jacobian_f`, `value_and_sparse_jacobian_f`,
-//! `sparse_hessian_f` (a [`SparseMatrix`]) with `sparse_jacobian_into_f` and
-//! `value_and_sparse_jacobian_into_f` writing into caller-owned storage,
+//! `sparse_hessian_f` (a [`SparseMatrix`]) with `sparse_jacobian_into_f`,
+//! `value_and_sparse_jacobian_into_f` and `sparse_hessian_into_f` writing
+//! into caller-owned storage,
 //! each returning [`Result`].
 //!
 //! Crates, bottom to top: [`rlx_core`] (IR and transforms, graph to graph,

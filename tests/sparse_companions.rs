@@ -4,6 +4,13 @@
 
 use rlx::prelude::*;
 
+#[path = "../benches/common/arrow.rs"]
+mod arrow;
+use arrow::{
+    arrow, jacobian_arrow, sparse_jacobian_arrow, sparse_jacobian_into_arrow,
+    value_and_sparse_jacobian_arrow,
+};
+
 const R: f64 = 50.0;
 const I_SAT: f64 = 1e-14;
 const V_T: f64 = 0.025_85;
@@ -208,6 +215,36 @@ fn sparse_hessian_equals_the_dense_one_and_is_symmetric() {
 }
 
 #[test]
+fn an_arrow_from_forward_and_reverse_passes_equals_dense_and_finite_differences() {
+    let n = 25;
+    let x = points(n, 9);
+    let xt = Tensor::from_slice(&x, [n]);
+    let j = sparse_jacobian_arrow(&xt, n).unwrap();
+    // Row 0, column 0 below it, the diagonal below it.
+    assert_eq!(j.nnz(), n + 2 * (n - 1));
+    let dense = jacobian_arrow(&xt, n).unwrap().to_vec::<f64>().unwrap();
+    // Entries read from reverse passes may differ from the dense
+    // (forward) Jacobian in the last bit.
+    assert_close(&j.to_dense().to_vec::<f64>().unwrap(), &dense, 1e-14);
+    let f = |x: &[f64]| {
+        arrow(&Tensor::from_slice(x, [n]), n)
+            .to_vec::<f64>()
+            .unwrap()
+    };
+    for c in 0..n {
+        let col: Vec<f64> = (0..n).map(|r| j.get(r, c)).collect();
+        assert_close(&col, &fd_column(&f, &x, c), 1e-6);
+    }
+    // The value from the same execution, and the caller-storage form.
+    let (r, j2) = value_and_sparse_jacobian_arrow(&xt, n).unwrap();
+    assert_eq!(r.to_vec::<f64>().unwrap(), f(&x));
+    assert_eq!(j2, j);
+    let mut j3 = SparseMatrix::zeros(j.pattern().clone());
+    sparse_jacobian_into_arrow(&xt, n, &mut j3).unwrap();
+    assert_eq!(j3, j);
+}
+
+#[test]
 fn into_forms_write_the_same_values() {
     let n = 20;
     let v: Vec<f64> = points(n, 7).iter().map(|p| 0.5 + 0.1 * p).collect();
@@ -222,6 +259,12 @@ fn into_forms_write_the_same_values() {
     value_and_sparse_jacobian_into_ladder(&vt, 5.0, n, &mut r, &mut j2).unwrap();
     assert_eq!(j2, want);
     assert_eq!(r, ladder(&vt, 5.0, n).to_vec::<f64>().unwrap());
+    // The Hessian's caller-storage form.
+    let x = Tensor::from_slice(&points(n, 10), [n]);
+    let want = sparse_hessian_chain(&x, n).unwrap();
+    let mut h = SparseMatrix::zeros(want.pattern().clone());
+    sparse_hessian_into_chain(&x, n, &mut h).unwrap();
+    assert_eq!(h, want);
 }
 
 #[test]
@@ -256,6 +299,19 @@ fn bad_input_is_an_error_that_says_what_was_expected() {
     let msg = sparse_hessian_ladder(&vt, 5.0, n).unwrap_err().to_string();
     assert!(
         msg.contains("shape [10]") && msg.contains("scalar"),
+        "{msg}"
+    );
+    // Hessian storage of another pattern (an 11-node ladder's Jacobian;
+    // the 10-node one has the Hessian's pattern, and is accepted).
+    let x = Tensor::full(0.5, [n], DType::F64);
+    let msg = sparse_hessian_into_chain(&x, n, &mut other.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("sparse_hessian_into")
+            && msg.contains("Hessian of `chain`")
+            && msg.contains("is 10 × 10 with 28 nonzeros")
+            && msg.contains("sparse_hessian_chain"),
         "{msg}"
     );
     // A wrong argument shape: the usual input error.

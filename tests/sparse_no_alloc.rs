@@ -1,4 +1,5 @@
-//! The sparse companions' memory: a warm `*_into` call allocates nothing,
+//! The sparse companions' memory: a warm `*_into` call (Jacobian or
+//! Hessian) allocates nothing,
 //! and a 20 000-unknown sparse Jacobian (first call included: tracing,
 //! pattern, colouring, compiling) never allocates anything of size n².
 
@@ -37,6 +38,29 @@ fn warm_into_calls_allocate_nothing() {
     assert_eq!(count, 0, "value_and_sparse_jacobian_into_chain allocated");
     assert_eq!(j, sparse_jacobian_chain(&x, &c, n).unwrap());
     assert_eq!(f, chain(&x, &c, n).to_vec::<f64>().unwrap());
+}
+
+/// `Σ (x_{i+1} - x_i)⁴ + Σ cos x_i`: a tridiagonal Hessian.
+#[differentiable]
+fn energy(x: &Tensor, n: usize) -> f64 {
+    let d = x.slice(0, 1, n - 1) - x.slice(0, 0, n - 1);
+    d.powi(4).sum_all() + x.cos().sum_all()
+}
+
+#[test]
+fn a_warm_sparse_hessian_into_call_allocates_nothing() {
+    let n = 500;
+    let x = Tensor::from_slice(
+        &(0..n).map(|i| (i as f64 * 0.1).sin()).collect::<Vec<_>>(),
+        [n],
+    );
+    let mut h = sparse_hessian_energy(&x, n).unwrap();
+    for _ in 0..2 {
+        sparse_hessian_into_energy(&x, n, &mut h).unwrap();
+    }
+    let (count, _) = measure(|| sparse_hessian_into_energy(&x, n, &mut h).unwrap());
+    assert_eq!(count, 0, "sparse_hessian_into_energy allocated");
+    assert_eq!(h, sparse_hessian_energy(&x, n).unwrap());
 }
 
 #[test]

@@ -40,6 +40,8 @@ pub mod op;
 pub mod passes;
 pub mod shape;
 pub mod sparsity;
+#[cfg(test)]
+mod test_graphs;
 pub mod vmap;
 
 pub use dtype::DType;

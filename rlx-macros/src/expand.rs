@@ -13,7 +13,8 @@
 //!   a few lines over `Function::run`;
 //! - `sparse_jacobian_f`, `value_and_sparse_jacobian_f`, `sparse_hessian_f`
 //!   over `Function::run_sparse`, and `sparse_jacobian_into_f`,
-//!   `value_and_sparse_jacobian_into_f` over `Function::run_sparse_into`.
+//!   `value_and_sparse_jacobian_into_f`, `sparse_hessian_into_f` over
+//!   `Function::run_sparse_into`.
 //!
 //! Submodules: `companions` (which companions exist, their names, docs and
 //! results), `body` (the bodies of the plain call, the companions, `graph_f`

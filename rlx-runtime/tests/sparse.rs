@@ -1,6 +1,6 @@
 //! Sparse Jacobians and Hessians of small random graphs against the dense
 //! ones, for every compression (forward over column colours, reverse over
-//! row colours, star-coloured forward over reverse for Hessians): the
+//! row colours, both over a bicolouring, star-coloured forward over reverse for Hessians): the
 //! pattern must hold every nonzero of the dense derivative and the values
 //! must agree. Also: the automatic choice of mode, and patterns against
 //! central finite differences.
@@ -123,7 +123,11 @@ fn sparse_jacobians_of_random_graphs_equal_dense_ones_in_both_modes() {
         let g = random_graph(&mut rng, n);
         let x: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
         let dense = run(&jacobian(&g, &[0]).unwrap(), &x)[1].clone();
-        for mode in [SparseMode::Forward, SparseMode::Reverse] {
+        for mode in [
+            SparseMode::Forward,
+            SparseMode::Reverse,
+            SparseMode::Bidirectional,
+        ] {
             let s = sparse_jacobian(&g, &[0], Some(mode)).unwrap();
             let outs = run(&s.graph, &x);
             assert_eq!(outs[0], run(&g, &x)[0], "case {case}: value");
@@ -217,4 +221,40 @@ fn the_cheaper_mode_is_picked() {
     assert_eq!((p.mode, p.colours), (SparseMode::Forward, 2));
     let e = sparse_jacobian(&g, &[0], Some(SparseMode::Star)).unwrap_err();
     assert!(e.to_string().contains("Hessian"), "{e}");
+}
+
+/// An arrow: `y_0 = Σ x²` (a dense row), `y_i = x_i · exp(x_0) + sin(x_i)`
+/// (a dense column and the diagonal).
+fn arrow(n: usize) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input("x", [n], DType::F64);
+    let sq = g.square(x).unwrap();
+    let s = g.sum_all(sq).unwrap();
+    let s = g.reshape(s, [1]).unwrap();
+    let x0 = g.slice(x, 0, 0, 1).unwrap();
+    let e = g.exp(x0).unwrap();
+    let rest = g.slice(x, 0, 1, n - 1).unwrap();
+    let coupled = g.mul(rest, e).unwrap();
+    let sin = g.sin(rest).unwrap();
+    let rest = g.add(coupled, sin).unwrap();
+    let y = g.concat(&[s, rest], 0).unwrap();
+    g.set_outputs(vec![y]);
+    g
+}
+
+#[test]
+fn an_arrow_is_bicoloured_in_three_passes_and_equals_the_dense_jacobian() {
+    let n = 40;
+    let g = arrow(n);
+    let s = sparse_jacobian(&g, &[0], None).unwrap();
+    // One dense row, one dense column, the diagonal: 1 + 1 + 1 passes,
+    // where a one-sided colouring needs n.
+    assert_eq!((s.mode, s.colours), (SparseMode::Bidirectional, 3));
+    let f = sparse_jacobian(&g, &[0], Some(SparseMode::Forward)).unwrap();
+    assert_eq!(f.colours, n);
+    let x: Vec<f64> = (0..n).map(|i| 0.3 * (i as f64 * 0.7).sin()).collect();
+    let dense = run(&jacobian(&g, &[0]).unwrap(), &x)[1].clone();
+    let outs = run(&s.graph, &x);
+    assert_eq!(outs[0], run(&g, &x)[0]);
+    assert_close(&densify(&s.pattern, &outs[1]), &dense, "arrow");
 }

@@ -130,7 +130,12 @@ pub(crate) fn unary(g: &mut Graph, op: UnaryOp, x: NodeId, y: NodeId) -> Result<
             1 => Factor::One,
             _ => {
                 let c = konst(g, f64::from(n), x);
-                let p = g.powi(x, n - 1)?;
+                // x² as a square: one product, where `powi` is a call.
+                let p = if n == 3 {
+                    g.square(x)?
+                } else {
+                    g.powi(x, n - 1)?
+                };
                 Factor::Mul(g.mul(c, p)?)
             }
         },

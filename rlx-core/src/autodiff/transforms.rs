@@ -556,26 +556,7 @@ pub mod sparse;
 mod tests {
     use super::*;
 
-    /// `y_i = (x_{i-1} - 2 x_i + x_{i+1}) - exp(x_i)` with zero boundaries,
-    /// then `sum(y^2)` as output 1 (the Hessian check's function).
-    fn stencil(n: usize) -> Graph {
-        let mut g = Graph::new();
-        let x = g.input("x", [n], DType::F64);
-        let z = g.full(0.0, [1], DType::F64);
-        let xp = g.concat(&[z, x, z], 0).unwrap();
-        let l = g.slice(xp, 0, 0, n).unwrap();
-        let r = g.slice(xp, 0, 2, n).unwrap();
-        let two = g.scalar(2.0, DType::F64);
-        let x2 = g.mul(x, two).unwrap();
-        let lap = g.sub(l, x2).unwrap();
-        let lap = g.add(lap, r).unwrap();
-        let e = g.exp(x).unwrap();
-        let y = g.sub(lap, e).unwrap();
-        let sq = g.square(y).unwrap();
-        let s = g.sum_all(sq).unwrap();
-        g.set_outputs(vec![y, s]);
-        g
-    }
+    use crate::test_graphs::tridiagonal as stencil;
 
     /// Jacobians batch over the basis with `vmap`: the transformed graph's
     /// size does not grow with the number of basis vectors (no unrolling),

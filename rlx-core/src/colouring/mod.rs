@@ -10,7 +10,10 @@
 //! - [`star`]: a star colouring of a symmetric pattern (a distance-1
 //!   colouring in which every path on four vertices uses at least three
 //!   colours), which recovers a Hessian directly from `H · S` with fewer
-//!   colours than a column colouring (Gebremedhin et al., SISC 2007).
+//!   colours than a column colouring (Gebremedhin et al., SISC 2007);
+//! - [`bicolouring`]: forward and reverse products together, for a
+//!   Jacobian with a few dense rows and a few dense columns, which either
+//!   one-sided colouring needs a colour per column (row) for.
 //!
 //! Each colouring also gives the decompression map: for each nonzero, the
 //! position in the compressed product to read it from (see [`Colouring::sources`]).
@@ -20,9 +23,11 @@
 //! No crate on crates.io implements these colourings for sparse
 //! differentiation, so they are written here.
 
+mod bicolour;
 mod greedy;
 mod star;
 
+pub use bicolour::{bicolouring, is_bicolouring, split, Bicolouring};
 pub use greedy::{columns, rows};
 pub use star::star;
 

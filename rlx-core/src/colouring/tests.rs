@@ -5,6 +5,8 @@ use proptest::prelude::*;
 
 use super::*;
 
+mod bicolour;
+
 /// A random `nrows × ncols` pattern with about `density` of its entries.
 fn pattern(max: usize) -> impl Strategy<Value = Pattern> {
     (1..max, 1..max, 0.0f64..0.5, any::<u64>()).prop_map(|(m, n, density, seed)| {

@@ -3,6 +3,7 @@
 //! tests, which can evaluate graphs).
 
 use super::*;
+use crate::test_graphs::tridiagonal;
 use crate::{DType, Literal};
 
 fn entries(p: &Pattern) -> Vec<(usize, usize)> {
@@ -15,27 +16,6 @@ fn sorted(mut e: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
     e.sort_unstable();
     e.dedup();
     e
-}
-
-/// `y_i = x_{i-1} - 2 x_i + x_{i+1} - exp(x_i)` (zero boundaries), built
-/// with concat and slices; output 1 is `Σ y²`.
-fn tridiagonal(n: usize) -> Graph {
-    let mut g = Graph::new();
-    let x = g.input("x", [n], DType::F64);
-    let z = g.full(0.0, [1], DType::F64);
-    let xp = g.concat(&[z, x, z], 0).unwrap();
-    let l = g.slice(xp, 0, 0, n).unwrap();
-    let r = g.slice(xp, 0, 2, n).unwrap();
-    let two = g.scalar(2.0, DType::F64);
-    let x2 = g.mul(x, two).unwrap();
-    let lap = g.sub(l, x2).unwrap();
-    let lap = g.add(lap, r).unwrap();
-    let e = g.exp(x).unwrap();
-    let y = g.sub(lap, e).unwrap();
-    let sq = g.square(y).unwrap();
-    let s = g.sum_all(sq).unwrap();
-    g.set_outputs(vec![y, s]);
-    g
 }
 
 fn band(n: usize, w: usize) -> Vec<(usize, usize)> {

@@ -168,7 +168,8 @@ impl Bodies {
                     })
                 };
             }
-            Runs::SparseInto { value } => {
+            Runs::SparseInto { value, into } => {
+                let into = Ident::new(into, Span::call_site());
                 let value = if value {
                     quote!(::core::option::Option::Some(value))
                 } else {
@@ -181,7 +182,7 @@ impl Bodies {
                         &#statics_val,
                         #trace_ident,
                         #value,
-                        jacobian,
+                        #into,
                     ))
                 };
             }

@@ -40,6 +40,9 @@ pub(crate) enum Access {
         dims: Vec<usize>,
         strides: Vec<usize>,
     },
+    /// Element `i` is element `idx[i]` of the leaf (a vector): a gather
+    /// with constant indices, checked when the plan was built.
+    Indexed(std::sync::Arc<[u32]>),
 }
 
 /// An operand from outside the chain.
@@ -633,6 +636,12 @@ fn gather<S: Copy, T: Copy>(
         }
         Access::Splat => {
             out.fill(f(src[0]));
+        }
+        Access::Indexed(ix) => {
+            let n = out.len();
+            for (o, &j) in out.iter_mut().zip(&ix[start..start + n]) {
+                *o = f(src[j as usize]);
+            }
         }
         Access::Broadcast { dims, strides } => {
             let r = dims.len();

@@ -292,6 +292,20 @@ impl Executable {
         tail: &[Arg<'_>],
         read: impl FnOnce(&mut [Storage]) -> Result<R>,
     ) -> Result<R> {
+        self.run_args_into_last(head, tail, None, read)
+    }
+
+    /// [`Executable::run_args_with`], with the last output written straight
+    /// into `last` when given: it is swapped in for the run and back after
+    /// it, so a caller's buffer of the output's size is filled without a
+    /// copy or an allocation (a sparse derivative's values).
+    pub(crate) fn run_args_into_last<R>(
+        &self,
+        head: &[Arg<'_>],
+        tail: &[Arg<'_>],
+        mut last: Option<&mut Storage>,
+        read: impl FnOnce(&mut [Storage]) -> Result<R>,
+    ) -> Result<R> {
         let mut state = self.take_state()?;
         let mut numbers = std::mem::take(&mut state.numbers);
         for (i, a) in head.iter().chain(tail).enumerate() {
@@ -302,6 +316,12 @@ impl Executable {
             }
         }
         let mut outs = std::mem::take(&mut state.outs);
+        let swap = |outs: &mut Vec<Storage>, last: &mut Option<&mut Storage>| {
+            if let (Some(o), Some(l)) = (outs.last_mut(), last.as_deref_mut()) {
+                std::mem::swap(o, l);
+            }
+        };
+        swap(&mut outs, &mut last);
         let res = exec::run(
             &self.plan,
             &mut state,
@@ -313,6 +333,7 @@ impl Executable {
             &mut env::Outputs::Storages(&mut outs),
         )
         .and_then(|()| read(&mut outs));
+        swap(&mut outs, &mut last);
         state.numbers = numbers;
         state.outs = outs;
         self.put_state(state);

@@ -129,6 +129,9 @@ pub struct PlanStats {
     pub native_regions: usize,
     /// Transposes read in place by matrix products.
     pub virtual_transposes: usize,
+    /// Gathers with constant indices read through their indices by fused
+    /// loops (no step of their own; a sparse derivative's decompression).
+    pub indexed_gathers: usize,
     /// Buffer slots of the per-call state.
     pub buffers: usize,
     /// Nodes of the graph lowered element by element into one scalar

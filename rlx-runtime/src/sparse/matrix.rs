@@ -84,6 +84,12 @@ impl SparseMatrix {
         &mut self.values
     }
 
+    /// The value vector itself, for the companions to swap a compiled
+    /// program's output buffer with (its length must stay `nnz`).
+    pub(crate) fn values_vec(&mut self) -> &mut Vec<f64> {
+        &mut self.values
+    }
+
     /// Number of rows.
     pub fn nrows(&self) -> usize {
         self.pattern.nrows()

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use rlx_core::sparsity::Pattern;
-use rlx_core::{Error, Result};
+use rlx_core::{DType, Error, Result};
 
 use super::SparseMatrix;
 use crate::function::{Function, StaticArg, Tracer, Transform};
@@ -78,14 +78,27 @@ impl Function {
                     });
                 }
             }
-            exe.run_args_with(args, &[], |outs| {
-                let values = outs.last().ok_or_else(missing_values)?;
-                copy(values, out.values_mut());
+            // `f64` values are written straight into `out` (its buffer is
+            // the program's values output for the run); others converted.
+            let direct = exe.output_types().last().map(|t| t.dtype) == Some(DType::F64);
+            let mut buf = Storage::F64(if direct {
+                std::mem::take(out.values_vec())
+            } else {
+                Vec::new()
+            });
+            let res = exe.run_args_into_last(args, &[], direct.then_some(&mut buf), |outs| {
+                if !direct {
+                    copy(outs.last().ok_or_else(missing_values)?, out.values_mut());
+                }
                 if let Some(v) = value {
                     copy(&outs[0], v);
                 }
                 Ok(())
-            })
+            });
+            if let (true, Storage::F64(v)) = (direct, buf) {
+                *out.values_vec() = v;
+            }
+            res
         })
     }
 
@@ -119,17 +132,13 @@ impl Function {
         if Arc::ptr_eq(pattern, out.pattern_arc()) || **pattern == *out.pattern() {
             return Ok(());
         }
-        let what = match t {
-            Transform::SparseHessian => "Hessian",
-            _ => "Jacobian",
-        };
-        let companion = match t {
-            Transform::SparseHessian => "sparse_hessian",
-            _ => "sparse_jacobian",
+        let (what, companion, op) = match t {
+            Transform::SparseHessian => ("Hessian", "sparse_hessian", "sparse_hessian_into"),
+            _ => ("Jacobian", "sparse_jacobian", "sparse_jacobian_into"),
         };
         let (p, o) = (&**pattern, out.pattern());
         Err(Error::InvalidArgument {
-            op: "sparse_jacobian_into",
+            op,
             message: format!(
                 "the storage is a {} × {} matrix with {} nonzeros, but the {what} of `{}` for these arguments is {} × {} with {} nonzeros{}\n  = help: get the storage from `{companion}_{}(..)` with arguments of the same shapes, then pass it back",
                 o.nrows(), o.ncols(), o.nnz(), self.name(), p.nrows(), p.ncols(), p.nnz(),

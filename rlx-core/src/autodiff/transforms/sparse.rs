@@ -3,9 +3,11 @@
 //! From the graph's [`Pattern`] and a colouring
 //! (see [`colouring`]), the derivative is computed as a
 //! few products with a seed matrix, all batched in one execution with
-//! `vmap` (as [`jacobian`](super::jacobian) batches basis vectors), then
-//! decompressed by a `gather` with constant indices into the pattern's
-//! value array. The result graph's outputs are the original outputs, then
+//! `vmap` (as [`jacobian`](super::jacobian) batches basis vectors; a
+//! bicolouring's forward and reverse products are two batches of one
+//! program), then decompressed by a `gather` with constant indices into the
+//! pattern's value array (which the compiler fuses into the loop that
+//! computes the values). The result graph's outputs are the original outputs, then
 //! one `[nnz]` vector of values in the pattern's storage order (compressed
 //! sparse column). Everything symbolic (pattern, colouring, the graph) is
 //! built once here; running the graph only fills values.
@@ -13,7 +15,7 @@
 use super::{
     batched_jvp, batched_vjp, finish, float_wrt, grad_graph, out0, set_outputs, wrt_nodes,
 };
-use crate::colouring::{self, Colouring};
+use crate::colouring::{self, Bicolouring, Colouring};
 use crate::sparsity::sets::broadcast_map;
 use crate::sparsity::{hessian_pattern, jacobian_pattern, Pattern};
 use crate::{DType, Error, Graph, Literal, NodeId, Op, Result};
@@ -27,6 +29,10 @@ pub enum SparseMode {
     Reverse,
     /// Star colouring of a symmetric Hessian, forward over reverse.
     Star,
+    /// A bicolouring: forward products over some columns' colours and
+    /// reverse products over some rows' colours, in one execution (see
+    /// [`colouring::bicolouring`]).
+    Bidirectional,
 }
 
 /// A sparse derivative's compiled form: the graph that computes its values
@@ -47,8 +53,10 @@ pub struct SparseProgram {
 }
 
 /// The sparse Jacobian of output 0 with respect to the inputs at `wrt`,
-/// by forward mode over column colours or reverse mode over row colours,
-/// whichever needs fewer (forward on a tie); `mode` forces one.
+/// by forward mode over column colours, reverse mode over row colours, or
+/// both together over a bicolouring, whichever needs fewest products
+/// (forward on a tie, bidirectional only when strictly fewer); `mode`
+/// forces one.
 ///
 /// ```
 /// use rlx_core::autodiff::transforms::sparse::{sparse_jacobian, SparseMode};
@@ -84,54 +92,70 @@ pub fn sparse_jacobian(
         });
     }
     let pattern = jacobian_pattern(g, wrt)?;
-    // Colour the side asked for, or both and keep the one with fewer
-    // colours (forward on a tie); the lower bounds decide the clear cases.
-    let forward = |c| (SparseMode::Forward, c);
-    let (mode, c) = match mode {
-        Some(SparseMode::Star) => return Err(Error::InvalidArgument {
-            op: OP,
-            message:
-                "star colouring is for symmetric Hessians; a Jacobian takes `Forward` or `Reverse`"
-                    .into(),
-        }),
-        Some(SparseMode::Forward) => forward(colouring::columns(&pattern)),
-        Some(SparseMode::Reverse) => (SparseMode::Reverse, colouring::rows(&pattern)),
-        None if pattern.max_row_nnz() * 2 <= pattern.max_col_nnz() => {
-            forward(colouring::columns(&pattern))
-        }
-        None => {
-            let (cols, rows) = (colouring::columns(&pattern), colouring::rows(&pattern));
-            if cols.count() <= rows.count() {
-                forward(cols)
-            } else {
-                (SparseMode::Reverse, rows)
-            }
-        }
-    };
+    let (mode, b) = choose(&pattern, mode)?;
     let mut r = g.clone();
-    let p = c.count().max(1);
-    let flat = match mode {
-        SparseMode::Forward => {
-            let seeds = seed_nodes(&mut r, g, &nodes, &c)?;
-            let y = batched_jvp(&mut r, g, &nodes, &[o], &seeds, p)?[0];
-            r.reshape(y, [p * pattern.nrows()])?
-        }
-        SparseMode::Reverse | SparseMode::Star => {
-            let mut dims = vec![p];
-            dims.extend_from_slice(g.shape(o).dims());
-            let seed = constant(&mut r, padded_seeds(&c, pattern.nrows()), dims, dt)?;
-            let ys = batched_vjp(&mut r, g, &nodes, o, seed, p)?;
-            flatten_blocks(&mut r, g, &nodes, &ys, p)?
-        }
+    let (m, n) = (pattern.nrows(), pattern.ncols());
+    let mut parts = Vec::with_capacity(2);
+    if b.forward() > 0 || b.reverse() == 0 {
+        let p = b.forward().max(1);
+        let seeds = seed_nodes(&mut r, g, &nodes, &padded(b.forward_seeds(), n), p)?;
+        let y = batched_jvp(&mut r, g, &nodes, &[o], &seeds, p)?[0];
+        parts.push(r.reshape(y, [p * m])?);
+    }
+    if b.reverse() > 0 {
+        let p = b.reverse();
+        let mut dims = vec![p];
+        dims.extend_from_slice(g.shape(o).dims());
+        let seed = constant(&mut r, b.reverse_seeds(), dims, dt)?;
+        let ys = batched_vjp(&mut r, g, &nodes, o, seed, p)?;
+        parts.push(flatten_blocks(&mut r, g, &nodes, &ys, p)?);
+    }
+    let flat = match parts.as_slice() {
+        [one] => *one,
+        _ => r.concat(&parts, 0)?,
     };
-    let values = decompress(&mut r, flat, &c, dt)?;
+    let values = decompress(&mut r, flat, b.sources(), dt)?;
     set_outputs(&mut r, g, vec![values]);
-    let size = c.count().max(1) * pattern.nrows().max(pattern.ncols());
+    let size = b.count().max(1) * m.max(n);
     Ok(SparseProgram {
         graph: finish(fold_seeds(r, size)?)?,
         pattern,
         mode,
-        colours: c.count(),
+        colours: b.count(),
+    })
+}
+
+/// The compression of a Jacobian with `pattern`: the side (or sides) asked
+/// for, or the one needing fewest products, as a bicolouring (one-sided
+/// colourings are those with no reverse, or no forward, products).
+fn choose(pattern: &Pattern, mode: Option<SparseMode>) -> Result<(SparseMode, Bicolouring)> {
+    let forward = |c: Colouring| (SparseMode::Forward, Bicolouring::from_columns(pattern, &c));
+    let reverse = |c: Colouring| (SparseMode::Reverse, Bicolouring::from_rows(pattern, &c));
+    Ok(match mode {
+        Some(SparseMode::Star) => return Err(Error::InvalidArgument {
+            op: "sparse_jacobian",
+            message:
+                "star colouring is for symmetric Hessians; a Jacobian takes `Forward`, `Reverse` or `Bidirectional`"
+                    .into(),
+        }),
+        Some(SparseMode::Forward) => forward(colouring::columns(pattern)),
+        Some(SparseMode::Reverse) => reverse(colouring::rows(pattern)),
+        Some(SparseMode::Bidirectional) => {
+            (SparseMode::Bidirectional, colouring::bicolouring(pattern))
+        }
+        // Rows twice as long as any column: forward mode wins clearly.
+        None if pattern.max_row_nnz() * 2 <= pattern.max_col_nnz() => {
+            forward(colouring::columns(pattern))
+        }
+        None => {
+            let (cols, rows) = (colouring::columns(pattern), colouring::rows(pattern));
+            let best = cols.count().min(rows.count());
+            match colouring::split(pattern, best) {
+                Some(b) => (SparseMode::Bidirectional, b),
+                None if cols.count() <= rows.count() => forward(cols),
+                None => reverse(rows),
+            }
+        }
     })
 }
 
@@ -163,10 +187,10 @@ pub fn sparse_hessian(g: &Graph, wrt: &[usize]) -> Result<SparseProgram> {
     let c = colouring::star(&pattern);
     let p = c.count().max(1);
     let mut r = gg.clone();
-    let seeds = seed_nodes(&mut r, g, &nodes, &c)?;
+    let seeds = seed_nodes(&mut r, g, &nodes, &padded(c.seeds(), pattern.ncols()), p)?;
     let ys = batched_jvp(&mut r, &gg, &nodes, &grads, &seeds, p)?;
     let flat = flatten_blocks(&mut r, g, &nodes, &ys, p)?;
-    let values = decompress(&mut r, flat, &c, g.dtype(g.outputs()[0]))?;
+    let values = decompress(&mut r, flat, c.sources(), g.dtype(g.outputs()[0]))?;
     set_outputs(&mut r, g, vec![values]);
     let size = p * pattern.ncols();
     Ok(SparseProgram {
@@ -277,13 +301,13 @@ fn leaf(g: &mut Graph, x: NodeId, idx: &[usize]) -> Result<NodeId> {
     g.gather(flat, c, 0)
 }
 
-/// The seed matrix `[max(count, 1), n]` (a zero row when there are no colours,
-/// so that the batched program keeps a non-empty batch axis).
-fn padded_seeds(c: &Colouring, n: usize) -> Vec<f64> {
-    if c.count() == 0 {
+/// A seed matrix `[count, n]`, or one zero row when there are no colours,
+/// so that the batched program keeps a non-empty batch axis.
+fn padded(seeds: Vec<f64>, n: usize) -> Vec<f64> {
+    if seeds.is_empty() {
         vec![0.0; n]
     } else {
-        c.seeds()
+        seeds
     }
 }
 
@@ -291,11 +315,16 @@ fn constant(r: &mut Graph, v: Vec<f64>, dims: Vec<usize>, dt: DType) -> Result<N
     r.constant(Literal::F64(v.into()), dims, dt)
 }
 
-/// The seed matrix split into one `[p, in...]` constant per `wrt` node.
-fn seed_nodes(r: &mut Graph, g: &Graph, nodes: &[NodeId], c: &Colouring) -> Result<Vec<NodeId>> {
+/// The seed matrix `all` (`[p, n]`) split into one `[p, in...]` constant
+/// per `wrt` node.
+fn seed_nodes(
+    r: &mut Graph,
+    g: &Graph,
+    nodes: &[NodeId],
+    all: &[f64],
+    p: usize,
+) -> Result<Vec<NodeId>> {
     let n: usize = nodes.iter().map(|&w| g.shape(w).numel()).sum();
-    let p = c.count().max(1);
-    let all = padded_seeds(c, n);
     let mut out = Vec::with_capacity(nodes.len());
     let mut off = 0;
     for &w in nodes {
@@ -335,13 +364,13 @@ fn flatten_blocks(
     r.reshape(joined, [p * n])
 }
 
-/// The `[nnz]` values: the compressed product `flat` read at the colouring's sources.
-fn decompress(r: &mut Graph, flat: NodeId, c: &Colouring, dt: DType) -> Result<NodeId> {
-    let nnz = c.sources().len();
+/// The `[nnz]` values: the compressed products `flat` read at `sources`.
+fn decompress(r: &mut Graph, flat: NodeId, sources: &[usize], dt: DType) -> Result<NodeId> {
+    let nnz = sources.len();
     if nnz == 0 {
         return Ok(r.full(0.0, [0], dt));
     }
-    let idx: Vec<i64> = c.sources().iter().map(|&s| s as i64).collect();
+    let idx: Vec<i64> = sources.iter().map(|&s| s as i64).collect();
     let idx = r.constant(Literal::I64(idx.into()), [nnz], DType::I64)?;
     r.gather(flat, idx, 0)
 }

@@ -32,6 +32,8 @@ pub(super) struct Builder<'a> {
     pub(super) g: &'a Graph,
     pub(super) root: &'a [u32],
     pub(super) virt: &'a [bool],
+    /// Per node: the checked indices of an indexed gather.
+    pub(super) indexed: &'a [Option<std::sync::Arc<[u32]>>],
     pub(super) group: &'a [Option<u32>],
     pub(super) stored: &'a [bool],
     pub(super) consts: Vec<Storage>,
@@ -65,6 +67,15 @@ impl Builder<'_> {
                     self.stats.native_regions += region.native.is_some() as usize;
                 }
             }
+        }
+    }
+
+    /// The value a fused loop reads for operand `i`: its storage's owner,
+    /// or for an indexed gather its operand's.
+    pub(super) fn leaf_val(&self, i: usize) -> Val {
+        match &self.indexed[i] {
+            Some(_) => self.root[self.g.nodes()[i].inputs[0].index()],
+            None => self.root[i],
         }
     }
 

@@ -8,6 +8,9 @@
 //! - `Reshape` and `StopGradient` are *aliases*: same elements, same buffer;
 //! - a `Transpose` whose only consumers are matrix products is *virtual*:
 //!   the products read its operand through permuted strides;
+//! - a `Gather` of a vector with constant indices whose only consumers are
+//!   element-wise nodes of its shape is *indexed*: their fused loops read
+//!   its operand through the indices (see `indexed`);
 //! - element-wise nodes (unary, binary, compare, select, cast, broadcast)
 //!   form *groups* of one output shape, each run as one fused loop (or, for
 //!   0-d groups without `i64`, as a scalar region). A node joins the group
@@ -31,6 +34,7 @@
 //! module groups the nodes and drives the build.
 
 mod builder;
+mod indexed;
 mod ops;
 mod regions;
 pub(super) mod scalarize;
@@ -183,6 +187,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
                     .all(|&u| matches!(nodes[u as usize].op, Op::MatMul))
         })
         .collect();
+    let indexed = indexed::indexed_gathers(g, &live, &users, &is_output, &root);
 
     // Grouping of element-wise nodes.
     let mut group: Vec<Option<u32>> = vec![None; nn];
@@ -263,6 +268,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         g,
         root: &root,
         virt: &virt,
+        indexed: &indexed,
         group: &group,
         stored: &stored,
         consts: Vec::new(),
@@ -346,6 +352,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
     b.stats.steps = b.steps.len();
     b.stats.buffers = slots.len();
     b.stats.virtual_transposes = (0..nn).filter(|&i| virt[i]).count();
+    b.stats.indexed_gathers = (0..nn).filter(|&i| live[i] && indexed[i].is_some()).count();
     let max_targets = b.steps.iter().map(|s| s.targets.len()).max().unwrap_or(0);
     let input_types: Vec<TensorType> = g.inputs().iter().map(|i| g.ty(i.node)).collect();
     let output_types: Vec<TensorType> = g.outputs().iter().map(|&o| g.ty(o)).collect();

@@ -143,6 +143,8 @@ impl Builder<'_> {
                 };
                 self.push(i, StepKind::Solve(step), vec![self.root[a], self.root[bb]]);
             }
+            // Read by its users' fused loops through the indices.
+            Op::Gather { .. } if self.indexed[i].is_some() => {}
             Op::Gather { .. } | Op::ScatterAdd { .. } | Op::Softmax { .. } | Op::LogSoftmax { .. } => {
                 let args: Vec<(Val, Shape)> = n
                     .inputs
@@ -217,7 +219,9 @@ impl Builder<'_> {
     /// Access pattern of leaf `p` inside a loop over `shape`.
     pub(super) fn access(&mut self, p: usize, shape: &Shape) -> Access {
         let ps = self.shape(p);
-        if ps.numel() == 1 {
+        if let Some(ix) = &self.indexed[p] {
+            super::indexed::access(ix)
+        } else if ps.numel() == 1 {
             Access::Splat
         } else if ps.numel() == shape.numel() {
             Access::Contig

@@ -89,11 +89,11 @@ impl Builder<'_> {
                 }
                 let reg = ra.alloc(Bank::of(nodes[pi].dtype));
                 leaves.push(Leaf {
-                    val: self.root[pi],
+                    val: self.leaf_val(pi),
                     access: Access::Splat,
                     reg: Some(reg),
                 });
-                reads.push(self.root[pi]);
+                reads.push(self.leaf_val(pi));
                 splat_of.insert(p.0, reg);
             }
         }
@@ -118,7 +118,7 @@ impl Builder<'_> {
                     if elementwise_math && in_place {
                         let l = *direct_of.entry(p.0).or_insert_with(|| {
                             leaves.push(Leaf {
-                                val: self.root[pi],
+                                val: self.leaf_val(pi),
                                 access: Access::Contig,
                                 reg: None,
                             });
@@ -128,7 +128,7 @@ impl Builder<'_> {
                     } else {
                         let reg = ra.alloc(Bank::of(nodes[pi].dtype));
                         leaves.push(Leaf {
-                            val: self.root[pi],
+                            val: self.leaf_val(pi),
                             access,
                             reg: Some(reg),
                         });
@@ -139,7 +139,7 @@ impl Builder<'_> {
                         Src::Reg(reg)
                     }
                 };
-                reads.push(self.root[pi]);
+                reads.push(self.leaf_val(pi));
                 srcs.push(src);
             }
             let reg_src = |s: Src| match s {
