@@ -26,8 +26,8 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use reprojection::{
-    batch_jacobian_reprojection, jacobians_by_hand, observations, reprojection,
-    residuals_by_hand, INPUTS, OUTPUTS,
+    batch_jacobian_reprojection, jacobians_by_hand, observations, reprojection, residuals_by_hand,
+    INPUTS, OUTPUTS,
 };
 use rlx::prelude::*;
 
@@ -53,9 +53,7 @@ fn group(c: &mut Criterion, n: usize) {
     grp.bench_function("rlx batch_jacobian_", |b| {
         b.iter(|| batch_jacobian_reprojection(black_box(&xt)).unwrap())
     });
-    grp.bench_function("rlx objective", |b| {
-        b.iter(|| reprojection(black_box(&xt)))
-    });
+    grp.bench_function("rlx objective", |b| b.iter(|| reprojection(black_box(&xt))));
     grp.bench_function("hand-written forward mode", |b| {
         b.iter(|| jacobians_by_hand(black_box(&x), &mut jac))
     });

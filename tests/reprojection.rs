@@ -86,11 +86,13 @@ fn one_observation_and_a_large_batch_agree_row_by_row() {
         .to_vec::<f64>()
         .unwrap();
     for i in [0, 1, 5, 999] {
-        let one =
-            batch_jacobian_reprojection(&Tensor::from_slice(&x[i * INPUTS..(i + 1) * INPUTS], [1, INPUTS]))
-                .unwrap()
-                .to_vec::<f64>()
-                .unwrap();
+        let one = batch_jacobian_reprojection(&Tensor::from_slice(
+            &x[i * INPUTS..(i + 1) * INPUTS],
+            [1, INPUTS],
+        ))
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
         let m = OUTPUTS * INPUTS;
         assert_close("row", &all[i * m..(i + 1) * m], &one, 1e-14);
     }

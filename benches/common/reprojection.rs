@@ -55,9 +55,21 @@ pub fn reprojection(x: &Tensor) -> Tensor {
     // Rodrigues: X cos θ + (r × X) a + r (r·X) b.
     let theta2 = &r0 * &r0 + &r1 * &r1 + &r2 * &r2;
     let theta = theta2.sqrt();
-    let c = if theta2 > SMALL_ANGLE { theta.cos() } else { 1.0 };
-    let a = if theta2 > SMALL_ANGLE { theta.sin() / &theta } else { 1.0 };
-    let b = if theta2 > SMALL_ANGLE { (1.0 - theta.cos()) / &theta2 } else { 0.0 };
+    let c = if theta2 > SMALL_ANGLE {
+        theta.cos()
+    } else {
+        1.0
+    };
+    let a = if theta2 > SMALL_ANGLE {
+        theta.sin() / &theta
+    } else {
+        1.0
+    };
+    let b = if theta2 > SMALL_ANGLE {
+        (1.0 - theta.cos()) / &theta2
+    } else {
+        0.0
+    };
     let rx = (&r0 * &x0 + &r1 * &x1 + &r2 * &x2) * &b;
     let y0 = &x0 * &c + (&r1 * &x2 - &r2 * &x1) * &a + &r0 * &rx + &t0;
     let y1 = &x1 * &c + (&r2 * &x0 - &r0 * &x2) * &a + &r1 * &rx + &t1;
