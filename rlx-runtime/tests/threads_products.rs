@@ -25,23 +25,11 @@ fn input(dims: &[usize], seed: f64, dtype: DType) -> Tensor {
     Tensor::from_vec(values(dims.iter().product(), seed), dims.to_vec()).cast(dtype)
 }
 
-/// Every output's bits and values (f32 widened).
+/// Every output's bits (f32 widened to f64, which is exact).
 fn bits(outs: &[Tensor]) -> Vec<Vec<u64>> {
+    let widened = |t: &Tensor| t.cast(DType::F64).to_vec::<f64>().unwrap();
     outs.iter()
-        .map(|t| match t.dtype() {
-            DType::F32 => t
-                .to_vec::<f32>()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits() as u64)
-                .collect(),
-            _ => t
-                .to_vec::<f64>()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect(),
-        })
+        .map(|t| widened(t).iter().map(|v| v.to_bits()).collect())
         .collect()
 }
 

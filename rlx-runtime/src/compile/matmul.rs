@@ -131,17 +131,21 @@ fn last(off: usize, rows: usize, cols: usize, rs: usize, cs: usize) -> Option<us
     (rows > 0 && cols > 0).then(|| off + (rows - 1) * rs + (cols - 1) * cs)
 }
 
+/// Whether a product is tiny: computed by the plain loop of [`gemm`].
+pub(crate) fn is_tiny(m: usize, k: usize, n: usize) -> bool {
+    k == 0 || m.saturating_mul(k).saturating_mul(n) <= SMALL
+}
+
 /// `C ← A B` with `A: m x k`, `B: k x n` and `C: m x n` at `c_off` with
-/// strides `rsc`, `csc`: a plain loop for tiny products, else
-/// `matrixmultiply`.
+/// strides `rsc`, `csc`: a plain loop when `plain` (pass
+/// [`is_tiny`]`(m, k, n)`), else `matrixmultiply`.
 ///
 /// # Panics
 /// If a view reaches outside its slice (a planner bug, never user input).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm<T: Gemm>(
-    m: usize,
-    k: usize,
-    n: usize,
+    plain: bool,
+    (m, k, n): (usize, usize, usize),
     a: Mat<'_, T>,
     b: Mat<'_, T>,
     c: &mut [T],
@@ -149,8 +153,17 @@ pub(crate) fn gemm<T: Gemm>(
     rsc: usize,
     csc: usize,
 ) {
-    if k == 0 || m * k * n <= SMALL {
-        check_views(m, k, n, &a, &b, c, c_off, rsc, csc);
+    let in_bounds = |l: Option<usize>, len: usize| l.is_none_or(|l| l < len);
+    assert!(
+        in_bounds(last(a.off, m, k, a.rs, a.cs), a.data.len())
+            && in_bounds(last(b.off, k, n, b.rs, b.cs), b.data.len())
+            && in_bounds(last(c_off, m, n, rsc, csc), c.len()),
+        "matmul view out of bounds"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if plain {
         for i in 0..m {
             for j in 0..n {
                 c[c_off + i * rsc + j * csc] = T::ZERO;
@@ -166,54 +179,12 @@ pub(crate) fn gemm<T: Gemm>(
         }
         return;
     }
-    large_gemm(m, k, n, a, b, c, c_off, rsc, csc);
-}
-
-/// Asserts that every element the views address lies inside its slice.
-#[allow(clippy::too_many_arguments)]
-fn check_views<T>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &Mat<'_, T>,
-    b: &Mat<'_, T>,
-    c: &[T],
-    c_off: usize,
-    rsc: usize,
-    csc: usize,
-) {
-    let in_bounds = |l: Option<usize>, len: usize| l.is_none_or(|l| l < len);
-    assert!(
-        in_bounds(last(a.off, m, k, a.rs, a.cs), a.data.len())
-            && in_bounds(last(b.off, k, n, b.rs, b.cs), b.data.len())
-            && in_bounds(last(c_off, m, n, rsc, csc), c.len()),
-        "matmul view out of bounds"
-    );
-}
-
-/// [`gemm`] through `matrixmultiply`, whatever the size.
-#[allow(clippy::too_many_arguments)]
-fn large_gemm<T: Gemm>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: Mat<'_, T>,
-    b: Mat<'_, T>,
-    c: &mut [T],
-    c_off: usize,
-    rsc: usize,
-    csc: usize,
-) {
-    check_views(m, k, n, &a, &b, c, c_off, rsc, csc);
-    if m == 0 || n == 0 {
-        return;
-    }
     // Strides are at most the slice lengths, which fit in `isize`.
     let s = |x: usize| x as isize;
-    // SAFETY: `check_views` shows that every element addressed through
-    // (offset, dims, strides) lies inside `a.data`, `b.data` and `c`; `c`
-    // is a unique borrow, so it does not overlap the shared borrows `a`
-    // and `b`.
+    // SAFETY: the assertion above shows that every element addressed
+    // through (offset, dims, strides) lies inside `a.data`, `b.data` and
+    // `c`; `c` is a unique borrow, so it does not overlap the shared
+    // borrows `a` and `b`.
     unsafe {
         T::raw(
             m,
@@ -244,7 +215,7 @@ const ROW_GROUP: usize = 8;
 /// rows of `C`): 1 for tiny products and below the threshold.
 pub(crate) fn row_parts(m: usize, k: usize, n: usize) -> usize {
     let work = m.saturating_mul(k).saturating_mul(n);
-    if k == 0 || work <= SMALL || work < 2 * MIN_PART_WORK {
+    if is_tiny(m, k, n) || work < 2 * MIN_PART_WORK {
         return 1;
     }
     parallel::num_threads()
@@ -260,7 +231,7 @@ pub(crate) fn row_parts(m: usize, k: usize, n: usize) -> usize {
 /// `matrixmultiply`, which computes every element of `C` from its row and
 /// column alone in an order fixed by `k`: every thread count gives the
 /// same bits (tested). Tiny products take the plain loop of [`gemm`],
-/// never split.
+/// never split; the parts of a split product never take it.
 pub(crate) fn product<T: Gemm + Send + Sync>(
     (m, k, n): (usize, usize, usize),
     a: Mat<'_, T>,
@@ -269,7 +240,7 @@ pub(crate) fn product<T: Gemm + Send + Sync>(
 ) {
     let parts = row_parts(m, k, n);
     if parts <= 1 {
-        return gemm(m, k, n, a, b, c, 0, n, 1);
+        return gemm(is_tiny(m, k, n), (m, k, n), a, b, c, 0, n, 1);
     }
     let groups = m.div_ceil(ROW_GROUP);
     let row = |p: usize| (groups * p / parts * ROW_GROUP).min(m);
@@ -279,7 +250,7 @@ pub(crate) fn product<T: Gemm + Send + Sync>(
             off: a.off + r0 * a.rs,
             ..a
         };
-        large_gemm(r1 - r0, k, n, a, b, chunk, 0, n, 1)
+        gemm(false, (r1 - r0, k, n), a, b, chunk, 0, n, 1)
     });
 }
 
@@ -408,9 +379,8 @@ fn half_product<T: Copy>(
         }
     }
     gemm(
-        m,
-        k,
-        n,
+        is_tiny(m, k, n),
+        (m, k, n),
         Mat {
             data: &half.a,
             off: 0,
