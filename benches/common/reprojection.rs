@@ -163,6 +163,8 @@ impl Sub for Dual {
     }
 }
 
+// The product and quotient rules use `+`, `-` and `*` inside `Mul`/`Div`.
+#[allow(clippy::suspicious_arithmetic_impl)]
 impl Mul for Dual {
     type Output = Dual;
     fn mul(self, o: Dual) -> Dual {
@@ -173,6 +175,7 @@ impl Mul for Dual {
     }
 }
 
+#[allow(clippy::suspicious_arithmetic_impl)]
 impl Div for Dual {
     type Output = Dual;
     fn div(self, o: Dual) -> Dual {
