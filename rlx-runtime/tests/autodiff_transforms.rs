@@ -315,6 +315,58 @@ fn batch_jacobian_gives_per_item_jacobians() {
 }
 
 #[test]
+fn batch_jacobian_in_reverse_mode_matches_the_full_jacobian() {
+    // Items of 6 inputs (x: [2, 2] and y: [2] per item) and 2 outputs:
+    // fewer outputs than inputs, so 2 cotangents instead of 6 tangents.
+    // Each item's block must equal the diagonal block of the full Jacobian,
+    // whose other blocks are zero.
+    let n = 4;
+    let mut g = Graph::new();
+    let x = input(&mut g, "x", &[n, 2, 2]);
+    let y = input(&mut g, "y", &[n, 2]);
+    let xs = g.sum(x, &[2]).unwrap(); // [n, 2]
+    let e = g.exp(xs).unwrap();
+    let p = g.mul(e, y).unwrap();
+    let s = g.sin(y).unwrap();
+    let xf = g.reshape(x, [n, 4]).unwrap();
+    let q = g.square(xf).unwrap();
+    let q = g.sum(q, &[1]).unwrap();
+    let q = g.reshape(q, [n, 1]).unwrap();
+    let t = g.mul(s, q).unwrap();
+    let out = g.add(p, t).unwrap(); // [n, 2]
+    g.set_outputs(vec![out]);
+    let bj = batch_jacobian(&g, &[0, 1]).unwrap();
+    assert_eq!(bj.shape(bj.outputs()[1]).dims(), &[n, 2, 2, 2]);
+    assert_eq!(bj.shape(bj.outputs()[2]).dims(), &[n, 2, 2]);
+    let mut rng = Rng::new(5);
+    let ins = vec![rng.vec(n * 4, -1.0, 1.0), rng.vec(n * 2, -1.0, 1.0)];
+    let got = run(&bj, &ins);
+    let full = run(&jacfwd(&g, &[0, 1]).unwrap(), &ins);
+    assert_close(&got[0], &full[0], 0.0, "value");
+    // full[1]: [n, 2, n, 2, 2]; full[2]: [n, 2, n, 2].
+    for (w, k) in [(1, 4), (2, 2)] {
+        for i in 0..n {
+            for o in 0..2 {
+                for j in 0..n {
+                    let block = &full[w][((i * 2 + o) * n + j) * k..][..k];
+                    if i == j {
+                        let mine = &got[w][(i * 2 + o) * k..][..k];
+                        assert_close(
+                            mine,
+                            block,
+                            1e-14,
+                            &format!("input {w}, item {i}, output {o}"),
+                        );
+                    } else {
+                        assert!(block.iter().all(|&v| v == 0.0));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn batch_jacobian_rejects_functions_that_mix_rows() {
     let mut g = Graph::new();
     let x = input(&mut g, "x", &[4, 2]);

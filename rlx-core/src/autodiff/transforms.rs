@@ -146,7 +146,10 @@ pub fn jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
 /// shape `[N, out...]`, every `wrt` input `[N, in...]`, and output row `i`
 /// must depend only on row `i` of the `wrt` inputs (checked on the graph; a
 /// function that mixes rows is an error naming the node that mixes them).
-/// Costs one execution with as many tangents as one item has inputs.
+/// Costs one execution batched over as many basis vectors as one item has
+/// inputs (forward mode) or, when one item has fewer outputs than inputs,
+/// as many as it has outputs (reverse mode: a residual of 3 values from 15
+/// inputs takes 3 cotangents, not 15 tangents).
 /// Outputs: the original outputs, then one block `[N, out..., in...]` per `wrt`.
 pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     const OP: &str = "batch_jacobian";
@@ -184,11 +187,29 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     let dt = g.dtype(o);
     let mut r = g.clone();
     let mut blocks = Vec::with_capacity(nodes.len());
-    if m == 0 {
+    let p = out_item.numel();
+    if m == 0 || p == 0 {
         for item in &items {
             let mut d = os.dims().to_vec();
             d.extend_from_slice(item.dims());
             blocks.push(zero_block(&mut r, d, dt, OP)?);
+        }
+    } else if p < m {
+        // One cotangent per item output, the same for every item.
+        let mut one = vec![1];
+        one.extend_from_slice(out_item.dims());
+        let e = basis(&mut r, p, 0, &Shape::new(one), dt)?;
+        let mut full = vec![p, n];
+        full.extend_from_slice(out_item.dims());
+        let seed = r.broadcast(e, full)?;
+        let bars = batched_vjp(&mut r, g, &nodes, o, seed, p)?; // each [p, N, in_item...]
+        for (&y, item) in bars.iter().zip(&items) {
+            let mut perm = vec![1, 0];
+            perm.extend(2..item.rank() + 2);
+            let tr = r.transpose(y, &perm)?;
+            let mut d = os.dims().to_vec();
+            d.extend_from_slice(item.dims());
+            blocks.push(r.reshape(tr, d)?);
         }
     } else {
         let mut seeds = Vec::with_capacity(nodes.len());

@@ -6,6 +6,9 @@
 //! (the planner never materialises it), and broadcast batch axes have
 //! stride 0. `f16`/`bf16` operands are converted to `f32` scratch first.
 //!
+//! Large products split the rows of `C` across threads ([`product`]),
+//! bit-identical for every thread count.
+//!
 //! Tiny products (`m·k·n ≤ SMALL`) use a plain loop instead:
 //! `matrixmultiply` allocates its packing buffer on every call, which
 //! would cost more than such a product and break the no-allocation
@@ -15,6 +18,7 @@ use half::{bf16, f16};
 use rlx_core::DType;
 
 use super::env::{Env, Val};
+use super::parallel;
 use crate::storage::Storage;
 
 /// Largest `m·k·n` computed by the plain loop.
@@ -127,16 +131,21 @@ fn last(off: usize, rows: usize, cols: usize, rs: usize, cs: usize) -> Option<us
     (rows > 0 && cols > 0).then(|| off + (rows - 1) * rs + (cols - 1) * cs)
 }
 
-/// `C ← A B` with `A: m x k`, `B: k x n`, `C: m x n` row-major at `c_off`
-/// with row stride `n`... generally `rsc`, `csc`.
+/// Whether a product is tiny: computed by the plain loop of [`gemm`].
+pub(crate) fn is_tiny(m: usize, k: usize, n: usize) -> bool {
+    k == 0 || m.saturating_mul(k).saturating_mul(n) <= SMALL
+}
+
+/// `C ← A B` with `A: m x k`, `B: k x n` and `C: m x n` at `c_off` with
+/// strides `rsc`, `csc`: a plain loop when `plain` (pass
+/// [`is_tiny`]`(m, k, n)`), else `matrixmultiply`.
 ///
 /// # Panics
 /// If a view reaches outside its slice (a planner bug, never user input).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm<T: Gemm>(
-    m: usize,
-    k: usize,
-    n: usize,
+    plain: bool,
+    (m, k, n): (usize, usize, usize),
     a: Mat<'_, T>,
     b: Mat<'_, T>,
     c: &mut [T],
@@ -154,7 +163,7 @@ pub(crate) fn gemm<T: Gemm>(
     if m == 0 || n == 0 {
         return;
     }
-    if k == 0 || m * k * n <= SMALL {
+    if plain {
         for i in 0..m {
             for j in 0..n {
                 c[c_off + i * rsc + j * csc] = T::ZERO;
@@ -172,9 +181,10 @@ pub(crate) fn gemm<T: Gemm>(
     }
     // Strides are at most the slice lengths, which fit in `isize`.
     let s = |x: usize| x as isize;
-    // SAFETY: the assertion above shows that every element addressed through
-    // (offset, dims, strides) lies inside `a.data`, `b.data` and `c`; `c` is
-    // a unique borrow, so it does not overlap the shared borrows `a` and `b`.
+    // SAFETY: the assertion above shows that every element addressed
+    // through (offset, dims, strides) lies inside `a.data`, `b.data` and
+    // `c`; `c` is a unique borrow, so it does not overlap the shared
+    // borrows `a` and `b`.
     unsafe {
         T::raw(
             m,
@@ -191,6 +201,57 @@ pub(crate) fn gemm<T: Gemm>(
             s(csc),
         )
     }
+}
+
+/// Multiply-adds one thread's part of a product gets at least: below
+/// this, waking a worker costs more than the work it takes over.
+pub(crate) const MIN_PART_WORK: usize = 1 << 19;
+
+/// Rows of `C` are dealt to parts in whole groups of this many (the
+/// height of `matrixmultiply`'s register tiles).
+const ROW_GROUP: usize = 8;
+
+/// How many parts a product of `m·k·n` multiply-adds is split into (by
+/// rows of `C`): 1 for tiny products and below the threshold.
+pub(crate) fn row_parts(m: usize, k: usize, n: usize) -> usize {
+    let work = m.saturating_mul(k).saturating_mul(n);
+    if is_tiny(m, k, n) || work < 2 * MIN_PART_WORK {
+        return 1;
+    }
+    parallel::num_threads()
+        .min(work / MIN_PART_WORK)
+        .min(m.div_ceil(ROW_GROUP))
+        .max(1)
+}
+
+/// `C ← A B` for a row-major `c: m x n` (the layout of every product's
+/// output), its rows split across threads above a size threshold.
+///
+/// Each part multiplies its own rows of `A` by all of `B` through
+/// `matrixmultiply`, which computes every element of `C` from its row and
+/// column alone in an order fixed by `k`: every thread count gives the
+/// same bits (tested). Tiny products take the plain loop of [`gemm`],
+/// never split; the parts of a split product never take it.
+pub(crate) fn product<T: Gemm + Send + Sync>(
+    (m, k, n): (usize, usize, usize),
+    a: Mat<'_, T>,
+    b: Mat<'_, T>,
+    c: &mut [T],
+) {
+    let parts = row_parts(m, k, n);
+    if parts <= 1 {
+        return gemm(is_tiny(m, k, n), (m, k, n), a, b, c, 0, n, 1);
+    }
+    let groups = m.div_ceil(ROW_GROUP);
+    let row = |p: usize| (groups * p / parts * ROW_GROUP).min(m);
+    parallel::for_each_chunk_mut(&mut c[..m * n], parts, &|p| row(p) * n, &|p, chunk| {
+        let (r0, r1) = (row(p), row(p + 1));
+        let a = Mat {
+            off: a.off + r0 * a.rs,
+            ..a
+        };
+        gemm(false, (r1 - r0, k, n), a, b, chunk, 0, n, 1)
+    });
 }
 
 /// `f32` scratch for half-precision products.
@@ -236,10 +297,8 @@ impl MatMulStep {
             let (ao, ars, acs) = mat(&self.a, oa);
             let (bo, brs, bcs) = mat(&self.b, ob);
             match (a, b, &mut *out) {
-                (Storage::F32(a), Storage::F32(b), Storage::F32(c)) => gemm(
-                    m,
-                    k,
-                    n,
+                (Storage::F32(a), Storage::F32(b), Storage::F32(c)) => product(
+                    (m, k, n),
                     Mat {
                         data: a,
                         off: ao,
@@ -252,15 +311,10 @@ impl MatMulStep {
                         rs: brs,
                         cs: bcs,
                     },
-                    c,
-                    c_off,
-                    n,
-                    1,
+                    &mut c[c_off..],
                 ),
-                (Storage::F64(a), Storage::F64(b), Storage::F64(c)) => gemm(
-                    m,
-                    k,
-                    n,
+                (Storage::F64(a), Storage::F64(b), Storage::F64(c)) => product(
+                    (m, k, n),
                     Mat {
                         data: a,
                         off: ao,
@@ -273,10 +327,7 @@ impl MatMulStep {
                         rs: brs,
                         cs: bcs,
                     },
-                    c,
-                    c_off,
-                    n,
-                    1,
+                    &mut c[c_off..],
                 ),
                 (Storage::F16(a), Storage::F16(b), Storage::F16(c)) => {
                     half_product(
@@ -328,9 +379,8 @@ fn half_product<T: Copy>(
         }
     }
     gemm(
-        m,
-        k,
-        n,
+        is_tiny(m, k, n),
+        (m, k, n),
         Mat {
             data: &half.a,
             off: 0,

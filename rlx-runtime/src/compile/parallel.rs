@@ -259,6 +259,33 @@ pub(crate) fn for_each_mut<T: Send>(items: &mut [T], f: &(dyn Fn(usize, &mut T) 
     });
 }
 
+/// Runs `f(p, chunk)` for each of `parts` consecutive chunks of `data`,
+/// in parallel (see [`run`]): chunk `p` is `data[bounds(p)..bounds(p + 1)]`,
+/// where `bounds` is non-decreasing with `bounds(0) = 0` and
+/// `bounds(parts) ≤ data.len()`. The chunks are disjoint `&mut`s, so no
+/// part can touch another's elements.
+pub(crate) fn for_each_chunk_mut<T: Send>(
+    data: &mut [T],
+    parts: usize,
+    bounds: &(dyn Fn(usize) -> usize + Sync),
+    f: &(dyn Fn(usize, &mut [T]) + Sync),
+) {
+    struct Base<T>(*mut T, usize);
+    // SAFETY: each part gets its own disjoint range (below).
+    unsafe impl<T: Send> Sync for Base<T> {}
+    let base = Base(data.as_mut_ptr(), data.len());
+    let base = &base;
+    run(parts, &move |p| {
+        let (lo, hi) = (bounds(p), bounds(p + 1));
+        assert!(lo <= hi && hi <= base.1, "chunk bounds out of order");
+        // SAFETY: in bounds (checked); `run` calls each `p` once and the
+        // ranges of distinct `p` are disjoint (non-decreasing bounds), and
+        // `data` stays borrowed until `run` returns.
+        let chunk = unsafe { window(base.0, base.1, lo, hi - lo) };
+        f(p, chunk)
+    });
+}
+
 /// A target storage's elements as a raw pointer and length, so that parts
 /// running on several threads can each write their own disjoint range.
 #[derive(Clone, Copy, Debug)]

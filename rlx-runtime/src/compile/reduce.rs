@@ -9,13 +9,16 @@
 //! Floats accumulate in `f64` scratch (more accurate than the element
 //! type for `f32` and half precision), a reduced innermost axis in eight
 //! interleaved partial results; integers accumulate in `i64` with
-//! wrapping arithmetic. Over zero elements: sum 0, product 1, mean NaN,
+//! wrapping arithmetic. Large float reductions are split across threads
+//! by a partition fixed by their shape (see `ReduceStep::split`), so
+//! every thread count gives the same bits. Over zero elements: sum 0, product 1, mean NaN,
 //! max -∞ and min +∞ (`i64::MIN`/`i64::MAX` for integers). NaN propagates
 //! through max and min.
 
 use rlx_core::ReduceOp;
 
 use super::env::{Env, Val};
+use super::parallel;
 use crate::storage::{Element, Storage};
 
 /// A compiled reduction.
@@ -98,16 +101,18 @@ impl Acc for i64 {
 }
 
 impl ReduceStep {
-    /// Folds `x` into `acc` (already holding the identity).
+    /// Folds `x`, of dimensions `dims` (this step's, or fewer rows of the
+    /// first axis), into `acc` (already holding the identity).
     fn fold<S: Copy, A: Acc>(
         &self,
+        dims: &[usize],
         x: &[S],
         to: impl Fn(S) -> A,
         acc: &mut [A],
         idx: &mut [usize],
     ) {
         let op = self.op;
-        let r = self.dims.len();
+        let r = dims.len();
         if x.is_empty() {
             return;
         }
@@ -115,7 +120,7 @@ impl ReduceStep {
             acc[0] = A::combine(op, acc[0], to(x[0]));
             return;
         }
-        let inner = self.dims[r - 1];
+        let inner = dims[r - 1];
         let s_in = self.out_strides[r - 1];
         let idx = &mut idx[..r - 1];
         idx.fill(0);
@@ -161,10 +166,126 @@ impl ReduceStep {
                 }
                 d -= 1;
                 idx[d] += 1;
-                if idx[d] < self.dims[d] {
+                if idx[d] < dims[d] {
                     break;
                 }
                 idx[d] = 0;
+            }
+        }
+    }
+
+    /// `f64` scratch the step needs: the accumulators and, for a large
+    /// reduction over its first axis, one row of partial results per
+    /// block of that axis (see [`split`](Self::split)).
+    pub(crate) fn scratch_len(&self) -> usize {
+        let blocks = match self.split() {
+            Split::Blocks { blocks, .. } => blocks,
+            Split::Serial | Split::Rows { .. } => 0,
+        };
+        self.out_numel * (1 + blocks)
+    }
+
+    /// How the step is cut into parts, from its shape alone (never the
+    /// thread count, so every count gives the same bits):
+    ///
+    /// - small steps, and those of rank 0 or above [`MAX_SPLIT_RANK`], run
+    ///   whole;
+    /// - when the first axis is kept, its rows are independent outputs:
+    ///   parts take whole rows, each output folded exactly as by one
+    ///   thread;
+    /// - when it is reduced, its rows are cut into fixed blocks of about
+    ///   [`BLOCK_ELEMENTS`] inputs, each folded into its own row of
+    ///   partial results, which are then combined in block order. Only
+    ///   while the partial rows take at most a quarter of the input's
+    ///   size; else the step runs whole.
+    fn split(&self) -> Split {
+        let numel: usize = self.dims.iter().product();
+        let r = self.dims.len();
+        if r == 0 || r > MAX_SPLIT_RANK || numel < 2 * parallel::MIN_PER_PART || self.dims[0] < 2 {
+            return Split::Serial;
+        }
+        let row = numel / self.dims[0];
+        if self.out_strides[0] != 0 {
+            return Split::Rows { row };
+        }
+        let rows_per_block = (BLOCK_ELEMENTS / row).max(1);
+        let blocks = self.dims[0].div_ceil(rows_per_block);
+        if blocks < 2 || blocks * self.out_numel > numel / 4 {
+            return Split::Serial;
+        }
+        Split::Blocks {
+            row,
+            rows_per_block,
+            blocks,
+        }
+    }
+
+    /// Folds `x` into `acc` (the accumulators, then the partial rows),
+    /// split across threads as [`split`](Self::split) says.
+    fn fold_split<S: Copy + Sync>(
+        &self,
+        x: &[S],
+        to: impl Fn(S) -> f64 + Sync,
+        acc: &mut [f64],
+        idx: &mut [usize],
+    ) {
+        let op = self.op;
+        let out = self.out_numel;
+        let numel: usize = self.dims.iter().product();
+        let with_dims = |rows: usize| {
+            let mut d = [0; MAX_SPLIT_RANK];
+            d[..self.dims.len()].copy_from_slice(&self.dims);
+            d[0] = rows;
+            d
+        };
+        let r = self.dims.len();
+        match self.split() {
+            Split::Serial => self.fold(&self.dims, x, to, &mut acc[..out], idx),
+            Split::Rows { row } => {
+                let rows = self.dims[0];
+                let parts = parallel::parts_for(numel).min(rows);
+                let bound = |p: usize| rows * p / parts;
+                let per_row = self.out_strides[0];
+                parallel::for_each_chunk_mut(
+                    &mut acc[..out],
+                    parts,
+                    &|p| bound(p) * per_row,
+                    &|p, acc| {
+                        let (lo, hi) = (bound(p), bound(p + 1));
+                        let mut idx = [0; MAX_SPLIT_RANK];
+                        self.fold(
+                            &with_dims(hi - lo)[..r],
+                            &x[lo * row..hi * row],
+                            &to,
+                            acc,
+                            &mut idx,
+                        );
+                    },
+                );
+            }
+            Split::Blocks {
+                row,
+                rows_per_block,
+                blocks,
+            } => {
+                let (acc, partials) = acc[..out * (1 + blocks)].split_at_mut(out);
+                partials.fill(f64::identity(op));
+                let parts = parallel::parts_for(numel).min(blocks);
+                let first = |p: usize| blocks * p / parts;
+                parallel::for_each_chunk_mut(partials, parts, &|p| first(p) * out, &|p, rows| {
+                    let mut idx = [0; MAX_SPLIT_RANK];
+                    for (b, partial) in (first(p)..first(p + 1)).zip(rows.chunks_exact_mut(out)) {
+                        let lo = b * rows_per_block;
+                        let hi = (lo + rows_per_block).min(self.dims[0]);
+                        let dims = with_dims(hi - lo);
+                        self.fold(&dims[..r], &x[lo * row..hi * row], &to, partial, &mut idx);
+                    }
+                });
+                for partial in partials.chunks_exact(out) {
+                    for (a, &v) in acc.iter_mut().zip(partial) {
+                        *a = f64::combine(op, *a, v);
+                    }
+                }
             }
         }
     }
@@ -173,25 +294,49 @@ impl ReduceStep {
         let x = env.get(self.x);
         if let (Storage::I64(x), Storage::I64(o)) = (x, &mut *out) {
             o.fill(i64::identity(self.op));
-            self.fold(x, |v| v, o, idx);
+            self.fold(&self.dims, x, |v| v, o, idx);
             return;
         }
-        let acc = &mut acc[..self.out_numel];
-        acc.fill(f64::identity(self.op));
+        acc[..self.out_numel].fill(f64::identity(self.op));
         match x {
-            Storage::F32(v) => self.fold(v, |v| v as f64, acc, idx),
-            Storage::F64(v) => self.fold(v, |v| v, acc, idx),
-            Storage::F16(v) => self.fold(v, |v| v.to_f64(), acc, idx),
-            Storage::BF16(v) => self.fold(v, |v| v.to_f64(), acc, idx),
-            Storage::I64(v) => self.fold(v, |v| v as f64, acc, idx),
-            Storage::Bool(v) => self.fold(v, |v| v as u8 as f64, acc, idx),
+            Storage::F32(v) => self.fold_split(v, |v| v as f64, acc, idx),
+            Storage::F64(v) => self.fold_split(v, |v| v, acc, idx),
+            Storage::F16(v) => self.fold_split(v, |v| v.to_f64(), acc, idx),
+            Storage::BF16(v) => self.fold_split(v, |v| v.to_f64(), acc, idx),
+            Storage::I64(v) => self.fold_split(v, |v| v as f64, acc, idx),
+            Storage::Bool(v) => self.fold_split(v, |v| v as u8 as f64, acc, idx),
         }
+        let acc = &mut acc[..self.out_numel];
         if let ReduceOp::Mean = self.op {
             let c = self.count as f64;
             acc.iter_mut().for_each(|a| *a /= c);
         }
         write_f64(acc, out, 0);
     }
+}
+
+/// Largest rank a reduction is split across threads at (its index
+/// scratch lives on each part's stack).
+const MAX_SPLIT_RANK: usize = 8;
+
+/// Inputs per block of a reduction over its first axis (see
+/// [`ReduceStep::split`]).
+const BLOCK_ELEMENTS: usize = parallel::MIN_PER_PART;
+
+/// How a reduction is cut into parts.
+#[derive(Clone, Copy, Debug)]
+enum Split {
+    Serial,
+    /// Whole rows of the first (kept) axis per part; `row` inputs each.
+    Rows {
+        row: usize,
+    },
+    /// Fixed blocks of `rows_per_block` rows of the first (reduced) axis.
+    Blocks {
+        row: usize,
+        rows_per_block: usize,
+        blocks: usize,
+    },
 }
 
 /// Writes `f64` values into `out` from element `off` on, converting to its dtype.

@@ -95,9 +95,6 @@ impl Builder<'_> {
                     }
                 }
                 self.rank(xs.rank());
-                if n.dtype != DType::I64 {
-                    self.acc_len = self.acc_len.max(n.shape.numel());
-                }
                 let step = ReduceStep {
                     x: self.root[x],
                     op: *op,
@@ -106,6 +103,9 @@ impl Builder<'_> {
                     out_numel: n.shape.numel(),
                     count,
                 };
+                if n.dtype != DType::I64 {
+                    self.acc_len = self.acc_len.max(step.scratch_len());
+                }
                 self.push(i, StepKind::Reduce(step), vec![self.root[x]]);
             }
             Op::MatMul => {

@@ -1,0 +1,75 @@
+//! Per-observation Jacobians of a camera-reprojection residual (issue #16;
+//! the residual is in `common/reprojection.rs`): 15 inputs per observation
+//! gathered from camera, point and weight arrays, Rodrigues rotation,
+//! projection and radial distortion, columns taken with `slice` on the
+//! last axis.
+//!
+//! - `reprojection_30000`: `batch_jacobian_` over 30 000 observations
+//!   against the objective itself (the rlx plain call: the target is
+//!   ≤ 10x) and against hand-written forward mode (a dual number carrying
+//!   the 15 partials through the same formulas), plus the hand-written
+//!   objective for scale;
+//! - `reprojection_10`: the same at 10 observations, where the fixed cost
+//!   of a call shows (target ≤ 10 µs).
+//!
+//! Each group first checks the rlx Jacobian against the hand-written one
+//! and prints the cold cost (trace, transform, compile, first run) once.
+//! Threads: `RLX_NUM_THREADS` (default: every core).
+//!
+//! Run: `cargo bench --bench reprojection -- --warm-up-time 1 --measurement-time 3`
+
+#[path = "common/reprojection.rs"]
+mod reprojection;
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use reprojection::{
+    batch_jacobian_reprojection, jacobians_by_hand, observations, reprojection, residuals_by_hand,
+    INPUTS, OUTPUTS,
+};
+use rlx::prelude::*;
+
+fn group(c: &mut Criterion, n: usize) {
+    let x = observations(n);
+    let xt = Tensor::from_slice(&x, [n, INPUTS]);
+    let t0 = Instant::now();
+    let got = batch_jacobian_reprojection(&xt).unwrap();
+    println!(
+        "reprojection batch_jacobian_ N = {n}: first call {:?}",
+        t0.elapsed()
+    );
+    let mut jac = vec![0.0; n * OUTPUTS * INPUTS];
+    jacobians_by_hand(&x, &mut jac);
+    for (i, (g, w)) in got.to_vec::<f64>().unwrap().iter().zip(&jac).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-9 * (1.0 + w.abs()),
+            "jacobian[{i}]: {g} vs {w}"
+        );
+    }
+    let mut res = vec![0.0; n * OUTPUTS];
+    let mut grp = c.benchmark_group(format!("reprojection_{n}"));
+    grp.bench_function("rlx batch_jacobian_", |b| {
+        b.iter(|| batch_jacobian_reprojection(black_box(&xt)).unwrap())
+    });
+    grp.bench_function("rlx objective", |b| b.iter(|| reprojection(black_box(&xt))));
+    grp.bench_function("hand-written forward mode", |b| {
+        b.iter(|| jacobians_by_hand(black_box(&x), &mut jac))
+    });
+    grp.bench_function("hand-written objective", |b| {
+        b.iter(|| residuals_by_hand(black_box(&x), &mut res))
+    });
+    grp.finish();
+}
+
+fn large(c: &mut Criterion) {
+    group(c, 30_000);
+}
+
+fn small(c: &mut Criterion) {
+    group(c, 10);
+}
+
+criterion_group!(benches, large, small);
+criterion_main!(benches);

@@ -1,0 +1,99 @@
+//! The reprojection residual of `benches/reprojection.rs`: the rlx
+//! objective against the hand-written one, and its per-observation
+//! Jacobians (`batch_jacobian_`) against hand-written forward mode and
+//! central finite differences in f64, including the small-angle branch.
+
+#[path = "../benches/common/reprojection.rs"]
+mod reprojection;
+
+use reprojection::{
+    batch_jacobian_reprojection, jacobians_by_hand, observations, reprojection, residual,
+    residuals_by_hand, INPUTS, OUTPUTS,
+};
+use rlx::prelude::*;
+
+fn assert_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(0.0f64, |a, w| a.max(w.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= rel * (1.0 + w.abs()).max(1e-3 * scale),
+            "{what}[{i}]: {g} vs {w}"
+        );
+    }
+}
+
+/// Observations with the camera of rows 0 and 5 not rotated (θ = 0: the
+/// first-order branch of the rotation).
+fn problem(n: usize) -> Vec<f64> {
+    let mut x = observations(n);
+    for row in [0, 5] {
+        x[row * INPUTS..row * INPUTS + 3].fill(0.0);
+    }
+    x
+}
+
+#[test]
+fn the_objective_matches_the_hand_written_residual() {
+    let n = 37;
+    let x = problem(n);
+    let got = reprojection(&Tensor::from_slice(&x, [n, INPUTS]));
+    assert_eq!(got.shape().dims(), &[n, OUTPUTS]);
+    let mut want = vec![0.0; n * OUTPUTS];
+    residuals_by_hand(&x, &mut want);
+    assert_close("residuals", &got.to_vec::<f64>().unwrap(), &want, 1e-12);
+}
+
+#[test]
+fn batch_jacobians_match_forward_mode_and_finite_differences() {
+    let n = 37;
+    let x = problem(n);
+    let jac = batch_jacobian_reprojection(&Tensor::from_slice(&x, [n, INPUTS])).unwrap();
+    assert_eq!(jac.shape().dims(), &[n, OUTPUTS, INPUTS]);
+    let jac = jac.to_vec::<f64>().unwrap();
+    assert!(jac.iter().all(|v| v.is_finite()), "a non-finite derivative");
+
+    let mut hand = vec![0.0; n * OUTPUTS * INPUTS];
+    jacobians_by_hand(&x, &mut hand);
+    assert_close("jacobian vs forward mode", &jac, &hand, 1e-10);
+
+    // Central differences of the hand-written f64 residual, input by input.
+    let mut fd = vec![0.0; n * OUTPUTS * INPUTS];
+    for (i, xi) in x.chunks_exact(INPUTS).enumerate() {
+        for k in 0..INPUTS {
+            let h = 1e-6 * (1.0 + xi[k].abs());
+            let at = |s: f64| {
+                let mut p: [f64; INPUTS] = xi.try_into().unwrap();
+                p[k] += s;
+                residual(&p)
+            };
+            let (hi, lo) = (at(h), at(-h));
+            for o in 0..OUTPUTS {
+                fd[(i * OUTPUTS + o) * INPUTS + k] = (hi[o] - lo[o]) / (2.0 * h);
+            }
+        }
+    }
+    assert_close("jacobian vs finite differences", &jac, &fd, 1e-5);
+}
+
+#[test]
+fn one_observation_and_a_large_batch_agree_row_by_row() {
+    // The same row alone and inside a batch of 1000 gives the same Jacobian.
+    let n = 1000;
+    let x = problem(n);
+    let all = batch_jacobian_reprojection(&Tensor::from_slice(&x, [n, INPUTS]))
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    for i in [0, 1, 5, 999] {
+        let one = batch_jacobian_reprojection(&Tensor::from_slice(
+            &x[i * INPUTS..(i + 1) * INPUTS],
+            [1, INPUTS],
+        ))
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+        let m = OUTPUTS * INPUTS;
+        assert_close("row", &all[i * m..(i + 1) * m], &one, 1e-14);
+    }
+}
