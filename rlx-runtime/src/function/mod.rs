@@ -60,7 +60,7 @@ mod control;
 mod glue;
 mod nth;
 
-pub use crate::value::{Arg, Value};
+pub use crate::value::{Arg, Value, Values};
 pub use cache::{
     assert_static, plan_cache_capacity, set_plan_cache_capacity, Function, StaticArg, Tracer,
     Transform, MAX_ENTRIES,
