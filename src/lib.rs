@@ -79,7 +79,7 @@ pub mod __private {
     pub use rlx_core::{Graph, TensorType};
     pub use rlx_runtime::function::{
         and, assert_static, companion, eq, finish, ge, gt, inputs, le, lt, ne, number, or, outputs,
-        plain, select, skip, take, Arg, Function, Transform,
+        plain, select, skip, take, Arg, Function, Transform, Values,
     };
     pub use rlx_runtime::rewritten::{
         number_arg, number_of, operand, scalar_param, Kind, NumberArg,

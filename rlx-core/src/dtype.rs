@@ -41,11 +41,13 @@ impl DType {
     ];
 
     /// Whether values of this type are floating point (and so differentiable).
+    #[inline]
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
     }
 
     /// Size of one element in bytes.
+    #[inline]
     pub fn size_in_bytes(self) -> usize {
         match self {
             DType::F32 => 4,

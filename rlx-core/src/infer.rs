@@ -47,14 +47,22 @@ impl TensorType {
 /// assert!(matches!(infer(&op, &[&x]), Err(Error::TooLarge { op: "reshape", .. })));
 /// ```
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
-    let operands = || inputs.iter().map(|t| t.shape.clone()).collect::<Vec<_>>();
+    // The operand shapes are gathered for the error only: an eager op on
+    // small tensors pays for this function on every call.
+    let check = |shape: &Shape, dtype: DType| match shape.fits(dtype) {
+        true => Ok(()),
+        false => {
+            let operands: Vec<Shape> = inputs.iter().map(|t| t.shape.clone()).collect();
+            shape.check_size(dtype, op.name(), &operands)
+        }
+    };
     // A target shape given by the caller is checked before it is compared
     // with anything (a reshape of `[0]` to `[1 << 32, 1 << 32]`).
     if let (Op::Reshape { shape } | Op::Broadcast { shape }, Some(x)) = (op, inputs.first()) {
-        shape.check_size(x.dtype, op.name(), &operands())?;
+        check(shape, x.dtype)?;
     }
     let ty = infer_unchecked(op, inputs)?;
-    ty.shape.check_size(ty.dtype, op.name(), &operands())?;
+    check(&ty.shape, ty.dtype)?;
     Ok(ty)
 }
 

@@ -21,6 +21,8 @@
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
 use crate::{DType, Error, Result};
 
 /// The largest size in bytes of a tensor's values: `isize::MAX`, the limit
@@ -37,26 +39,49 @@ pub const MAX_BYTES: usize = isize::MAX as usize;
 /// assert_eq!(s.to_string(), "[2, 3]");
 /// assert_eq!(Shape::scalar().numel(), 1);
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-pub struct Shape(Vec<usize>);
+#[derive(PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Shape(Dims);
+
+impl Clone for Shape {
+    /// A copy of the dimensions (`SmallVec`'s own `clone` extends an
+    /// iterator element by element; this is on the warm path of every
+    /// tensor result).
+    #[inline]
+    fn clone(&self) -> Shape {
+        Shape(Dims::from_slice(&self.0))
+    }
+}
+
+/// Dimensions up to [`INLINE_RANK`] are stored inline: a shape of rank 4
+/// or less is cloned without a heap allocation (every small tensor and
+/// every graph node carries one; the warm call of a function of small
+/// tensors would otherwise allocate a shape per result).
+type Dims = SmallVec<[usize; INLINE_RANK]>;
+
+/// The largest rank stored without a heap allocation.
+const INLINE_RANK: usize = 4;
 
 impl Shape {
     /// A shape with the given dimensions.
+    #[inline]
     pub fn new(dims: impl Into<Vec<usize>>) -> Shape {
-        Shape(dims.into())
+        Shape(Dims::from_vec(dims.into()))
     }
 
     /// The 0-d shape `[]`.
+    #[inline]
     pub fn scalar() -> Shape {
-        Shape(Vec::new())
+        Shape(Dims::new())
     }
 
     /// The dimensions.
+    #[inline]
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
 
     /// Number of dimensions.
+    #[inline]
     pub fn rank(&self) -> usize {
         self.0.len()
     }
@@ -67,6 +92,7 @@ impl Shape {
     /// every tensor and graph node); saturates at `usize::MAX` for a shape
     /// whose element count does not fit, so it never wraps around. Use
     /// [`Shape::checked_numel`] to tell.
+    #[inline]
     pub fn numel(&self) -> usize {
         self.checked_numel().unwrap_or(usize::MAX)
     }
@@ -82,6 +108,7 @@ impl Shape {
     /// assert_eq!(Shape::from([1 << 32, 1 << 32]).checked_numel(), None);
     /// assert_eq!(Shape::from([0, usize::MAX, 2]).checked_numel(), None);
     /// ```
+    #[inline]
     pub fn checked_numel(&self) -> Option<usize> {
         let mut nonzero: usize = 1;
         for &d in &self.0 {
@@ -100,6 +127,7 @@ impl Shape {
     /// assert_eq!(Shape::max_numel(DType::F64), (isize::MAX as usize) / 8);
     /// assert_eq!(Shape::max_numel(DType::Bool), isize::MAX as usize);
     /// ```
+    #[inline]
     pub fn max_numel(dtype: DType) -> usize {
         MAX_BYTES / dtype.size_in_bytes()
     }
@@ -119,15 +147,28 @@ impl Shape {
     /// assert!(e.to_string().contains("18446744073709551616 elements"));
     /// ```
     pub fn check_size(&self, dtype: DType, op: &'static str, operands: &[Shape]) -> Result<()> {
-        match self.checked_numel() {
-            Some(n) if n <= Shape::max_numel(dtype) => Ok(()),
-            _ => Err(Error::TooLarge {
+        match self.fits(dtype) {
+            true => Ok(()),
+            false => Err(Error::TooLarge {
                 op,
                 shape: self.clone(),
                 dtype,
                 operands: operands.to_vec(),
             }),
         }
+    }
+
+    /// Whether a tensor of this shape and `dtype` can exist: what
+    /// [`Shape::check_size`] checks, without building an error.
+    ///
+    /// ```
+    /// use rlx_core::{DType, Shape};
+    /// assert!(Shape::from([3, 4]).fits(DType::F64));
+    /// assert!(!Shape::from([1 << 62, 4]).fits(DType::F64));
+    /// ```
+    #[inline]
+    pub fn fits(&self, dtype: DType) -> bool {
+        matches!(self.checked_numel(), Some(n) if n <= Shape::max_numel(dtype))
     }
 
     /// The exact element count as a decimal string, however large (for
@@ -159,11 +200,13 @@ impl Shape {
     }
 
     /// Whether this is the 0-d shape.
+    #[inline]
     pub fn is_scalar(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Size of dimension `axis`; panics if out of range (callers validate).
+    #[inline]
     pub fn dim(&self, axis: usize) -> usize {
         self.0[axis]
     }
@@ -195,7 +238,7 @@ impl Shape {
     /// ```
     pub fn broadcast(a: &Shape, b: &Shape) -> Option<Shape> {
         let rank = a.rank().max(b.rank());
-        let mut out = vec![0; rank];
+        let mut out = Dims::from_elem(0, rank);
         for (i, o) in out.iter_mut().enumerate() {
             let da = a.dim_from_right(rank - 1 - i);
             let db = b.dim_from_right(rank - 1 - i);
@@ -219,6 +262,7 @@ impl Shape {
     }
 
     /// Dimension `i` counted from the right (0 = last), 1 past the rank.
+    #[inline]
     fn dim_from_right(&self, i: usize) -> usize {
         if i < self.0.len() {
             self.0[self.0.len() - 1 - i]
@@ -249,19 +293,19 @@ impl fmt::Display for Shape {
 
 impl<const N: usize> From<[usize; N]> for Shape {
     fn from(dims: [usize; N]) -> Shape {
-        Shape(dims.to_vec())
+        Shape(Dims::from_slice(&dims))
     }
 }
 
 impl From<Vec<usize>> for Shape {
     fn from(dims: Vec<usize>) -> Shape {
-        Shape(dims)
+        Shape(Dims::from_vec(dims))
     }
 }
 
 impl From<&[usize]> for Shape {
     fn from(dims: &[usize]) -> Shape {
-        Shape(dims.to_vec())
+        Shape(Dims::from_slice(dims))
     }
 }
 

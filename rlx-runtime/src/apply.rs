@@ -3,10 +3,10 @@
 //! operands (infer the output type, allocate it, run the kernel).
 
 use std::panic::Location;
-use std::sync::Arc;
 
 use rlx_core::{infer, Op, Result, TensorType};
 
+use crate::buffer::Buffer;
 use crate::context;
 use crate::kernels::{eval_into, Operand};
 use crate::storage::allocate;
@@ -25,14 +25,19 @@ impl Tensor {
         if inputs.iter().any(|t| t.is_traced()) {
             trace::record(op, inputs, Location::caller())
         } else {
-            let concrete: Vec<&Concrete> = inputs
-                .iter()
-                .map(|t| match &t.repr {
+            fn c<'t>(t: &&'t Tensor) -> &'t Concrete {
+                match &t.repr {
                     Repr::Concrete(c) => c,
                     Repr::Traced(_) => unreachable!("checked above"),
-                })
-                .collect();
-            eval(&op, &concrete)
+                }
+            }
+            // Up to three operands, every list lives on the stack.
+            match inputs {
+                [a] => eval(&op, [c(a)]),
+                [a, b] => eval(&op, [c(a), c(b)]),
+                [a, b, x] => eval(&op, [c(a), c(b), c(x)]),
+                _ => eval_dyn(&op, &inputs.iter().map(c).collect::<Vec<_>>()),
+            }
         }
     }
 
@@ -52,14 +57,37 @@ impl Tensor {
     }
 }
 
-/// Computes `op` on concrete operands.
-fn eval(op: &Op, inputs: &[&Concrete]) -> Result<Tensor> {
+/// Computes `op` on `N` concrete operands (an eager op on small tensors
+/// allocates only its result).
+fn eval<const N: usize>(op: &Op, inputs: [&Concrete; N]) -> Result<Tensor> {
+    let tys = inputs.map(|c| TensorType::new(c.shape.clone(), c.storage.dtype()));
+    let refs: [&TensorType; N] = std::array::from_fn(|i| &tys[i]);
+    let operands = inputs.map(|c| Operand::new(&c.storage, &c.shape));
+    eval_with(op, &inputs, &refs, &operands)
+}
+
+/// [`eval`] for any number of operands.
+fn eval_dyn(op: &Op, inputs: &[&Concrete]) -> Result<Tensor> {
     let tys: Vec<TensorType> = inputs
         .iter()
         .map(|c| TensorType::new(c.shape.clone(), c.storage.dtype()))
         .collect();
     let refs: Vec<&TensorType> = tys.iter().collect();
-    let out = infer(op, &refs)?;
+    let operands: Vec<Operand<'_>> = inputs
+        .iter()
+        .map(|c| Operand::new(&c.storage, &c.shape))
+        .collect();
+    eval_with(op, inputs, &refs, &operands)
+}
+
+/// Computes `op` on concrete operands, given their types and operands.
+fn eval_with(
+    op: &Op,
+    inputs: &[&Concrete],
+    tys: &[&TensorType],
+    operands: &[Operand<'_>],
+) -> Result<Tensor> {
+    let out = infer(op, tys)?;
     // A value computed from a tensor captured from outside the current trace
     // is itself captured: it keeps that foreign origin, so that the trace
     // still refuses it (see `crate::trace`).
@@ -69,17 +97,14 @@ fn eval(op: &Op, inputs: &[&Concrete]) -> Result<Tensor> {
         .map(|c| c.origin)
         .find(|&o| o != here)
         .unwrap_or(here);
-    // Ops that keep the values as they are share the storage.
+    // Ops that keep the values as they are share the storage (a small
+    // tensor's is copied, see `crate::buffer`).
     let storage = if matches!(op, Op::Reshape { .. } | Op::StopGradient) {
-        Arc::clone(&inputs[0].storage)
+        inputs[0].storage.clone()
     } else {
         let mut storage = allocate(op.name(), &out.shape, out.dtype, 0.0)?;
-        let operands: Vec<Operand<'_>> = inputs
-            .iter()
-            .map(|c| Operand::new(&c.storage, &c.shape))
-            .collect();
-        eval_into(op, &operands, &out.shape, &mut storage)?;
-        Arc::new(storage)
+        eval_into(op, operands, &out.shape, &mut storage)?;
+        Buffer::new(storage)
     };
     Ok(Tensor {
         repr: Repr::Concrete(Concrete {

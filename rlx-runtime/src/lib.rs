@@ -2,7 +2,8 @@
 //!
 //! Modules, bottom to top (pipeline order); a module imports only modules
 //! of the lines above its own, never one above it in the pipeline:
-//! - [`storage`]: typed contiguous element storage; `context`: the
+//! - [`storage`]: typed contiguous element storage; `buffer`: how a
+//!   tensor holds it (owned when small, shared otherwise); `context`: the
 //!   thread-local stack of active traces (ids, graphs, first errors);
 //! - [`tensor`]: [`Tensor`], concrete or traced (its data and accessors);
 //! - [`kernels`]: reference kernels, one per op ([`kernels::eval_into`]),
@@ -29,6 +30,7 @@
 #![deny(missing_docs)]
 
 mod apply;
+mod buffer;
 pub mod compile;
 mod context;
 mod debug_nans;
@@ -55,4 +57,4 @@ pub use rlx_core::{
 pub use sparse::{SparseLu, SparseMatrix};
 pub use storage::{Element, Storage};
 pub use tensor::{FillValue, Tensor};
-pub use value::{Arg, Value};
+pub use value::{Arg, Value, Values};

@@ -26,6 +26,7 @@ pub enum Storage {
 
 impl Storage {
     /// The dtype held.
+    #[inline]
     pub fn dtype(&self) -> DType {
         match self {
             Storage::F32(_) => DType::F32,
@@ -38,6 +39,7 @@ impl Storage {
     }
 
     /// Number of elements.
+    #[inline]
     pub fn len(&self) -> usize {
         match self {
             Storage::F32(v) => v.len(),
@@ -173,6 +175,9 @@ impl Storage {
     }
 }
 
+/// Element counts up to this are allocated infallibly by [`allocate`].
+const SMALL_ALLOCATION: usize = 64;
+
 /// The values of a new tensor of `shape` and `dtype`, every element
 /// `value`: the size is checked ([`Shape::check_size`]) and the allocation
 /// fallible, so neither an overflowing shape nor one too large for memory
@@ -184,7 +189,14 @@ pub(crate) fn allocate(
     value: f64,
 ) -> rlx_core::Result<Storage> {
     shape.check_size(dtype, op, &[])?;
-    Storage::try_full(dtype, shape.numel(), value).map_err(|_| out_of_memory(op, shape, dtype))
+    let n = shape.numel();
+    // A few elements: the plain allocation (a refusal of a few bytes
+    // aborts, as any small allocation does); `try_reserve` takes a slower
+    // path that an eager op on a 2-element tensor would notice.
+    if n <= SMALL_ALLOCATION {
+        return Ok(Storage::full(dtype, n, value));
+    }
+    Storage::try_full(dtype, n, value).map_err(|_| out_of_memory(op, shape, dtype))
 }
 
 /// The error for an allocation of a tensor of `shape` and `dtype` that the

@@ -7,13 +7,13 @@
 //! operators therefore work unchanged inside and outside `#[differentiable]`
 //! code.
 //!
-//! Concrete values are contiguous and row-major, held in an `Arc` so that
-//! cloning is cheap.
-
-use std::sync::Arc;
+//! Concrete values are contiguous and row-major; a small tensor owns them
+//! (one heap allocation), a larger one shares them behind an `Arc` so that
+//! cloning is cheap (see `crate::buffer`).
 
 use rlx_core::{DType, Error, NodeId, Result, Shape, TensorType};
 
+use crate::buffer::Buffer;
 use crate::context;
 use crate::storage::{allocate, out_of_memory, Element, Storage};
 
@@ -39,7 +39,7 @@ pub(crate) enum Repr {
 /// Concrete values.
 #[derive(Clone)]
 pub(crate) struct Concrete {
-    pub(crate) storage: Arc<Storage>,
+    pub(crate) storage: Buffer,
     pub(crate) shape: Shape,
     /// Id of the innermost trace active when the tensor was created (0: none).
     /// A concrete tensor may only enter the trace it was created in; see
@@ -72,11 +72,12 @@ impl Tensor {
     }
 
     /// A concrete tensor; the caller vouches that the sizes agree.
-    fn concrete(storage: Storage, shape: Shape) -> Tensor {
+    #[inline]
+    pub(crate) fn concrete(storage: Storage, shape: Shape) -> Tensor {
         debug_assert_eq!(storage.len(), shape.numel());
         Tensor {
             repr: Repr::Concrete(Concrete {
-                storage: Arc::new(storage),
+                storage: Buffer::new(storage),
                 shape,
                 origin: context::current_id(),
             }),
@@ -267,6 +268,7 @@ impl Tensor {
     }
 
     /// The shape.
+    #[inline]
     pub fn shape(&self) -> &Shape {
         match &self.repr {
             Repr::Concrete(c) => &c.shape,
@@ -275,6 +277,7 @@ impl Tensor {
     }
 
     /// The dtype.
+    #[inline]
     pub fn dtype(&self) -> DType {
         match &self.repr {
             Repr::Concrete(c) => c.storage.dtype(),
@@ -306,11 +309,13 @@ impl Tensor {
     }
 
     /// Whether this tensor is a node of a trace rather than concrete values.
+    #[inline]
     pub fn is_traced(&self) -> bool {
         matches!(self.repr, Repr::Traced(_))
     }
 
     /// The values, or an error for a traced tensor.
+    #[inline]
     pub fn storage(&self) -> Result<&Storage> {
         match &self.repr {
             Repr::Concrete(c) => Ok(&c.storage),
@@ -320,6 +325,7 @@ impl Tensor {
 
     /// The values as a slice of `T`; errors if the dtype is not `T`'s or
     /// the tensor is traced.
+    #[inline]
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
         let s = self.storage()?;
         T::slice(s).ok_or_else(|| Error::ReadMismatch {
@@ -341,6 +347,7 @@ impl Tensor {
     }
 
     /// The single value of a one-element tensor; errors on a dtype or size mismatch.
+    #[inline]
     pub fn item<T: Element>(&self) -> Result<T> {
         let s = self.as_slice::<T>()?;
         if s.len() != 1 {
@@ -361,17 +368,13 @@ impl Tensor {
     /// Mutable access to the values, copying them first if they are shared.
     pub fn storage_mut(&mut self) -> Result<&mut Storage> {
         match &mut self.repr {
+            // Copy on write, fallibly: a shared buffer is copied with
+            // `try_reserve`, so a refused allocation is an `Err`.
             Repr::Concrete(c) => {
-                // Copy on write, fallibly: a shared buffer is copied with
-                // `try_reserve`, so a refused allocation is an `Err`.
-                if Arc::get_mut(&mut c.storage).is_none() {
-                    let copy = c
-                        .storage
-                        .try_clone()
-                        .map_err(|_| out_of_memory("storage_mut", &c.shape, c.storage.dtype()))?;
-                    c.storage = Arc::new(copy);
-                }
-                Ok(Arc::make_mut(&mut c.storage))
+                let dtype = c.storage.dtype();
+                c.storage
+                    .make_mut()
+                    .map_err(|_| out_of_memory("storage_mut", &c.shape, dtype))
             }
             Repr::Traced(_) => Err(traced_read()),
         }

@@ -120,7 +120,7 @@ impl Trace {
             let id = match &t.repr {
                 Repr::Traced(tr) if tr.trace == frame.id => tr.node,
                 Repr::Traced(_) => return Err(foreign_trace()),
-                Repr::Concrete(c) => constant(&mut graph, c.storage.as_ref(), &c.shape)?,
+                Repr::Concrete(c) => constant(&mut graph, &c.storage, &c.shape)?,
             };
             outs.push(id);
         }

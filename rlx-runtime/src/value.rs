@@ -9,6 +9,7 @@
 //! [`Executable::run_args`]: crate::Executable::run_args
 
 use rlx_core::{DType, Error, Result, Shape, TensorType};
+use smallvec::SmallVec;
 
 use crate::tensor::Tensor;
 
@@ -183,6 +184,17 @@ impl Value {
         matches!(self, Value::Tensor(t) if t.is_traced())
     }
 }
+
+/// The results of one run: on the stack for up to six (a value and the
+/// four Hessian blocks of two parameters, say), so that a warm call of a
+/// small function allocates only its tensor results.
+///
+/// ```
+/// use rlx_runtime::{Value, Values};
+/// let vs: Values = [Value::F64(1.0), Value::F64(2.0)].into_iter().collect();
+/// assert!(!vs.spilled());
+/// ```
+pub type Values = SmallVec<[Value; 6]>;
 
 fn wrong_type(wanted: &str, got: DType) -> Error {
     Error::ReadMismatch {

@@ -111,15 +111,17 @@ impl Bodies {
             (&self.fn_ident, &self.trace_ident, &self.statics_val);
         let t = Ident::new(transform, Span::call_site());
         quote! {
-            let __rlx_outs = #fn_ident().run(
+            let mut __rlx_outs = ::rlx::__private::Values::new();
+            #fn_ident().run_to(
                 ::rlx::__private::Transform::#t,
                 &[#(#args),*],
                 &[#(#extras),*],
                 &#statics_val,
                 #trace_ident,
+                &mut __rlx_outs,
             )?;
             #[allow(unused_mut)]
-            let mut __rlx_it = __rlx_outs.into_iter();
+            let mut __rlx_it = __rlx_outs.drain(..);
         }
     }
 

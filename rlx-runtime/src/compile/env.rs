@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::buffer::Buffer;
 use crate::storage::Storage;
 use crate::tensor::{Repr, Tensor};
 use crate::value::{arg_at, Arg};
@@ -114,7 +115,10 @@ impl Outputs<'_> {
     pub(crate) fn get_mut(&mut self, j: usize) -> &mut Storage {
         match self {
             Outputs::Tensors(ts) => match &mut ts[j].repr {
-                Repr::Concrete(c) => Arc::make_mut(&mut c.storage),
+                Repr::Concrete(c) => match c.storage {
+                    Buffer::Owned(ref mut s) => s,
+                    Buffer::Shared(ref mut s) => Arc::make_mut(s),
+                },
                 // Checked before a run; a traced output is never written.
                 Repr::Traced(_) => unreachable!("outputs are checked to be concrete"),
             },

@@ -63,7 +63,7 @@ use rlx_core::{Error, Graph, NodeId, Result, Shape, TensorType};
 
 use crate::storage::Storage;
 use crate::tensor::Tensor;
-use crate::value::{is_number, same_dims, Arg, Value};
+use crate::value::{is_number, same_dims, Arg, Value, Values};
 pub use options::Options;
 pub use parallel::{num_threads, set_num_threads};
 pub use plan::PlanStats;
@@ -109,13 +109,30 @@ pub fn compile(g: &Graph) -> Result<Executable> {
 /// [`compile`] with explicit [`Options`].
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
-    let plan = planner::build(&g, &origins, options)?;
-    let mut exe = Executable::from_plan(plan)?;
-    // A plan that is already one scalar program (every value 0-d) has
+    // A graph of 0-d values plans to one scalar program already: it has
     // nothing to gain from scalarisation.
-    if options.scalarize && exe.plan.scalar_program.is_none() {
-        exe.small = small::Small::build(&g, options).map(Box::new);
-    }
+    let numbers = g.nodes().iter().all(|n| n.shape.rank() == 0);
+    let small = match options.scalarize && !numbers {
+        true => small::Small::build(&g, options).map(Box::new),
+        false => None,
+    };
+    // With a scalarised plan, every run but the sparse companions' storage
+    // path (`run_args_with`) runs it, so the general plan's scalar regions
+    // are interpreted rather than compiled: Cranelift is the largest part
+    // of a first call.
+    let plan = match small {
+        Some(_) => planner::build(
+            &g,
+            &origins,
+            &Options {
+                jit: false,
+                ..options.clone()
+            },
+        )?,
+        None => planner::build(&g, &origins, options)?,
+    };
+    let mut exe = Executable::from_plan(plan)?;
+    exe.small = small;
     Ok(exe)
 }
 
@@ -238,20 +255,25 @@ impl Executable {
     /// assert!(matches!(out[0], Value::F64(v) if v == 1.5));
     /// ```
     pub fn run_args(&self, args: &[Arg<'_>]) -> Result<Vec<Value>> {
-        self.run_arg_lists(args, &[], true)
+        let mut values = Values::new();
+        self.run_arg_lists(args, &[], true, &mut values)?;
+        Ok(values.into_vec())
     }
 
     /// [`Executable::run_args`] with the arguments given as two lists
     /// (`head` then `tail`), so that callers holding them apart need not
-    /// join them. With `check_types` false the caller has already checked
-    /// the arguments' count, shapes and dtypes (traced tensors are still
+    /// join them, pushing the results onto `values` (passed in rather than
+    /// returned: the list is a few hundred bytes, copied at every return).
+    /// With `check_types` false the caller has already checked the
+    /// arguments' count, shapes and dtypes (traced tensors are still
     /// refused).
     pub(crate) fn run_arg_lists(
         &self,
         head: &[Arg<'_>],
         tail: &[Arg<'_>],
         check_types: bool,
-    ) -> Result<Vec<Value>> {
+        values: &mut Values,
+    ) -> Result<()> {
         if check_types {
             self.check_args(head, tail)?;
         } else {
@@ -260,13 +282,13 @@ impl Executable {
             }
         }
         if let Some(s) = &self.small {
-            return s.run_args(head.iter().chain(tail).copied(), &self.plan.output_types);
+            let args = head.iter().chain(tail).copied();
+            return s.run_args(args, &self.plan.output_types, values);
         }
-        if let Some(values) = self.run_scalar_program(head, tail) {
-            return Ok(values);
+        if self.run_scalar_program(head, tail, values) {
+            return Ok(());
         }
         self.run_args_with(head, tail, |outs| {
-            let mut values = Vec::with_capacity(outs.len());
             for (s, t) in outs.iter_mut().zip(&self.plan.output_types) {
                 values.push(match s {
                     Storage::F64(v) if is_number(t) => Value::F64(v[0]),
@@ -278,7 +300,7 @@ impl Executable {
                     )?),
                 });
             }
-            Ok(values)
+            Ok(())
         })
     }
 
@@ -340,27 +362,31 @@ impl Executable {
         res
     }
 
-    /// Runs a [`plan::ScalarProgram`], returning its results as [`Value`]s
-    /// (`None` if the plan is not one; see [`Executable::run_scalar_into`]).
-    /// The caller has checked the arguments' types.
-    fn run_scalar_program(&self, head: &[Arg<'_>], tail: &[Arg<'_>]) -> Option<Vec<Value>> {
+    /// Runs a [`plan::ScalarProgram`], pushing its results onto `values` as
+    /// [`Value`]s (`false`, pushing nothing, if the plan is not one; see
+    /// [`Executable::run_scalar_into`]). The caller has checked the
+    /// arguments' types.
+    fn run_scalar_program(&self, head: &[Arg<'_>], tail: &[Arg<'_>], values: &mut Values) -> bool {
         /// Inputs and outputs up to this many are gathered on the stack.
         const SMALL: usize = 16;
-        self.plan.scalar_program.as_ref()?;
+        if self.plan.scalar_program.is_none() {
+            return false;
+        }
         let types = &self.plan.output_types;
         let (n_in, n_out) = (head.len() + tail.len(), types.len());
-        let run = |ins: &mut [f64], out: &mut [f64]| {
+        let mut run = |ins: &mut [f64], out: &mut [f64]| {
             for (slot, a) in ins.iter_mut().zip(head.iter().chain(tail)) {
                 *slot = scalar::arg_f64(a);
             }
             if !self.run_scalar_into(ins, &[], out) {
-                return None;
+                return false;
             }
             let value = |(&v, t): (&f64, &TensorType)| match t.dtype {
                 rlx_core::DType::F32 => Value::F32(v as f32),
                 _ => Value::F64(v),
             };
-            Some(out.iter().zip(types).map(value).collect())
+            values.extend(out.iter().zip(types).map(value));
+            true
         };
         if n_in <= SMALL && n_out <= SMALL {
             run(&mut [0.0; SMALL][..n_in], &mut [0.0; SMALL][..n_out])

@@ -19,7 +19,7 @@ use super::scalar::{self, NumberIo};
 use super::{optimize, planner, Executable};
 use crate::storage::Storage;
 use crate::tensor::Tensor;
-use crate::value::{is_number, Arg, Value};
+use crate::value::{is_number, Arg, Value, Values};
 
 /// Elements up to this many (inputs, outputs, scratch) live on the stack.
 const STACK: usize = 512;
@@ -42,6 +42,11 @@ pub(crate) struct Small {
     /// computed (all are inputs or constants).
     exe: Option<Executable>,
     sources: Vec<Source>,
+    /// Whether output element `k` is result `k` of the element program for
+    /// every `k`: the program then writes the outputs in place.
+    direct: bool,
+    /// Elements of each output of the caller's graph.
+    out_lens: Box<[usize]>,
     /// Input elements, over all inputs.
     n_in: usize,
     /// Results of the element program.
@@ -80,6 +85,14 @@ impl Small {
             });
         }
         let n_computed = computed.len();
+        let direct = n_computed == sources.len()
+            && (sources.iter().enumerate())
+                .all(|(k, s)| matches!(*s, Source::Computed(c) if c as usize == k));
+        let out_lens = g
+            .outputs()
+            .iter()
+            .map(|&o| g.node(o).shape.numel())
+            .collect();
         let live = g.live_nodes().iter().filter(|&&l| l).count();
         eg.set_outputs(computed);
         let exe = if n_computed == 0 {
@@ -93,6 +106,8 @@ impl Small {
         Some(Small {
             exe,
             sources,
+            direct,
+            out_lens,
             n_in,
             n_computed,
             lowered_nodes: live,
@@ -109,6 +124,9 @@ impl Small {
     /// Runs the element program on the flat inputs `ins`, writing every
     /// output element (flat over all outputs) into `out`.
     fn run_flat(&self, ins: &[f64], out: &mut [f64]) {
+        if let (true, Some(exe)) = (self.direct, &self.exe) {
+            return program(exe, ins, out);
+        }
         with_stack(self.n_computed, |computed| {
             if let Some(exe) = &self.exe {
                 program(exe, ins, computed);
@@ -142,13 +160,14 @@ impl Small {
         true
     }
 
-    /// Runs on checked arguments, returning numbers for 0-d outputs and new
-    /// tensors for the others.
+    /// Runs on checked arguments, pushing onto `values` numbers for 0-d
+    /// outputs and new tensors for the others.
     pub(crate) fn run_args<'a>(
         &self,
         args: impl Iterator<Item = Arg<'a>>,
         types: &[TensorType],
-    ) -> Result<Vec<Value>> {
+        values: &mut Values,
+    ) -> Result<()> {
         with_stack(self.n_in, |ins| {
             let mut at = 0;
             for a in args {
@@ -160,26 +179,27 @@ impl Small {
             }
             with_stack(self.sources.len(), |out| {
                 self.run_flat(ins, out);
-                let mut values = Vec::with_capacity(types.len());
                 let mut at = 0;
-                for t in types {
-                    let n = t.shape.numel();
+                for (t, &n) in types.iter().zip(&self.out_lens) {
                     let vals = &out[at..at + n];
                     at += n;
                     values.push(match t.dtype {
                         DType::F64 if is_number(t) => Value::F64(vals[0]),
                         DType::F32 if is_number(t) => Value::F32(vals[0] as f32),
-                        DType::F32 => Value::Tensor(Tensor::from_storage(
+                        // Sizes are the plan's: no check needed. One heap
+                        // allocation per tensor (the values; the shape is
+                        // inline and a small tensor owns its values).
+                        DType::F32 => Value::Tensor(Tensor::concrete(
                             Storage::F32(vals.iter().map(|&v| v as f32).collect()),
                             t.shape.clone(),
-                        )?),
-                        _ => Value::Tensor(Tensor::from_storage(
+                        )),
+                        _ => Value::Tensor(Tensor::concrete(
                             Storage::F64(vals.to_vec()),
                             t.shape.clone(),
-                        )?),
+                        )),
                     });
                 }
-                Ok(values)
+                Ok(())
             })
         })
     }

@@ -21,7 +21,7 @@ use super::transform::{Transform, TRANSFORMS};
 use crate::debug_nans::{all_finite, debug_nans};
 use crate::tensor::Tensor;
 use crate::trace;
-use crate::value::{Arg, Value};
+use crate::value::{Arg, Value, Values};
 
 /// The default number of signatures cached per function (see the module docs).
 pub const MAX_ENTRIES: usize = 64;
@@ -244,12 +244,35 @@ impl Function {
         extras: &[Arg<'_>],
         statics: &S,
         tracer: Tracer<S>,
-    ) -> Result<Vec<Value>> {
+    ) -> Result<Values> {
+        let mut values = Values::new();
+        self.run_to(t, args, extras, statics, tracer, &mut values)?;
+        Ok(values)
+    }
+
+    /// [`Function::run`] pushing the outputs onto `values`: the warm call
+    /// of a companion over tensors and numbers. Warm, it takes no lock and
+    /// hashes nothing (the arguments' shapes and dtypes are compared with
+    /// this thread's last entry); a scalarised plan reads the arguments'
+    /// storage into its native code and builds the results directly, so
+    /// with `values` on the caller's stack the call allocates only its
+    /// tensor results (one allocation each when small, see
+    /// [`Tensor`]). `values` is passed in rather than returned: it is a
+    /// few hundred bytes, which a return would copy at every level.
+    pub fn run_to<S: StaticArg>(
+        &self,
+        t: Transform,
+        args: &[Arg<'_>],
+        extras: &[Arg<'_>],
+        statics: &S,
+        tracer: Tracer<S>,
+        values: &mut Values,
+    ) -> Result<()> {
         if args.len() != self.params.len() {
             return Err(self.count_mismatch(args.len()));
         }
-        let run = |e: &Entry| self.run_entry(e, t, args, extras);
-        if let Some(r) = self.hot(|e| e.matches(args, statics), run) {
+        let mut run = |e: &Entry| self.run_entry(e, t, args, extras, &mut *values);
+        if let Some(r) = self.hot(|e| e.matches(args, statics), &mut run) {
             return r;
         }
         run(&*self.miss(args, statics, tracer)?)
@@ -317,7 +340,8 @@ impl Function {
         t: Transform,
         args: &[Arg<'_>],
         extras: &[Arg<'_>],
-    ) -> Result<Vec<Value>> {
+        values: &mut Values,
+    ) -> Result<()> {
         let plan = self.plan(entry, t)?;
         self.check_extras(plan, t, extras)?;
         // Inside a trace the graph is inlined, unless every argument is a
@@ -334,14 +358,17 @@ impl Function {
             let tensors: Vec<Tensor> = args.iter().chain(extras).map(|a| a.to_tensor()).collect();
             let refs: Vec<&Tensor> = tensors.iter().collect();
             let outs = trace::inline(&plan.graph, &refs)?;
-            return Ok(outs.into_iter().map(Value::Tensor).collect());
+            values.extend(outs.into_iter().map(Value::Tensor));
+            return Ok(());
         }
         // `entry` and `check_extras` checked every argument's type.
-        let outs = self.executable(plan)?.run_arg_lists(args, extras, false)?;
-        if debug_nans() && !all_finite(&outs) {
+        let start = values.len();
+        self.executable(plan)?
+            .run_arg_lists(args, extras, false, values)?;
+        if debug_nans() && !all_finite(&values[start..]) {
             return Err(self.non_finite(entry, t, plan, args, extras));
         }
-        Ok(outs)
+        Ok(())
     }
 
     fn signature(&self, types: &[TensorType]) -> String {

@@ -67,7 +67,7 @@ mod numbers;
 mod plan;
 mod transform;
 
-pub use crate::value::{Arg, Value};
+pub use crate::value::{Arg, Value, Values};
 pub use cache::{
     assert_static, plan_cache_capacity, set_plan_cache_capacity, Function, StaticArg, Tracer,
     MAX_ENTRIES,

@@ -11,7 +11,7 @@ use super::cache::{Entry, Function, StaticArg, Tracer};
 use crate::compile::{compile, Executable};
 use crate::tensor::Tensor;
 use crate::trace;
-use crate::value::{Arg, Value};
+use crate::value::{Arg, Value, Values};
 
 /// The graph and executable of an `n`-th derivative (see [`Function::run_nth`]).
 pub(super) struct NthPlan {
@@ -50,13 +50,13 @@ impl Function {
         n: usize,
         statics: &S,
         tracer: Tracer<S>,
-    ) -> Result<Vec<Value>> {
+    ) -> Result<Values> {
         if args.len() != self.params.len() {
             return Err(self.count_mismatch(args.len()));
         }
         let entry = self.miss(args, statics, tracer)?;
         let n_out = entry.graph.outputs().len();
-        let mut outs = Vec::new();
+        let mut outs = Values::new();
         for (k, &i) in self.wrt.iter().enumerate() {
             let plan = self.nth_plan(&entry, k, i, n)?;
             let mut got = if trace::is_tracing() {
@@ -65,9 +65,11 @@ impl Function {
                 trace::inline(&plan.graph, &refs)?
                     .into_iter()
                     .map(Value::Tensor)
-                    .collect()
+                    .collect::<Values>()
             } else {
-                plan.exe.run_arg_lists(args, &[], false)?
+                let mut got = Values::new();
+                plan.exe.run_arg_lists(args, &[], false, &mut got)?;
+                got
             };
             let d = got.pop().expect("nth_order_grad adds one output");
             if k == 0 {

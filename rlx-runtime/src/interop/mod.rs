@@ -22,8 +22,6 @@ mod nalgebra;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 
-use std::sync::Arc;
-
 use rlx_core::{Error, Result};
 
 use crate::storage::Element;
@@ -42,10 +40,10 @@ impl Tensor {
     pub fn into_vec<T: Element>(self) -> Result<Vec<T>> {
         self.as_slice::<T>()?;
         match self.repr {
-            Repr::Concrete(c) => match Arc::try_unwrap(c.storage) {
-                Ok(mut s) => Ok(T::vec_mut(&mut s).map(std::mem::take).unwrap_or_default()),
-                Err(shared) => Ok(T::slice(&shared).unwrap_or_default().to_vec()),
-            },
+            Repr::Concrete(c) => {
+                let mut s = c.storage.into_storage();
+                Ok(T::vec_mut(&mut s).map(std::mem::take).unwrap_or_default())
+            }
             Repr::Traced(_) => unreachable!("as_slice refused a traced tensor"),
         }
     }

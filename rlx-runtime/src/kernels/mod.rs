@@ -94,7 +94,7 @@ pub fn eval_into(
         Op::ScatterAdd { axis } => index::scatter_add(*axis, inputs[0], inputs[1], inputs[2], out),
         Op::Softmax { axis } => softmax::softmax(*axis, false, inputs[0], out),
         Op::LogSoftmax { axis } => softmax::softmax(*axis, true, inputs[0], out),
-        Op::Solve => solve_into(inputs[0], inputs[1], out, &mut Vec::new()),
+        Op::Solve => solve::solve_eager(inputs[0], inputs[1], out),
         Op::Loop(l) => {
             use looping::{run_loop, Interpreted};
             let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();

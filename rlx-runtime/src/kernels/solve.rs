@@ -48,6 +48,30 @@ pub fn solve_into(
     out: &mut Storage,
     scratch: &mut Vec<f64>,
 ) -> Result<()> {
+    let (n, k) = solve_dims(a, b, out)?;
+    let need = solve_scratch_len(n, k);
+    if scratch.len() < need {
+        scratch.resize(need, 0.0);
+    }
+    solve_checked(a, b, out, (n, k), &mut scratch[..need])
+}
+
+/// [`solve_into`] with its scratch on the stack for small systems (a 4×4
+/// with 4 right-hand sides), so that an eager `try_solve` of a 2×2 or 3×3
+/// allocates only its result.
+pub(crate) fn solve_eager(a: Operand<'_>, b: Operand<'_>, out: &mut Storage) -> Result<()> {
+    const STACK: usize = 32;
+    let (n, k) = solve_dims(a, b, out)?;
+    let need = solve_scratch_len(n, k);
+    if need <= STACK {
+        solve_checked(a, b, out, (n, k), &mut [0.0; STACK][..need])
+    } else {
+        solve_checked(a, b, out, (n, k), &mut vec![0.0; need])
+    }
+}
+
+/// Checks the operands of a solve; returns `(n, k)`.
+fn solve_dims(a: Operand<'_>, b: Operand<'_>, out: &Storage) -> Result<(usize, usize)> {
     let (sa, sb) = (a.dims(), b.dims());
     let (ra, rb) = (sa.len(), sb.len());
     let ok = ra >= 2
@@ -71,21 +95,26 @@ pub fn solve_into(
             expected: "float operands of one dtype",
         });
     }
-    let (n, k) = (sa[ra - 1], sb[rb - 1]);
-    let batches: usize = sa[..ra - 2].iter().product();
-    let need = solve_scratch_len(n, k);
-    if scratch.len() < need {
-        scratch.resize(need, 0.0);
-    }
-    let (lu, x) = scratch[..need].split_at_mut(n * n);
+    Ok((sa[ra - 1], sb[rb - 1]))
+}
+
+/// Solves checked operands (`(n, k)` from [`solve_dims`]) with `scratch`
+/// of exactly [`solve_scratch_len`] elements.
+fn solve_checked(
+    a: Operand<'_>,
+    b: Operand<'_>,
+    out: &mut Storage,
+    (n, k): (usize, usize),
+    scratch: &mut [f64],
+) -> Result<()> {
+    let sa = a.dims();
+    let dtype = a.storage.dtype();
+    let batches: usize = sa[..sa.len() - 2].iter().product();
+    let (lu, x) = scratch.split_at_mut(n * n);
     let eps = eps(dtype);
     for bt in 0..batches {
-        for (i, v) in lu.iter_mut().enumerate() {
-            *v = a.storage.get_f64(bt * n * n + i);
-        }
-        for (i, v) in x.iter_mut().enumerate() {
-            *v = b.storage.get_f64(bt * n * k + i);
-        }
+        load(a.storage, bt * n * n, lu);
+        load(b.storage, bt * n * k, x);
         factor_and_solve(n, k, lu, x, eps).map_err(|column| Error::SingularMatrix {
             op: "solve",
             shape: a.shape.clone(),
@@ -106,6 +135,22 @@ pub(crate) fn factor_and_solve(
     x: &mut [f64],
     eps: f64,
 ) -> Result<(), usize> {
+    // The same steps, with the loop bounds of the small systems of stiff
+    // ODE steps known to the compiler (a 2×2 with one right-hand side is
+    // several times faster unrolled); the operations and their order are
+    // the same, so are the bits.
+    match (n, k) {
+        (2, 1) => lu_steps(2, 1, lu, x, eps),
+        (3, 1) => lu_steps(3, 1, lu, x, eps),
+        (2, 2) => lu_steps(2, 2, lu, x, eps),
+        (3, 3) => lu_steps(3, 3, lu, x, eps),
+        _ => lu_steps(n, k, lu, x, eps),
+    }
+}
+
+/// The body of [`factor_and_solve`].
+#[inline(always)]
+fn lu_steps(n: usize, k: usize, lu: &mut [f64], x: &mut [f64], eps: f64) -> Result<(), usize> {
     let max = lu.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     let tol = n as f64 * eps * max;
     for c in 0..n {
@@ -150,6 +195,18 @@ pub(crate) fn factor_and_solve(
         }
     }
     Ok(())
+}
+
+/// Copies `to.len()` elements of `s` from `at`, widened to `f64`.
+fn load(s: &Storage, at: usize, to: &mut [f64]) {
+    match s {
+        Storage::F64(v) => to.copy_from_slice(&v[at..at + to.len()]),
+        _ => {
+            for (i, v) in to.iter_mut().enumerate() {
+                *v = s.get_f64(at + i);
+            }
+        }
+    }
 }
 
 fn store(out: &mut Storage, at: usize, x: &[f64]) {

@@ -10,7 +10,7 @@ use super::SparseMatrix;
 use crate::function::{Function, StaticArg, Tracer, Transform};
 use crate::storage::Storage;
 use crate::trace;
-use crate::value::{Arg, Value};
+use crate::value::{Arg, Value, Values};
 
 impl Function {
     /// Runs the sparse transform `t` ([`Transform::SparseJacobian`],
@@ -29,7 +29,8 @@ impl Function {
         self.check_sparse(t, args)?;
         self.with_plan(t, args, statics, tracer, |exe, pattern| {
             let pattern = pattern_of(pattern)?;
-            let mut outs = exe.run_arg_lists(args, &[], false)?;
+            let mut outs = Values::new();
+            exe.run_arg_lists(args, &[], false, &mut outs)?;
             let values = match outs.pop() {
                 Some(Value::Tensor(v)) => v.to_vec::<f64>().or_else(|_| {
                     v.to_vec::<f32>()
@@ -37,7 +38,7 @@ impl Function {
                 })?,
                 _ => return Err(missing_values()),
             };
-            Ok((outs, SparseMatrix::new(pattern.clone(), values)?))
+            Ok((outs.into_vec(), SparseMatrix::new(pattern.clone(), values)?))
         })
     }
 

@@ -1,0 +1,136 @@
+//! [`Buffer`]: how a concrete tensor holds its [`Storage`].
+//!
+//! A large tensor's values are shared behind an `Arc`, so that cloning the
+//! tensor (or reshaping it) copies nothing. A small tensor's values are
+//! owned by the tensor itself: creating one costs one heap allocation (the
+//! vector) instead of two (the vector and the `Arc`), which is most of the
+//! cost of a warm call of a function of a few small tensors, and of an
+//! eager op on them. Cloning a small tensor copies its values: at most
+//! [`OWNED_MAX`] elements, about what the reference count of an `Arc`
+//! costs to maintain.
+//!
+//! Invariant: a buffer is `Owned` exactly when it was made by
+//! [`Buffer::new`] from a storage of at most [`OWNED_MAX`] elements, or
+//! cloned from such a buffer; both variants hold immutable values unless
+//! reached through [`Buffer::make_mut`], which copies a shared storage
+//! first (copy on write), so a tensor never sees another's writes.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crate::storage::Storage;
+
+/// Tensors of at most this many elements own their values (see the
+/// module docs). 16 elements: a `[4, 4]` matrix, four 3-D points; copying
+/// 128 bytes costs about what an atomic reference count does.
+pub(crate) const OWNED_MAX: usize = 16;
+
+/// The values of a concrete tensor: owned when small, shared otherwise.
+#[derive(Debug)]
+pub(crate) enum Buffer {
+    /// A small tensor's own values.
+    Owned(Storage),
+    /// Values shared between tensors.
+    Shared(Arc<Storage>),
+}
+
+impl Buffer {
+    /// `storage` as a tensor's buffer: owned when it has at most
+    /// [`OWNED_MAX`] elements, shared otherwise.
+    #[inline]
+    pub(crate) fn new(storage: Storage) -> Buffer {
+        if storage.len() <= OWNED_MAX {
+            Buffer::Owned(storage)
+        } else {
+            Buffer::Shared(Arc::new(storage))
+        }
+    }
+
+    /// The values for writing, copying them first if they are shared with
+    /// another tensor. `Err` if that copy cannot be allocated.
+    pub(crate) fn make_mut(&mut self) -> Result<&mut Storage, std::collections::TryReserveError> {
+        if let Buffer::Shared(s) = self {
+            if Arc::get_mut(s).is_none() {
+                // Fallibly: a refused allocation is an error, not an abort.
+                *s = Arc::new(s.try_clone()?);
+            }
+        }
+        Ok(match self {
+            Buffer::Owned(s) => s,
+            Buffer::Shared(s) => Arc::get_mut(s).expect("made unique above"),
+        })
+    }
+
+    /// The values, moved out when no other tensor shares them, copied
+    /// otherwise.
+    pub(crate) fn into_storage(self) -> Storage {
+        match self {
+            Buffer::Owned(s) => s,
+            Buffer::Shared(s) => Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone()),
+        }
+    }
+}
+
+impl Clone for Buffer {
+    /// Shares a large buffer; copies a small one (see the module docs).
+    #[inline]
+    fn clone(&self) -> Buffer {
+        match self {
+            Buffer::Owned(s) => Buffer::Owned(s.clone()),
+            Buffer::Shared(s) => Buffer::Shared(Arc::clone(s)),
+        }
+    }
+}
+
+impl Deref for Buffer {
+    type Target = Storage;
+
+    #[inline]
+    fn deref(&self) -> &Storage {
+        match self {
+            Buffer::Owned(s) => s,
+            Buffer::Shared(s) => s,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_buffers_are_owned_and_large_ones_shared_at_the_threshold() {
+        let at = Buffer::new(Storage::F64(vec![1.0; OWNED_MAX]));
+        assert!(matches!(at, Buffer::Owned(_)));
+        let over = Buffer::new(Storage::F64(vec![1.0; OWNED_MAX + 1]));
+        assert!(matches!(over, Buffer::Shared(_)));
+        // Clones keep the kind: a shared clone is the same allocation.
+        let (Buffer::Shared(a), Buffer::Shared(b)) = (&over, &over.clone()) else {
+            panic!("a shared buffer's clone is shared");
+        };
+        assert!(Arc::ptr_eq(a, b));
+        assert!(matches!(at.clone(), Buffer::Owned(_)));
+    }
+
+    #[test]
+    fn writes_never_reach_another_buffer() {
+        for n in [OWNED_MAX, OWNED_MAX + 1] {
+            let a = Buffer::new(Storage::F64(vec![1.0; n]));
+            let mut b = a.clone();
+            let Storage::F64(v) = b.make_mut().unwrap() else {
+                panic!("f64 storage");
+            };
+            v[0] = 2.0;
+            assert_eq!(a.get_f64(0), 1.0, "n = {n}");
+            assert_eq!(b.get_f64(0), 2.0, "n = {n}");
+            // A buffer no longer shared is written in place.
+            let before = b.get_f64(0);
+            drop(a);
+            let Storage::F64(v) = b.make_mut().unwrap() else {
+                panic!("f64 storage");
+            };
+            v[1] = before;
+            assert_eq!(b.into_storage().get_f64(1), 2.0);
+        }
+    }
+}

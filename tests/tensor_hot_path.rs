@@ -1,0 +1,327 @@
+//! The warm call path of companions over small tensors, and eager ops on
+//! small tensors (issue #15, items 2–4): results equal to the general
+//! (unscalarised) plan through every companion, bit for bit; heap
+//! allocations counted (a warm call allocates only its results, one
+//! allocation per small result; `run_into` nothing); small tensors' own
+//! storage (copy on write, reshapes, sizes at the threshold); and the
+//! calls the fast path declines (large values, traced arguments, bad
+//! input), which still give the general path's results and errors.
+
+#[path = "../rlx-runtime/tests/counting/mod.rs"]
+mod counting;
+
+use counting::allocations;
+use proptest::prelude::*;
+use rlx::core::autodiff;
+use rlx::prelude::*;
+use rlx::runtime::compile::{compile_with, Options};
+use rlx::runtime::Storage;
+use rlx::{Executable, Graph};
+
+/// The LJ energy of three particles in 2-D over one `[6]` tensor, with a
+/// spring between particles 0 and 2 scaled by `k`.
+#[differentiable]
+fn lj(p: &Tensor, k: f64) -> Tensor {
+    let d = |i: usize, j: usize| {
+        (p.slice(0, 2 * i, 2) - p.slice(0, 2 * j, 2))
+            .square()
+            .sum_all()
+    };
+    let pair = |r2: Tensor| {
+        let s3 = r2.recip().powi(3);
+        (s3.square() - &s3) * 4.0
+    };
+    pair(d(0, 1)) + pair(d(0, 2)) + pair(d(1, 2)) + (d(0, 2).sqrt() - 1.5).square() * k
+}
+
+/// A map from `[2]` to `[2]` (the Van der Pol implicit Euler residual).
+#[differentiable(wrt(y))]
+fn residual(y: &Tensor, y_prev: &Tensor, h: f64) -> Tensor {
+    let y0 = y.slice(0, 0, 1);
+    let y1 = y.slice(0, 1, 1);
+    let f1 = ((1.0 - y0.square()) * &y1 - &y0) * 1000.0;
+    y - y_prev - Tensor::concat(&[&y1, &f1], 0) * h
+}
+
+/// A sum over a vector of any length: small at 8 elements, over the
+/// scalarisation threshold at 200.
+#[differentiable]
+fn wide(x: &Tensor) -> Tensor {
+    (x.sin() * x).sum_all()
+}
+
+fn general(g: &Graph) -> Executable {
+    let options = Options {
+        scalarize: false,
+        ..Options::default()
+    };
+    compile_with(g, &options).unwrap()
+}
+
+/// Runs the unscalarised plan of `transform` of `lj`'s graph on `inputs`.
+fn lj_general(
+    transform: fn(&Graph, &[usize]) -> rlx::Result<Graph>,
+    p: &Tensor,
+    k: f64,
+    extras: &[&Tensor],
+) -> Vec<Vec<f64>> {
+    let g = graph_lj(p, k).unwrap();
+    let exe = general(&transform(&g, &[0, 1]).unwrap());
+    let kt = Tensor::scalar(k);
+    let mut inputs = vec![p, &kt];
+    inputs.extend_from_slice(extras);
+    let outs = exe.run(&inputs).unwrap();
+    outs.iter().map(|t| t.to_f64_vec().unwrap()).collect()
+}
+
+/// Asserts equal bits (any NaN equals any NaN).
+fn same(a: &[f64], b: &[f64], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+            "{what}: element {i}: {x:?} (general) vs {y:?} (companion)"
+        );
+    }
+}
+
+fn values(t: &Tensor) -> Vec<f64> {
+    t.to_f64_vec().unwrap()
+}
+
+fn coords() -> impl Strategy<Value = [f64; 6]> {
+    // Particles near a triangle of side ~1 (no two on top of each other).
+    (
+        prop::array::uniform6(-0.2f64..0.2),
+        prop::bool::ANY.prop_map(|b| if b { 1.0 } else { 1.3 }),
+    )
+        .prop_map(|(j, s)| {
+            let base = [0.0, 0.0, s, 0.0, 0.5 * s, 0.9 * s];
+            std::array::from_fn(|i| base[i] + j[i])
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Every companion of a function of a small tensor and a number gives
+    /// the bits of the general plan of the same transform.
+    #[test]
+    fn companions_over_small_tensors_equal_the_general_plan(
+        c in coords(),
+        k in 0.5f64..10.0,
+        v in prop::array::uniform6(-1.0f64..1.0),
+        dk in -1.0f64..1.0,
+    ) {
+        let p = Tensor::from_slice(&c, [6]);
+        let vt = Tensor::from_slice(&v, [6]);
+        let dkt = Tensor::scalar(dk);
+
+        let want = lj_general(autodiff::value_and_grad, &p, k, &[]);
+        let (e, (gp, gk)) = value_and_grad_lj(&p, k).unwrap();
+        same(&want[0], &values(&e), "value_and_grad_: value");
+        same(&want[1], &values(&gp), "value_and_grad_: ∂p");
+        same(&want[2], &[gk], "value_and_grad_: ∂k");
+        let (gp2, gk2) = grad_lj(&p, k).unwrap();
+        same(&want[1], &values(&gp2), "grad_: ∂p");
+        same(&want[2], &[gk2], "grad_: ∂k");
+        same(&want[0], &values(&lj(&p, k)), "plain call");
+
+        let want = lj_general(autodiff::jvp, &p, k, &[&vt, &dkt]);
+        let (e, t) = jvp_lj(&p, k, &vt, dk).unwrap();
+        same(&want[0], &values(&e), "jvp_: value");
+        same(&want[1], &values(&t), "jvp_: tangent");
+
+        let one = Tensor::scalar(1.5f64);
+        let want = lj_general(autodiff::vjp, &p, k, &[&one]);
+        let (_, (gp, gk)) = vjp_lj(&p, k, &one).unwrap();
+        same(&want[1], &values(&gp), "vjp_: ∂p");
+        same(&want[2], &[gk], "vjp_: ∂k");
+
+        let want = lj_general(autodiff::jacobian, &p, k, &[]);
+        let (jp, jk) = jacobian_lj(&p, k).unwrap();
+        same(&want[1], &values(&jp), "jacobian_: ∂p");
+        same(&want[2], &values(&jk), "jacobian_: ∂k");
+
+        let want = lj_general(autodiff::hessian, &p, k, &[]);
+        // Blocks ((∂p∂p, ∂p∂k), (∂k∂p, ∂k∂k)), after the value.
+        let ((hpp, hpk), (hkp, hkk)) = hessian_lj(&p, k).unwrap();
+        prop_assert_eq!(want.len(), 5);
+        for (i, h) in [hpp, hpk, hkp, hkk].iter().enumerate() {
+            same(&want[1 + i], &values(h), "hessian_");
+        }
+
+        let want = lj_general(autodiff::hvp, &p, k, &[&vt, &dkt]);
+        let (hvp, hvk) = hvp_lj(&p, k, &vt, dk).unwrap();
+        same(&want[1], &values(&hvp), "hvp_: p");
+        same(&want[2], &[hvk], "hvp_: k");
+    }
+}
+
+#[test]
+fn warm_companions_allocate_one_buffer_per_small_result() {
+    let p = Tensor::from_slice(&[0.0, 0.0, 1.1, 0.1, 0.4, 1.2], [6]);
+    // The counter sees allocations at all.
+    assert_eq!(allocations(|| drop(std::hint::black_box(vec![1u8; 8]))), 1);
+    let calls: [(&str, usize, &dyn Fn()); 4] = [
+        // The value and the `[6]` gradient (the `f64` gradient is a number).
+        ("value_and_grad_", 2, &|| {
+            drop(value_and_grad_lj(&p, 5.0).unwrap())
+        }),
+        ("grad_", 1, &|| drop(grad_lj(&p, 5.0).unwrap())),
+        ("plain call", 1, &|| drop(lj(&p, 5.0))),
+        // A scalar output's Jacobian blocks have the parameters' shapes:
+        // `[6]` for `p`, `[]` for `k` (a tensor: one allocation each).
+        ("jacobian_", 2, &|| drop(jacobian_lj(&p, 5.0).unwrap())),
+    ];
+    for (what, want, call) in calls {
+        call(); // cold: trace, differentiate, compile
+        let n = allocations(call);
+        assert_eq!(n, want, "warm {what} allocated {n} times");
+    }
+    // A `[6, 6]` Hessian block is over the size a tensor owns: its values
+    // are shared behind an `Arc` (two allocations); the others are owned.
+    // Blocks `[6, 6]` (2), `[6]`, `[6]` and `[]` (1 each); the value,
+    // skipped, is a number.
+    let hess = || drop(hessian_lj(&p, 5.0).unwrap());
+    hess();
+    assert_eq!(allocations(hess), 5, "warm hessian_");
+}
+
+#[test]
+fn a_warm_run_into_of_a_companion_plan_allocates_nothing() {
+    let p = Tensor::from_slice(&[0.0, 0.0, 1.1, 0.1, 0.4, 1.2], [6]);
+    let g = graph_lj(&p, 5.0).unwrap();
+    let exe = rlx::compile(&autodiff::value_and_grad(&g, &[0, 1]).unwrap()).unwrap();
+    let k = Tensor::scalar(5.0f64);
+    let mut outs = exe.run(&[&p, &k]).unwrap();
+    let n = allocations(|| exe.run_into(&[&p, &k], &mut outs).unwrap());
+    assert_eq!(n, 0, "warm run_into");
+}
+
+#[test]
+fn eager_ops_on_small_tensors_allocate_only_their_result() {
+    let a = Tensor::from_slice(&[4.0, 1.0, 2.0, 3.0], [2, 2]);
+    let b = Tensor::from_slice(&[1.0, 2.0], [2, 1]);
+    let v = Tensor::from_slice(&[0.5, -0.5], [2]);
+    let ops: [(&str, &dyn Fn()); 4] = [
+        ("+", &|| drop(&v + &v)),
+        ("reshape", &|| drop(b.reshape([2]))),
+        ("try_solve 2×2", &|| drop(a.try_solve(&b).unwrap())),
+        ("to_vec", &|| drop(v.to_vec::<f64>().unwrap())),
+    ];
+    for (what, op) in ops {
+        op();
+        let n = allocations(op);
+        assert_eq!(n, 1, "{what} allocated {n} times");
+    }
+    // The solve is right: [[4, 1], [2, 3]] x = [1, 2].
+    let x = a.try_solve(&b).unwrap().to_vec::<f64>().unwrap();
+    assert!(
+        (4.0 * x[0] + x[1] - 1.0).abs() < 1e-15 && (2.0 * x[0] + 3.0 * x[1] - 2.0).abs() < 1e-15
+    );
+}
+
+#[test]
+fn van_der_pol_newton_step_through_companions() {
+    // One Newton iteration of implicit Euler, against the hand-written one.
+    let (y0, h) = ([2.0, 0.0], 1e-3);
+    let y = Tensor::from_slice(&y0, [2]);
+    let r = residual(&y, &y, h);
+    let j = jacobian_residual(&y, &y, h).unwrap();
+    let dx = j.try_solve(&r.reshape([2, 1])).unwrap();
+    let next = (&y - dx.reshape([2])).to_vec::<f64>().unwrap();
+    let (r0, r1) = (
+        -h * y0[1],
+        -h * 1000.0 * ((1.0 - y0[0] * y0[0]) * y0[1] - y0[0]),
+    );
+    let (a, b) = (1.0, -h);
+    let c = -h * 1000.0 * (-2.0 * y0[0] * y0[1] - 1.0);
+    let d = 1.0 - h * 1000.0 * (1.0 - y0[0] * y0[0]);
+    let det = a * d - b * c;
+    let want = [
+        y0[0] - (d * r0 - b * r1) / det,
+        y0[1] - (a * r1 - c * r0) / det,
+    ];
+    for (g, w) in next.iter().zip(&want) {
+        assert!(
+            (g - w).abs() <= 1e-12 * (1.0 + w.abs()),
+            "{next:?} vs {want:?}"
+        );
+    }
+}
+
+#[test]
+fn small_tensors_copy_on_write_at_the_threshold() {
+    // 16 elements are owned by the tensor, 17 shared: both behave as values.
+    for n in [1usize, 15, 16, 17, 64] {
+        let data: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let a = Tensor::from_slice(&data, [n]);
+        let mut b = a.clone();
+        let r = a.reshape([1, n]);
+        let Storage::F64(w) = b.storage_mut().unwrap() else {
+            panic!("f64");
+        };
+        w[0] = -1.0;
+        assert_eq!(a.to_vec::<f64>().unwrap(), data, "n = {n}: the original");
+        assert_eq!(r.to_vec::<f64>().unwrap(), data, "n = {n}: a reshape");
+        assert_eq!(b.to_vec::<f64>().unwrap()[0], -1.0, "n = {n}: the clone");
+        // Writing a tensor no other shares changes it in place.
+        drop(r);
+        let mut a = a;
+        let Storage::F64(w) = a.storage_mut().unwrap() else {
+            panic!("f64");
+        };
+        w[n - 1] = 7.0;
+        assert_eq!(a.to_vec::<f64>().unwrap()[n - 1], 7.0);
+        // Moved out when unshared, copied when shared.
+        let c = a.clone();
+        assert_eq!(a.into_vec::<f64>().unwrap(), c.to_vec::<f64>().unwrap());
+        assert_eq!(c.clone().into_vec::<f64>().unwrap().len(), n);
+    }
+}
+
+#[test]
+fn rank_five_shapes_and_empty_tensors_work_as_before() {
+    // Shapes of rank ≤ 4 are inline, longer ones on the heap.
+    let t = Tensor::from_slice(&[1.0f32, 2.0], [1, 1, 2, 1, 1]);
+    assert_eq!(t.shape().dims(), &[1, 1, 2, 1, 1]);
+    let s = t.reshape([2]).sum_all();
+    assert_eq!(s.item::<f32>().unwrap(), 3.0);
+    let e = Tensor::zeros([0, 3], DType::F64);
+    assert_eq!(e.to_vec::<f64>().unwrap(), Vec::<f64>::new());
+    assert_eq!((&e + &e).shape().dims(), &[0, 3]);
+}
+
+#[test]
+fn what_the_fast_path_declines_takes_the_general_path() {
+    // Over the scalarisation threshold: the general plan, same results as
+    // below it.
+    for n in [8usize, 200] {
+        let xs: Vec<f64> = (0..n).map(|i| 0.01 * i as f64).collect();
+        let x = Tensor::from_slice(&xs, [n]);
+        let (v, g) = value_and_grad_wide(&x).unwrap();
+        let want: f64 = xs.iter().map(|x| x.sin() * x).sum();
+        assert!((v.item::<f64>().unwrap() - want).abs() <= 1e-12 * (1.0 + want.abs()));
+        for (gi, xi) in g.to_vec::<f64>().unwrap().iter().zip(&xs) {
+            assert!((gi - (xi.cos() * xi + xi.sin())).abs() <= 1e-14, "n = {n}");
+        }
+    }
+    // A wrong shape after a warm call of another: an error naming it.
+    let x = Tensor::from_slice(&[1.0, 2.0], [2]);
+    residual(&x, &x, 0.1);
+    let bad = Tensor::from_slice(&[1.0, 2.0, 3.0], [3]);
+    let e = jacobian_residual(&bad, &x, 0.1).unwrap_err();
+    assert!(e.to_string().contains("shape"), "{e}");
+    // f32 arguments: a new signature, results of their dtype.
+    let x32 = Tensor::from_slice(&[0.5f32, 1.5], [2]);
+    let (v, g) = value_and_grad_wide(&x32).unwrap();
+    assert_eq!(v.dtype(), DType::F32);
+    assert_eq!(g.dtype(), DType::F32);
+    // Inside a trace the companion is inlined, not run.
+    let t = rlx::trace::Trace::enter();
+    let p = t.input("p", Shape::from([6]), DType::F64);
+    let (e, _) = value_and_grad_lj(&p, 5.0).unwrap();
+    assert!(e.is_traced());
+    drop(t);
+}
