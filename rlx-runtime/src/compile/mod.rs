@@ -109,14 +109,27 @@ pub fn compile(g: &Graph) -> Result<Executable> {
 /// [`compile`] with explicit [`Options`].
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
-    let plan = planner::build(&g, &origins, options)?;
-    let mut exe = Executable::from_plan(plan)?;
-    // A plan that is already one scalar program (every value 0-d) has
-    // nothing to gain from scalarisation.
-    if options.scalarize && exe.plan.scalar_program.is_none() {
-        exe.small = small::Small::build(&g, options).map(Box::new);
+    // A graph of small values runs as one scalar program over its elements
+    // (`small`); the general plan is then never built. A graph whose values
+    // are all 0-d is already one scalar program in the general plan.
+    if options.scalarize && !all_scalar(&g) {
+        if let Some(small) = small::Small::build(&g, options) {
+            let mut exe = Executable::from_plan(plan::Plan::types_only(&g))?;
+            exe.small = Some(Box::new(small));
+            return Ok(exe);
+        }
     }
-    Ok(exe)
+    let plan = planner::build(&g, &origins, options)?;
+    Executable::from_plan(plan)
+}
+
+/// Whether every live value of `g` is 0-d.
+fn all_scalar(g: &Graph) -> bool {
+    let live = g.live_nodes();
+    g.nodes()
+        .iter()
+        .zip(live)
+        .all(|(n, l)| !l || n.shape.rank() == 0)
 }
 
 /// The graph-level passes run before planning, and the origin of each node
@@ -293,6 +306,20 @@ impl Executable {
         read: impl FnOnce(&mut [Storage]) -> Result<R>,
     ) -> Result<R> {
         let mut state = self.take_state()?;
+        if let Some(s) = &self.small {
+            // Output storages kept in the state: sized by the first run.
+            let mut outs = std::mem::take(&mut state.outs);
+            for (o, t) in outs.iter_mut().zip(&self.plan.output_types) {
+                if o.len() != t.shape.numel() {
+                    *o = Storage::zeros(t.dtype, t.shape.numel());
+                }
+            }
+            s.run_storages(head.iter().chain(tail).copied(), &mut outs);
+            let res = read(&mut outs);
+            state.outs = outs;
+            self.put_state(state);
+            return res;
+        }
         let mut numbers = std::mem::take(&mut state.numbers);
         for (i, a) in head.iter().chain(tail).enumerate() {
             match (a, &mut numbers[i]) {
