@@ -12,7 +12,10 @@
 //!   update, against the hand-written 2×2 Newton step;
 //! - `pair_loop`: the all-pairs LJ energy of 64 particles in 3-D written as
 //!   a double loop over pairs (2016 pairs unrolled at trace time), warm
-//!   `grad_`, against the hand-written pair loop.
+//!   `grad_`, against the hand-written pair loop; `pair_loop_first_call`:
+//!   its first `grad_` for a new signature (trace, differentiate, optimise,
+//!   scalarise, compile to native code, run), each iteration with a fresh
+//!   signature.
 //!
 //! Each first call (trace + differentiate + compile + run) is printed once.
 //!
@@ -20,7 +23,8 @@
 //! `cargo bench --bench small_tensors -- lj_tensor --warm-up-time 1 --measurement-time 3`.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -136,9 +140,10 @@ fn newton(y: &Tensor, yp: &Tensor, h: f64) -> Tensor {
 /// Particles of the pair-loop benchmark.
 const N: usize = 64;
 
-/// All-pairs LJ energy over `[N * 3]` coordinates, one term per pair.
-#[differentiable]
-fn pair_energy(p: &Tensor) -> Tensor {
+/// All-pairs LJ energy over `[N * 3]` coordinates, one term per pair
+/// (`_tag` only makes a new signature for the first-call benchmark).
+#[differentiable(wrt(p))]
+fn pair_energy(p: &Tensor, _tag: usize) -> Tensor {
     let mut e = p.slice(0, 0, 1).sum_all() * 0.0;
     for i in 0..N {
         for j in i + 1..N {
@@ -260,7 +265,7 @@ fn pair_loop(c: &mut Criterion) {
     let ps = lattice();
     let p = Tensor::from_slice(&ps, [N * 3]);
     let t0 = Instant::now();
-    let g = grad_pair_energy(&p).unwrap();
+    let g = grad_pair_energy(&p, 0).unwrap();
     println!("pair_loop: first grad_pair_energy: {:?}", t0.elapsed());
     let mut want = vec![0.0; N * 3];
     pair_grad_by_hand(&ps, &mut want);
@@ -269,7 +274,7 @@ fn pair_loop(c: &mut Criterion) {
     }
     let mut group = c.benchmark_group("pair_loop");
     group.bench_function("grad_ 64 particles (warm)", |b| {
-        b.iter(|| grad_pair_energy(black_box(&p)).unwrap())
+        b.iter(|| grad_pair_energy(black_box(&p), 0).unwrap())
     });
     group.bench_function("by hand", |b| {
         let mut g = vec![0.0; N * 3];
@@ -281,5 +286,32 @@ fn pair_loop(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, lj_tensor, rosenbrock_bench, van_der_pol, pair_loop);
+fn pair_loop_first_call(c: &mut Criterion) {
+    let p = Tensor::from_slice(&lattice(), [N * 3]);
+    static TAG: AtomicUsize = AtomicUsize::new(1);
+    let mut group = c.benchmark_group("pair_loop_first_call");
+    group.sample_size(10);
+    group.bench_function("grad_ 64 particles (new signature)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let tag = TAG.fetch_add(1, Ordering::Relaxed);
+                let t = Instant::now();
+                black_box(grad_pair_energy(&p, tag).unwrap());
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    lj_tensor,
+    rosenbrock_bench,
+    van_der_pol,
+    pair_loop,
+    pair_loop_first_call
+);
 criterion_main!(benches);

@@ -326,27 +326,27 @@ proptest! {
 
 #[test]
 fn values_over_the_threshold_keep_the_general_plan() {
-    // A [129] value inside: the general plan.
+    // A [257] value inside: the general plan.
     let mut g = Graph::new();
-    let x = g.input("x", [3], DType::F64);
-    let b = g.broadcast(x, [43, 3]).unwrap();
+    let x = g.input("x", [1], DType::F64);
+    let b = g.broadcast(x, [257, 1]).unwrap();
     let s = g.sin(b).unwrap();
     let t = g.sum_all(s).unwrap();
     g.set_outputs(vec![t]);
     let exe = rlx::compile(&g).unwrap();
     assert_eq!(exe.stats().scalarized_nodes, 0);
     assert!(exe.stats().fused_loops >= 1);
-    // Exactly 128 elements: scalarised.
+    // Exactly 256 elements: scalarised.
     let mut g = Graph::new();
     let x = g.input("x", [8], DType::F64);
-    let b = g.broadcast(x, [16, 8]).unwrap();
+    let b = g.broadcast(x, [32, 8]).unwrap();
     let s = g.sin(b).unwrap();
     let t = g.sum_all(s).unwrap();
     g.set_outputs(vec![t]);
     let exe = rlx::compile(&g).unwrap();
     assert!(exe.stats().scalarized_nodes > 0);
     let xv = Tensor::from_slice(&[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], [8]);
-    check_scalarised(&g, &[&xv], "128 elements");
+    check_scalarised(&g, &[&xv], "256 elements");
     // A large input that is only sliced: elements are read from it, up to
     // 1024 input elements in all.
     let mut g = Graph::new();
@@ -481,4 +481,126 @@ fn warm_calls_allocate_only_their_outputs() {
     let _ = exe.run_args(&args).unwrap();
     let n = allocations(|| drop(exe.run_args(&args).unwrap()));
     assert!(n <= 4, "warm run_args allocated {n} times");
+}
+
+/// Particles of the pair-loop tests (the benchmark has 64; 16 give 120
+/// pairs, an element program of a few thousand instructions: several
+/// native functions).
+const PAIR_N: usize = 16;
+
+/// All-pairs Lennard-Jones energy over `[PAIR_N * 3]` coordinates, written
+/// as the double loop physicists write (every pair unrolled at trace time).
+#[differentiable]
+fn pair_energy(p: &Tensor) -> Tensor {
+    let mut e = p.slice(0, 0, 1).sum_all() * 0.0;
+    for i in 0..PAIR_N {
+        for j in i + 1..PAIR_N {
+            let d = p.slice(0, 3 * i, 3) - p.slice(0, 3 * j, 3);
+            let s3 = d.square().sum_all().recip().powi(3);
+            e = e + (s3.square() - &s3) * 4.0;
+        }
+    }
+    e
+}
+
+/// The same energy in plain `f64`.
+fn pair_energy_f64(p: &[f64]) -> f64 {
+    let mut e = 0.0;
+    for i in 0..PAIR_N {
+        for j in i + 1..PAIR_N {
+            let r2: f64 = (0..3).map(|k| (p[3 * i + k] - p[3 * j + k]).powi(2)).sum();
+            let s3 = (1.0 / r2).powi(3);
+            e += 4.0 * (s3 * s3 - s3);
+        }
+    }
+    e
+}
+
+/// A jittered 2×2×4 lattice (spacing 1.1).
+fn pair_lattice() -> Vec<f64> {
+    (0..PAIR_N * 3)
+        .map(|k| {
+            let (i, axis) = (k / 3, k % 3);
+            let c = [i % 2, (i / 2) % 2, i / 4][axis] as f64;
+            1.1 * c + 0.01 * ((k * 7919 % 13) as f64 - 6.0)
+        })
+        .collect()
+}
+
+#[test]
+fn pair_loop_gradient_is_scalarised_and_equals_the_general_plan() {
+    let ps = pair_lattice();
+    let p = Tensor::from_slice(&ps, [PAIR_N * 3]);
+    let g = graph_pair_energy(&p).unwrap();
+    let vg = autodiff::value_and_grad(&g, &[0]).unwrap();
+    // The gradient `[48]` and the per-pair values are small: one scalar
+    // program, split into several native functions.
+    let exe = rlx::compile(&vg).unwrap();
+    let stats = exe.stats();
+    assert!(stats.scalarized_nodes > 0, "{stats:?}");
+    assert_eq!((stats.steps, stats.scalar_regions), (1, 1), "{stats:?}");
+    #[cfg(feature = "jit")]
+    assert_eq!(stats.native_regions, 1, "{stats:?}");
+    assert!(
+        stats.scalar_nodes > 2048,
+        "several native functions: {stats:?}"
+    );
+    check_scalarised(&vg, &[&p], "pair loop");
+    // Split native code equals the interpreter, bit for bit.
+    let interpreted = compile_with(
+        &vg,
+        &Options {
+            jit: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(interpreted.stats().native_regions, 0);
+    let (a, b) = (exe.run(&[&p]).unwrap(), interpreted.run(&[&p]).unwrap());
+    for (x, y) in a.iter().zip(&b) {
+        same(
+            &y.to_f64_vec().unwrap(),
+            &x.to_f64_vec().unwrap(),
+            "native vs interpreted",
+        );
+    }
+    // The companion agrees with the compiled graph.
+    let grad = grad_pair_energy(&p).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(grad, a[1].to_vec::<f64>().unwrap());
+    assert_eq!(a[0].item::<f64>().unwrap(), pair_energy_f64(&ps));
+}
+
+#[test]
+fn pair_loop_gradient_matches_finite_differences() {
+    let ps = pair_lattice();
+    let grad = grad_pair_energy(&Tensor::from_slice(&ps, [PAIR_N * 3]))
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let h = 1e-6;
+    for k in 0..PAIR_N * 3 {
+        let (mut a, mut b) = (ps.clone(), ps.clone());
+        a[k] += h;
+        b[k] -= h;
+        let fd = (pair_energy_f64(&a) - pair_energy_f64(&b)) / (2.0 * h);
+        assert!(
+            (fd - grad[k]).abs() <= 1e-5 * (1.0 + grad[k].abs()),
+            "coordinate {k}: finite differences {fd} vs gradient {}",
+            grad[k]
+        );
+    }
+}
+
+#[test]
+fn warm_run_into_of_a_split_native_program_allocates_nothing() {
+    let p = Tensor::from_slice(&pair_lattice(), [PAIR_N * 3]);
+    let vg = autodiff::value_and_grad(&graph_pair_energy(&p).unwrap(), &[0]).unwrap();
+    let exe = rlx::compile(&vg).unwrap();
+    let mut outs = vec![
+        Tensor::zeros(Shape::scalar(), DType::F64),
+        Tensor::zeros([PAIR_N * 3], DType::F64),
+    ];
+    exe.run_into(&[&p], &mut outs).unwrap();
+    let n = allocations(|| exe.run_into(&[&p], &mut outs).unwrap());
+    assert_eq!(n, 0, "warm run_into of a split native program");
 }

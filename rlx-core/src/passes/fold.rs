@@ -26,7 +26,7 @@
 
 use half::{bf16, f16};
 
-use super::{copy, rewrite};
+use super::{copy, rewrite, verified};
 use crate::{
     BinaryOp, CmpOp, DType, Graph, Literal, Node, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,
 };
@@ -48,14 +48,14 @@ pub const MAX_FOLD_ELEMENTS: usize = 4096;
 /// assert_eq!(f.node(f.outputs()[0]).op, Op::Constant(Literal::Splat(1.0)));
 /// ```
 pub fn fold_constants(g: &Graph) -> Result<Graph> {
-    Ok(traced(g)?.0)
+    verified(traced(g)?.0)
 }
 
 /// [`fold_constants`] creating non-splat constants of up to `limit`
 /// elements: for programs whose large constant subgraphs are worth
 /// computing once (the seed-matrix products of a sparse Jacobian).
 pub fn fold_constants_up_to(g: &Graph, limit: usize) -> Result<Graph> {
-    Ok(traced_up_to(g, limit)?.0)
+    verified(traced_up_to(g, limit)?.0)
 }
 
 /// [`fold_constants`] and the origins of the result's nodes.

@@ -35,7 +35,7 @@ pub mod fold;
 pub mod simplify;
 mod sink;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::{BinaryOp, CmpOp, DType, Graph, Node, NodeId, Op, Result, Shape};
 
@@ -86,6 +86,16 @@ pub fn optimize(g: &Graph) -> Result<Graph> {
 /// assert_eq!(origins, vec![x, y]);
 /// ```
 pub fn optimize_with_origins(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
+    let (cur, origins) = optimize_unverified(g)?;
+    cur.verify()?;
+    Ok((cur, origins))
+}
+
+/// The rounds of [`optimize_with_origins`], whose passes check each
+/// rewrite's type but leave verifying the whole result to the caller
+/// (once, not after every pass of every round: on a graph of tens of
+/// thousands of nodes, verifying after each pass was a fifth of the time).
+fn optimize_unverified(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
     let (mut cur, mut origins) = dce_traced(g)?;
     for _ in 0..MAX_ROUNDS {
         // `map`: origins of `next`'s nodes among `cur`'s.
@@ -122,7 +132,14 @@ fn compose(first: &[NodeId], then: &[NodeId]) -> Vec<NodeId> {
 /// assert_eq!(dce(&g).unwrap().len(), 2);
 /// ```
 pub fn dce(g: &Graph) -> Result<Graph> {
-    Ok(dce_traced(g)?.0)
+    verified(dce_traced(g)?.0)
+}
+
+/// `g` once it passes [`Graph::verify`] (the one-pass functions' results;
+/// [`rewrite`] itself does not verify).
+pub(crate) fn verified(g: Graph) -> Result<Graph> {
+    g.verify()?;
+    Ok(g)
 }
 
 fn dce_traced(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
@@ -136,11 +153,12 @@ fn dce_traced(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
 /// NaNs with equal bits merge); inputs never merge; custom ops merge only
 /// when they share one rule set (`CustomRef` compares by identity).
 pub fn cse(g: &Graph) -> Result<Graph> {
-    Ok(cse_traced(g)?.0)
+    verified(cse_traced(g)?.0)
 }
 
 fn cse_traced(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
-    let mut seen: HashMap<(Op, Vec<NodeId>, Shape, DType), NodeId> = HashMap::new();
+    // FxHash: keys are hashed once per node of graphs of tens of thousands.
+    let mut seen: FxHashMap<(Op, Vec<NodeId>, Shape, DType), NodeId> = FxHashMap::default();
     rewrite(g, |out, node, args| {
         let mut operands = args.to_vec();
         if commutes(&node.op) {
@@ -189,10 +207,11 @@ pub fn strip_stop_gradient(g: &Graph) -> Result<Graph> {
 /// assert_eq!(origins, vec![x, y]);
 /// ```
 pub fn strip_stop_gradient_with_origins(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
-    rewrite(g, |out, node, args| match node.op {
+    let (out, origins) = rewrite(g, |out, node, args| match node.op {
         Op::StopGradient => Ok(args[0]),
         _ => Ok(copy(out, node, args)),
-    })
+    })?;
+    Ok((verified(out)?, origins))
 }
 
 /// Copies `node` into `out` with operands `args` (already mapped).
@@ -208,10 +227,10 @@ pub(crate) fn copy(out: &mut Graph, node: &Node, args: &[NodeId]) -> NodeId {
 /// The driver every pass uses: declares `g`'s inputs in a new graph, then
 /// visits the live non-input nodes of `g` in order, calling `f(out, node,
 /// mapped_operands)` which returns the node of `out` that replaces `node`
-/// (a copy, an earlier node or a new computation of the same type). The
-/// result is verified, and each replacement's type is checked against the
-/// original so a wrong rewrite is an error naming the node, never a silent
-/// change of meaning.
+/// (a copy, an earlier node or a new computation of the same type). Each
+/// replacement's type is checked against the original so a wrong rewrite
+/// is an error naming the node, never a silent change of meaning; the
+/// public passes also verify the whole result ([`verified`]).
 ///
 /// Also returns the origin of each node of the result: the node of `g`
 /// whose visit added it.
@@ -272,7 +291,6 @@ pub(crate) fn rewrite(
         let (out, o) = dce_traced(&out)?;
         return Ok((out, compose(&origins, &o)));
     }
-    out.verify()?;
     Ok((out, origins))
 }
 

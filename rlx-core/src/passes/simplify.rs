@@ -33,7 +33,7 @@
 //! `+0.0` for negative `x`; `0 - x` for `x = 0` gives `-0.0`). `mul_zero(0, x)`
 //! is exact: that op is defined as 0 wherever its first operand is 0.
 
-use super::{copy, rewrite};
+use super::{copy, rewrite, verified};
 use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
 
 /// Applies the algebraic identities listed in the module docs.
@@ -51,7 +51,7 @@ use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
 /// assert_eq!(out.shape.dims(), &[2, 3]);
 /// ```
 pub fn simplify(g: &Graph) -> Result<Graph> {
-    Ok(traced(g)?.0)
+    verified(traced(g)?.0)
 }
 
 /// [`simplify()`] and the origins of the result's nodes.

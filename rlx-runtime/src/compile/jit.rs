@@ -4,8 +4,11 @@
 //! over `f64` registers, so it translates one to one into Cranelift IR with
 //! every register an SSA value: no dispatch, no register-file traffic. The
 //! generated function has the C signature `fn(ins: *const f64, outs: *mut
-//! f64)`: it reads the region's leaves from `ins` (in the order of its
-//! `Load` instructions) and writes each stored value to `outs[target]`.
+//! f64, spill: *mut f64)`: it reads the region's leaves from `ins` (in the
+//! order of its `Load` instructions) and writes each stored value to
+//! `outs[target]`. A long region (a scalarised pair loop has tens of
+//! thousands of instructions) becomes several such functions of at most
+//! [`CHUNK`] instructions, run in order, passing values through `spill`.
 //! Dtype conversions at the boundary stay in Rust (the caller fills `ins`
 //! with `f64` values and converts `outs` to the targets' dtypes), exactly as
 //! the interpreter does, so results are bit-identical to it:
@@ -28,7 +31,9 @@
 use std::fmt;
 
 use cranelift_codegen::ir::condcodes::FloatCC;
-use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, UserFuncName};
+use cranelift_codegen::ir::{
+    types, AbiParam, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -38,8 +43,25 @@ use rlx_core::CmpOp;
 
 use super::scalar_code::{SInstr, SType, ACC};
 
-/// The generated function: `ins` holds the leaves, `outs` receives the stores.
-type RegionFn = extern "C" fn(*const f64, *mut f64);
+/// One generated function: `ins` holds the leaves, `outs` receives the
+/// stores, `spill` carries values between the functions of a split region.
+type RegionFn = extern "C" fn(*const f64, *mut f64, *mut f64);
+
+/// Instructions per generated function. Cranelift's compile time grows
+/// faster than linearly with a function's size (one function of 70 000
+/// instructions took minutes; in functions of 2 048, 512 and 256
+/// instructions it took 2.4 s, 1.1 s and 1.1 s, loaded), so a longer
+/// region is split into functions of at most this many instructions,
+/// called one after the other; a value used after the function defining it
+/// passes through a spill buffer (one slot per register), stored where it
+/// is made.
+const CHUNK: usize = 512;
+
+thread_local! {
+    /// The spill buffer of split regions, kept per thread so that a warm
+    /// call allocates nothing (generated code never re-enters rlx).
+    static SPILL: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// A unary op of the interpreter, called from native code.
 type UnaryFn = fn(f64) -> f64;
@@ -58,7 +80,10 @@ extern "C" fn call_binary(f: *const BinaryFn, a: f64, b: f64) -> f64 {
 
 /// Native code for one region, with what it needs to stay valid.
 pub(crate) struct Native {
-    func: RegionFn,
+    /// The region's functions, run in order.
+    funcs: Vec<RegionFn>,
+    /// Slots of the spill buffer (0 for a region in one function).
+    spill: usize,
     loads: usize,
     stores: usize,
     /// The module owning the code; freed on drop.
@@ -73,15 +98,21 @@ pub(crate) struct Native {
 
 // SAFETY: after `finalize_definitions` the module is never touched again
 // except to free it in `drop` (which has `&mut self`); the generated code is
-// immutable and reentrant (it only reads `ins` and writes `outs`), and the
-// boxed function pointers are plain `fn`s.
+// reentrant (it reads `ins` and writes `outs` and the calling thread's spill
+// buffer), and the boxed function pointers are plain `fn`s.
 unsafe impl Send for Native {}
 // SAFETY: as above: shared access only ever calls the immutable code.
 unsafe impl Sync for Native {}
 
 impl fmt::Debug for Native {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Native({} loads, {} stores)", self.loads, self.stores)
+        write!(
+            f,
+            "Native({} loads, {} stores, {} functions)",
+            self.loads,
+            self.stores,
+            self.funcs.len()
+        )
     }
 }
 
@@ -117,8 +148,94 @@ impl Native {
             self.loads,
             self.stores
         );
-        (self.func)(ins.as_ptr(), outs.as_mut_ptr());
+        if self.spill == 0 {
+            for f in &self.funcs {
+                f(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut());
+            }
+            return;
+        }
+        let mut run = |spill: &mut Vec<f64>| {
+            if spill.len() < self.spill {
+                spill.resize(self.spill, 0.0);
+            }
+            for f in &self.funcs {
+                f(ins.as_ptr(), outs.as_mut_ptr(), spill.as_mut_ptr());
+            }
+        };
+        SPILL.with(|s| match s.try_borrow_mut() {
+            Ok(mut spill) => run(&mut spill),
+            // Not reached (the code never re-enters); a fresh buffer is correct.
+            Err(_) => run(&mut Vec::new()),
+        })
     }
+}
+
+/// Where the registers of a region come from and where they go, for
+/// splitting it into functions.
+struct Layout {
+    /// The input slot of each register loaded from `ins`.
+    load_of: Vec<Option<u32>>,
+    /// The value of each constant register.
+    const_of: Vec<Option<f64>>,
+    /// Whether a register defined in one function is used in a later one.
+    spilled: Vec<bool>,
+}
+
+impl Layout {
+    /// The layout of `code` (operands resolved: no [`ACC`]) over `len`
+    /// registers, split into functions of [`CHUNK`] instructions.
+    fn new(code: &[SInstr], len: usize, consts: &[(u32, f64)]) -> Layout {
+        let mut load_of = vec![None; len];
+        let mut const_of = vec![None; len];
+        for &(r, v) in consts {
+            const_of[r as usize] = Some(v);
+        }
+        let mut def = vec![usize::MAX; len];
+        let mut spilled = vec![false; len];
+        let mut loads = 0;
+        for (i, ins) in code.iter().enumerate() {
+            let c = i / CHUNK;
+            if let SInstr::Load { dst, .. } = ins {
+                load_of[*dst as usize] = Some(loads);
+                loads += 1;
+                continue;
+            }
+            let dst = ins.clone().visit_operands(|r| {
+                let r = *r as usize;
+                if def[r] != usize::MAX && def[r] < c {
+                    spilled[r] = true;
+                }
+            });
+            if let Some(d) = dst {
+                def[d as usize] = c;
+            }
+        }
+        Layout {
+            load_of,
+            const_of,
+            spilled,
+        }
+    }
+}
+
+/// `code` with every [`ACC`] operand replaced by the register it stands for
+/// (the destination of the previous instruction that has one).
+fn resolve_accumulator(code: &[SInstr]) -> Vec<SInstr> {
+    let mut last = ACC;
+    code.iter()
+        .map(|ins| {
+            let mut ins = ins.clone();
+            let dst = ins.visit_operands(|x| {
+                if *x == ACC {
+                    *x = last;
+                }
+            });
+            if let Some(d) = dst {
+                last = d;
+            }
+            ins
+        })
+        .collect()
 }
 
 /// Compiles a scalar region (its `code` over `len` registers, with
@@ -143,6 +260,15 @@ pub(crate) fn compile(
     if leading_loads != all_loads || !code.iter().all(covered) {
         return None;
     }
+    let code = resolve_accumulator(code);
+    if code
+        .clone()
+        .iter_mut()
+        .any(|i| i.visit_operands(|_| {}).is_some_and(|d| d as usize >= len))
+    {
+        return None;
+    }
+    let layout = Layout::new(&code, len, consts);
     let mut flags = settings::builder();
     flags.set("use_colocated_libcalls", "false").ok()?;
     flags.set("is_pic", "false").ok()?;
@@ -154,20 +280,9 @@ pub(crate) fn compile(
     let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
     let ptr = module.target_config().pointer_type();
 
-    let mut sig = module.make_signature();
-    sig.params.push(AbiParam::new(ptr));
-    sig.params.push(AbiParam::new(ptr));
-    let id = module
-        .declare_function("region", Linkage::Local, &sig)
-        .ok()?;
-
-    let mut ctx = Context::new();
-    ctx.func.signature = sig;
-    ctx.func.name = UserFuncName::user(0, id.as_u32());
-    let mut fctx = FunctionBuilderContext::new();
     let mut unary: Vec<UnaryFn> = Vec::new();
     let mut binary: Vec<BinaryFn> = Vec::new();
-    for ins in code {
+    for ins in &code {
         match ins {
             SInstr::Unary { f, .. } => unary.push(*f),
             SInstr::Binary { f, .. } => binary.push(*f),
@@ -176,17 +291,118 @@ pub(crate) fn compile(
     }
     let unary = unary.into_boxed_slice();
     let binary = binary.into_boxed_slice();
-    let mut loads = 0usize;
-    {
+
+    let mut sig = module.make_signature();
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(ptr));
+    }
+    let mut ctx = Context::new();
+    let mut fctx = FunctionBuilderContext::new();
+    let mut ids = Vec::new();
+    let mut calls = (0usize, 0usize);
+    for (c, chunk) in code.chunks(CHUNK).enumerate() {
+        let id = module
+            .declare_function(&format!("region{c}"), Linkage::Local, &sig)
+            .ok()?;
+        ctx.func.signature = sig.clone();
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let gen = Gen {
+            layout: &layout,
+            unary: &unary,
+            binary: &binary,
+            ptr,
+            call_conv: module.isa().default_call_conv(),
+        };
+        gen.chunk(&mut b, chunk, len, &mut calls)?;
+        b.finalize(module.target_config());
+        module.define_function(id, &mut ctx).ok()?;
+        module.clear_context(&mut ctx);
+        ids.push(id);
+    }
+    module.finalize_definitions().ok()?;
+    let funcs = ids
+        .into_iter()
+        .map(|id| {
+            let code = module.get_finalized_function(id);
+            // SAFETY: `code` is a finalised function declared above with
+            // the signature `(ptr, ptr, ptr) -> ()` in the platform's
+            // default (C) calling convention, which is `RegionFn`.
+            unsafe { std::mem::transmute::<*const u8, RegionFn>(code) }
+        })
+        .collect::<Vec<_>>();
+    let spill = if funcs.len() > 1 { len } else { 0 };
+    Some(Native {
+        funcs,
+        spill,
+        loads: all_loads,
+        stores: targets,
+        module: Some(module),
+        unary,
+        binary,
+    })
+}
+
+/// The values of a region's registers inside one generated function.
+struct Regs<'a> {
+    layout: &'a Layout,
+    vals: Vec<Option<Value>>,
+    ins: Value,
+    spill: Value,
+}
+
+impl Regs<'_> {
+    /// The value of register `r`: computed in this function, a leaf, a
+    /// constant, or a value of an earlier function read from the spill
+    /// buffer (`None` for a register never written: the region is refused).
+    fn get(&mut self, b: &mut FunctionBuilder<'_>, r: u32) -> Option<Value> {
+        let ri = r as usize;
+        if let Some(v) = *self.vals.get(ri)? {
+            return Some(v);
+        }
+        let mem = MemFlagsData::trusted();
+        let v = if let Some(k) = self.layout.load_of[ri] {
+            b.ins().load(types::F64, mem, self.ins, (8 * k) as i32)
+        } else if let Some(c) = self.layout.const_of[ri] {
+            b.ins().f64const(c)
+        } else if self.layout.spilled[ri] {
+            b.ins().load(types::F64, mem, self.spill, (8 * r) as i32)
+        } else {
+            return None;
+        };
+        self.vals[ri] = Some(v);
+        Some(v)
+    }
+}
+
+/// What the translation of each function of a region shares.
+struct Gen<'a> {
+    layout: &'a Layout,
+    unary: &'a [UnaryFn],
+    binary: &'a [BinaryFn],
+    ptr: types::Type,
+    call_conv: cranelift_codegen::isa::CallConv,
+}
+
+impl Gen<'_> {
+    /// Translates `chunk` (operands resolved) into the function `b` builds;
+    /// `calls` counts the unary and binary calls translated so far.
+    fn chunk(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        chunk: &[SInstr],
+        len: usize,
+        calls: &mut (usize, usize),
+    ) -> Option<()> {
         let block = b.create_block();
         b.append_block_params_for_function_params(block);
         b.switch_to_block(block);
-        let (ins_ptr, outs_ptr) = (b.block_params(block)[0], b.block_params(block)[1]);
+        let params = b.block_params(block);
+        let (ins_ptr, outs_ptr, spill_ptr) = (params[0], params[1], params[2]);
         let mem = MemFlagsData::trusted();
 
-        let mut sig1 = Signature::new(module.isa().default_call_conv());
-        sig1.params.push(AbiParam::new(ptr));
+        let mut sig1 = Signature::new(self.call_conv);
+        sig1.params.push(AbiParam::new(self.ptr));
         sig1.params.push(AbiParam::new(types::F64));
         sig1.returns.push(AbiParam::new(types::F64));
         let mut sig2 = sig1.clone();
@@ -194,76 +410,86 @@ pub(crate) fn compile(
         let sig1 = b.import_signature(sig1);
         let sig2 = b.import_signature(sig2);
 
-        let mut regs = vec![None; len];
-        for &(r, v) in consts {
-            regs[r as usize] = Some(b.ins().f64const(v));
-        }
         let zero = b.ins().f64const(0.0);
         let one = b.ins().f64const(1.0);
-        let mut acc = zero;
-        let (mut next_unary, mut next_binary) = (0usize, 0usize);
-        for instr in code {
-            let get = |r: u32| -> Option<_> {
-                if r == ACC {
-                    Some(acc)
-                } else {
-                    regs[r as usize]
-                }
-            };
+        let mut regs = Regs {
+            layout: self.layout,
+            vals: vec![None; len],
+            ins: ins_ptr,
+            spill: spill_ptr,
+        };
+        for instr in chunk {
             let (dst, v) = match *instr {
-                SInstr::Load { dst, .. } => {
-                    let off = (8 * loads) as i32;
-                    loads += 1;
-                    (dst, b.ins().load(types::F64, mem, ins_ptr, off))
-                }
+                SInstr::Load { dst, .. } => (dst, regs.get(b, dst)?),
                 SInstr::Store { src, target } => {
-                    let v = get(src)?;
+                    let v = regs.get(b, src)?;
                     b.ins().store(mem, v, outs_ptr, (8 * target) as i32);
                     continue;
                 }
                 SInstr::Unary { x, dst, .. } => {
-                    let x = get(x)?;
-                    let f = &unary[next_unary] as *const UnaryFn as i64;
-                    next_unary += 1;
-                    let fp = b.ins().iconst(ptr, f);
-                    let tramp = b.ins().iconst(ptr, call_unary as *const () as i64);
+                    let x = regs.get(b, x)?;
+                    let f = &self.unary[calls.0] as *const UnaryFn as i64;
+                    calls.0 += 1;
+                    let fp = b.ins().iconst(self.ptr, f);
+                    let tramp = b.ins().iconst(self.ptr, call_unary as *const () as i64);
                     let call = b.ins().call_indirect(sig1, tramp, &[fp, x]);
                     (dst, b.inst_results(call)[0])
                 }
                 SInstr::Binary { a, b: y, dst, .. } => {
-                    let (x, y) = (get(a)?, get(y)?);
-                    let f = &binary[next_binary] as *const BinaryFn as i64;
-                    next_binary += 1;
-                    let fp = b.ins().iconst(ptr, f);
-                    let tramp = b.ins().iconst(ptr, call_binary as *const () as i64);
+                    let (x, y) = (regs.get(b, a)?, regs.get(b, y)?);
+                    let f = &self.binary[calls.1] as *const BinaryFn as i64;
+                    calls.1 += 1;
+                    let fp = b.ins().iconst(self.ptr, f);
+                    let tramp = b.ins().iconst(self.ptr, call_binary as *const () as i64);
                     let call = b.ins().call_indirect(sig2, tramp, &[fp, x, y]);
                     (dst, b.inst_results(call)[0])
                 }
-                SInstr::NegF64 { x, dst } => (dst, b.ins().fneg(get(x)?)),
-                SInstr::AbsF64 { x, dst } => (dst, b.ins().fabs(get(x)?)),
+                SInstr::NegF64 { x, dst } => (dst, {
+                    let x = regs.get(b, x)?;
+                    b.ins().fneg(x)
+                }),
+                SInstr::AbsF64 { x, dst } => (dst, {
+                    let x = regs.get(b, x)?;
+                    b.ins().fabs(x)
+                }),
                 SInstr::SquareF64 { x, dst } => {
-                    let x = get(x)?;
+                    let x = regs.get(b, x)?;
                     (dst, b.ins().fmul(x, x))
                 }
-                SInstr::RecipF64 { x, dst } => (dst, b.ins().fdiv(one, get(x)?)),
-                SInstr::SqrtF64 { x, dst } => (dst, b.ins().sqrt(get(x)?)),
-                SInstr::PowiF64 { n, x, dst } => {
-                    let x = get(x)?;
-                    (dst, powi(&mut b, x, n, one))
+                SInstr::RecipF64 { x, dst } => {
+                    let x = regs.get(b, x)?;
+                    (dst, b.ins().fdiv(one, x))
                 }
-                SInstr::AddF64 { a, b: y, dst } => (dst, b.ins().fadd(get(a)?, get(y)?)),
-                SInstr::SubF64 { a, b: y, dst } => (dst, b.ins().fsub(get(a)?, get(y)?)),
-                SInstr::MulF64 { a, b: y, dst } => (dst, b.ins().fmul(get(a)?, get(y)?)),
-                SInstr::DivF64 { a, b: y, dst } => (dst, b.ins().fdiv(get(a)?, get(y)?)),
+                SInstr::SqrtF64 { x, dst } => {
+                    let x = regs.get(b, x)?;
+                    (dst, b.ins().sqrt(x))
+                }
+                SInstr::PowiF64 { n, x, dst } => {
+                    let x = regs.get(b, x)?;
+                    (dst, powi(b, x, n, one))
+                }
+                SInstr::AddF64 { a, b: y, dst }
+                | SInstr::SubF64 { a, b: y, dst }
+                | SInstr::MulF64 { a, b: y, dst }
+                | SInstr::DivF64 { a, b: y, dst } => {
+                    let (x, y) = (regs.get(b, a)?, regs.get(b, y)?);
+                    let v = match instr {
+                        SInstr::AddF64 { .. } => b.ins().fadd(x, y),
+                        SInstr::SubF64 { .. } => b.ins().fsub(x, y),
+                        SInstr::MulF64 { .. } => b.ins().fmul(x, y),
+                        _ => b.ins().fdiv(x, y),
+                    };
+                    (dst, v)
+                }
                 SInstr::MulZeroF64 { a, b: y, dst } => {
-                    let (x, y) = (get(a)?, get(y)?);
+                    let (x, y) = (regs.get(b, a)?, regs.get(b, y)?);
                     let is_zero = b.ins().fcmp(FloatCC::Equal, x, zero);
                     let p = b.ins().fmul(x, y);
                     (dst, b.ins().select(is_zero, zero, p))
                 }
                 // `a` when `a >= b` (resp. `<=`) or `a` is NaN, else `b`.
                 SInstr::MaxF64 { a, b: y, dst } | SInstr::MinF64 { a, b: y, dst } => {
-                    let (x, y) = (get(a)?, get(y)?);
+                    let (x, y) = (regs.get(b, a)?, regs.get(b, y)?);
                     let cc = match instr {
                         SInstr::MaxF64 { .. } => FloatCC::GreaterThanOrEqual,
                         _ => FloatCC::LessThanOrEqual,
@@ -282,16 +508,18 @@ pub(crate) fn compile(
                         CmpOp::Eq => FloatCC::Equal,
                         CmpOp::Ne => FloatCC::NotEqual,
                     };
-                    let c = b.ins().fcmp(cc, get(a)?, get(y)?);
+                    let (x, y) = (regs.get(b, a)?, regs.get(b, y)?);
+                    let c = b.ins().fcmp(cc, x, y);
                     (dst, b.ins().select(c, one, zero))
                 }
                 SInstr::Select { c, a, b: y, dst } => {
                     // `c != 0.0` (true for NaN), as the interpreter tests it.
-                    let c = b.ins().fcmp(FloatCC::NotEqual, get(c)?, zero);
-                    (dst, b.ins().select(c, get(a)?, get(y)?))
+                    let (c, x, y) = (regs.get(b, c)?, regs.get(b, a)?, regs.get(b, y)?);
+                    let c = b.ins().fcmp(FloatCC::NotEqual, c, zero);
+                    (dst, b.ins().select(c, x, y))
                 }
                 SInstr::Cast { to, x, dst } => {
-                    let x = get(x)?;
+                    let x = regs.get(b, x)?;
                     let v = match to {
                         SType::F64 => x,
                         SType::F32 => {
@@ -308,29 +536,17 @@ pub(crate) fn compile(
                 }
                 SInstr::Powi { .. } => return None,
             };
-            regs[dst as usize] = Some(v);
-            acc = v;
+            *regs.vals.get_mut(dst as usize)? = Some(v);
+            // A value later functions read is stored where it is made, so
+            // that it does not stay live to the end of this one.
+            if self.layout.spilled[dst as usize] {
+                b.ins().store(mem, v, spill_ptr, (8 * dst) as i32);
+            }
         }
         b.ins().return_(&[]);
         b.seal_all_blocks();
-        b.finalize(module.target_config());
+        Some(())
     }
-    module.define_function(id, &mut ctx).ok()?;
-    module.clear_context(&mut ctx);
-    module.finalize_definitions().ok()?;
-    let code = module.get_finalized_function(id);
-    // SAFETY: `code` is the finalised function declared above with the
-    // signature `(ptr, ptr) -> ()` in the platform's default (C) calling
-    // convention, which is `RegionFn`.
-    let func = unsafe { std::mem::transmute::<*const u8, RegionFn>(code) };
-    Some(Native {
-        func,
-        loads,
-        stores: targets,
-        module: Some(module),
-        unary,
-        binary,
-    })
 }
 
 /// Whether the translation covers `ins`.

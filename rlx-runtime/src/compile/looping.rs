@@ -29,10 +29,17 @@ pub(crate) struct LoopStep {
 impl LoopStep {
     /// Compiles the body (and reverse step) of `l`.
     pub(crate) fn new(l: LoopRef, args: Vec<Val>, options: &Options) -> Result<LoopStep> {
-        let body = Arc::new(compile_with(&l.body, options)?);
+        // The steps run the bodies' general plans on storages (`Warm`),
+        // so the bodies are not scalarised (a scalarised executable has
+        // no general plan).
+        let options = Options {
+            scalarize: false,
+            ..options.clone()
+        };
+        let body = Arc::new(compile_with(&l.body, &options)?);
         let vjp = match &l.kind {
             LoopKind::Scan => None,
-            LoopKind::Adjoint { vjp, .. } => Some(Arc::new(compile_with(vjp, options)?)),
+            LoopKind::Adjoint { vjp, .. } => Some(Arc::new(compile_with(vjp, &options)?)),
         };
         let spine = match l.spine {
             0 => vec![],

@@ -109,31 +109,27 @@ pub fn compile(g: &Graph) -> Result<Executable> {
 /// [`compile`] with explicit [`Options`].
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
-    // A graph of 0-d values plans to one scalar program already: it has
-    // nothing to gain from scalarisation.
-    let numbers = g.nodes().iter().all(|n| n.shape.rank() == 0);
-    let small = match options.scalarize && !numbers {
-        true => small::Small::build(&g, options).map(Box::new),
-        false => None,
-    };
-    // With a scalarised plan, every run but the sparse companions' storage
-    // path (`run_args_with`) runs it, so the general plan's scalar regions
-    // are interpreted rather than compiled: Cranelift is the largest part
-    // of a first call.
-    let plan = match small {
-        Some(_) => planner::build(
-            &g,
-            &origins,
-            &Options {
-                jit: false,
-                ..options.clone()
-            },
-        )?,
-        None => planner::build(&g, &origins, options)?,
-    };
-    let mut exe = Executable::from_plan(plan)?;
-    exe.small = small;
-    Ok(exe)
+    // A graph of small values runs as one scalar program over its elements
+    // (`small`); the general plan is then never built. A graph whose values
+    // are all 0-d is already one scalar program in the general plan.
+    if options.scalarize && !all_scalar(&g) {
+        if let Some(small) = small::Small::build(&g, options) {
+            let mut exe = Executable::from_plan(plan::Plan::types_only(&g))?;
+            exe.small = Some(Box::new(small));
+            return Ok(exe);
+        }
+    }
+    let plan = planner::build(&g, &origins, options)?;
+    Executable::from_plan(plan)
+}
+
+/// Whether every live value of `g` is 0-d.
+fn all_scalar(g: &Graph) -> bool {
+    let live = g.live_nodes();
+    g.nodes()
+        .iter()
+        .zip(live)
+        .all(|(n, l)| !l || n.shape.rank() == 0)
 }
 
 /// The graph-level passes run before planning, and the origin of each node
@@ -329,6 +325,27 @@ impl Executable {
         read: impl FnOnce(&mut [Storage]) -> Result<R>,
     ) -> Result<R> {
         let mut state = self.take_state()?;
+        let swap = |outs: &mut Vec<Storage>, last: &mut Option<&mut Storage>| {
+            if let (Some(o), Some(l)) = (outs.last_mut(), last.as_deref_mut()) {
+                std::mem::swap(o, l);
+            }
+        };
+        if let Some(s) = &self.small {
+            // Output storages kept in the state: sized by the first run.
+            let mut outs = std::mem::take(&mut state.outs);
+            for (o, t) in outs.iter_mut().zip(&self.plan.output_types) {
+                if o.len() != t.shape.numel() {
+                    *o = Storage::zeros(t.dtype, t.shape.numel());
+                }
+            }
+            swap(&mut outs, &mut last);
+            s.run_storages(head.iter().chain(tail).copied(), &mut outs);
+            let res = read(&mut outs);
+            swap(&mut outs, &mut last);
+            state.outs = outs;
+            self.put_state(state);
+            return res;
+        }
         let mut numbers = std::mem::take(&mut state.numbers);
         for (i, a) in head.iter().chain(tail).enumerate() {
             match (a, &mut numbers[i]) {
@@ -338,11 +355,6 @@ impl Executable {
             }
         }
         let mut outs = std::mem::take(&mut state.outs);
-        let swap = |outs: &mut Vec<Storage>, last: &mut Option<&mut Storage>| {
-            if let (Some(o), Some(l)) = (outs.last_mut(), last.as_deref_mut()) {
-                std::mem::swap(o, l);
-            }
-        };
         swap(&mut outs, &mut last);
         let res = exec::run(
             &self.plan,

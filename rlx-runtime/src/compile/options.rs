@@ -21,7 +21,7 @@ pub struct Options {
     /// bit-identical results, several times faster than interpreting them,
     /// at a compile cost of about 0.7 ms for a region of a hundred instructions.
     pub jit: bool,
-    /// Run graphs whose values are all small (at most 128 elements each,
+    /// Run graphs whose values are all small (at most 256 elements each,
     /// inputs up to 1024 elements in all, `f32`/`f64` inputs and outputs)
     /// as one scalar program over their elements: movement ops route
     /// elements, every other op becomes element-wise arithmetic in the

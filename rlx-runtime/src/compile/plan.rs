@@ -85,6 +85,32 @@ pub(crate) struct Plan {
     pub(crate) scalar_program: Option<ScalarProgram>,
 }
 
+impl Plan {
+    /// A plan with the types of `g` and no steps: the plan of an executable
+    /// that runs a scalarised program instead (`compile::small`), which
+    /// needs only the declared types for its checks.
+    pub(crate) fn types_only(g: &rlx_core::Graph) -> Plan {
+        Plan {
+            input_names: g.inputs().iter().map(|i| i.name.clone()).collect(),
+            input_types: g.inputs().iter().map(|i| g.ty(i.node)).collect(),
+            output_types: g.outputs().iter().map(|&o| g.ty(o)).collect(),
+            consts: Vec::new(),
+            locs: Vec::new(),
+            steps: Vec::new(),
+            slots: Vec::new(),
+            regs: [0; 4],
+            scalar_regs: 0,
+            max_rank: 1,
+            acc_len: 0,
+            half: (0, 0, 0),
+            solve: (0, 0),
+            max_targets: 0,
+            stats: PlanStats::default(),
+            scalar_program: None,
+        }
+    }
+}
+
 /// A plan that is a single scalar region whose leaves are all 0-d
 /// `F32`/`F64` inputs and whose stores write every output, each 0-d
 /// `F32`/`F64` (a small physics energy and its gradient, say). Such a plan

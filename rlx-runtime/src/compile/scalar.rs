@@ -46,49 +46,11 @@ impl ScalarStep {
     pub(crate) fn use_accumulator(&mut self) {
         let mut last: Option<u32> = None;
         for ins in &mut self.code {
-            let sub = |x: &mut u32| {
+            let dst = ins.visit_operands(|x| {
                 if Some(*x) == last {
                     *x = ACC;
                 }
-            };
-            let dst = match ins {
-                SInstr::Load { dst, .. } => Some(*dst),
-                SInstr::Unary { x, dst, .. }
-                | SInstr::Powi { x, dst, .. }
-                | SInstr::NegF64 { x, dst }
-                | SInstr::AbsF64 { x, dst }
-                | SInstr::SquareF64 { x, dst }
-                | SInstr::RecipF64 { x, dst }
-                | SInstr::SqrtF64 { x, dst }
-                | SInstr::PowiF64 { x, dst, .. }
-                | SInstr::Cast { x, dst, .. } => {
-                    sub(x);
-                    Some(*dst)
-                }
-                SInstr::Binary { a, b, dst, .. }
-                | SInstr::AddF64 { a, b, dst }
-                | SInstr::SubF64 { a, b, dst }
-                | SInstr::MulF64 { a, b, dst }
-                | SInstr::DivF64 { a, b, dst }
-                | SInstr::MulZeroF64 { a, b, dst }
-                | SInstr::MaxF64 { a, b, dst }
-                | SInstr::MinF64 { a, b, dst }
-                | SInstr::Compare { a, b, dst, .. } => {
-                    sub(a);
-                    sub(b);
-                    Some(*dst)
-                }
-                SInstr::Select { c, a, b, dst } => {
-                    sub(c);
-                    sub(a);
-                    sub(b);
-                    Some(*dst)
-                }
-                SInstr::Store { src, .. } => {
-                    sub(src);
-                    None
-                }
-            };
+            });
             if dst.is_some() {
                 last = dst;
             }

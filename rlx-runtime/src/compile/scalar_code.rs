@@ -173,6 +173,52 @@ pub(crate) enum SInstr {
     },
 }
 
+impl SInstr {
+    /// Calls `f` on each register operand (a register number or [`ACC`]),
+    /// in order, and returns the destination register (`None` for a
+    /// store).
+    pub(crate) fn visit_operands(&mut self, mut f: impl FnMut(&mut u32)) -> Option<u32> {
+        match self {
+            SInstr::Load { dst, .. } => Some(*dst),
+            SInstr::Unary { x, dst, .. }
+            | SInstr::Powi { x, dst, .. }
+            | SInstr::NegF64 { x, dst }
+            | SInstr::AbsF64 { x, dst }
+            | SInstr::SquareF64 { x, dst }
+            | SInstr::RecipF64 { x, dst }
+            | SInstr::SqrtF64 { x, dst }
+            | SInstr::PowiF64 { x, dst, .. }
+            | SInstr::Cast { x, dst, .. } => {
+                f(x);
+                Some(*dst)
+            }
+            SInstr::Binary { a, b, dst, .. }
+            | SInstr::AddF64 { a, b, dst }
+            | SInstr::SubF64 { a, b, dst }
+            | SInstr::MulF64 { a, b, dst }
+            | SInstr::DivF64 { a, b, dst }
+            | SInstr::MulZeroF64 { a, b, dst }
+            | SInstr::MaxF64 { a, b, dst }
+            | SInstr::MinF64 { a, b, dst }
+            | SInstr::Compare { a, b, dst, .. } => {
+                f(a);
+                f(b);
+                Some(*dst)
+            }
+            SInstr::Select { c, a, b, dst } => {
+                f(c);
+                f(a);
+                f(b);
+                Some(*dst)
+            }
+            SInstr::Store { src, .. } => {
+                f(src);
+                None
+            }
+        }
+    }
+}
+
 #[inline(always)]
 pub(crate) fn s_unary(op: UnaryOp, ty: SType, x: f64) -> f64 {
     match ty {

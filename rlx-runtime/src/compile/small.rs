@@ -169,14 +169,7 @@ impl Small {
         values: &mut Values,
     ) -> Result<()> {
         with_stack(self.n_in, |ins| {
-            let mut at = 0;
-            for a in args {
-                at += match a {
-                    Arg::F64(v) => put(&mut ins[at..], v),
-                    Arg::F32(v) => put(&mut ins[at..], v as f64),
-                    Arg::Tensor(t) => read(concrete(t), &mut ins[at..]),
-                };
-            }
+            read_args(args, ins);
             with_stack(self.sources.len(), |out| {
                 self.run_flat(ins, out);
                 let mut at = 0;
@@ -217,24 +210,60 @@ impl Small {
                 self.run_flat(ins, out);
                 let mut at = 0;
                 for t in outputs.iter_mut() {
-                    let s = t.storage_mut()?;
-                    let n = s.len();
-                    match s {
-                        Storage::F64(v) => v.copy_from_slice(&out[at..at + n]),
-                        Storage::F32(v) => {
-                            for (o, &x) in v.iter_mut().zip(&out[at..at + n]) {
-                                *o = x as f32;
-                            }
-                        }
-                        // Outputs of scalarised plans are `f32`/`f64`.
-                        other => unreachable!("scalarised output of dtype {}", other.dtype()),
-                    }
-                    at += n;
+                    at += write(&out[at..], t.storage_mut()?);
                 }
                 Ok(())
             })
         })
     }
+
+    /// Runs on checked arguments, writing into `outputs` (one storage of
+    /// each output's dtype and size): the sparse companions' `*_into`
+    /// forms. Allocates nothing (within the stack buffers' limits).
+    pub(crate) fn run_storages<'a>(
+        &self,
+        args: impl Iterator<Item = Arg<'a>>,
+        outputs: &mut [Storage],
+    ) {
+        with_stack(self.n_in, |ins| {
+            read_args(args, ins);
+            with_stack(self.sources.len(), |out| {
+                self.run_flat(ins, out);
+                let mut at = 0;
+                for s in outputs.iter_mut() {
+                    at += write(&out[at..], s);
+                }
+            })
+        })
+    }
+}
+
+/// Copies checked arguments, widened to `f64`, to the front of `ins`.
+fn read_args<'a>(args: impl Iterator<Item = Arg<'a>>, ins: &mut [f64]) {
+    let mut at = 0;
+    for a in args {
+        at += match a {
+            Arg::F64(v) => put(&mut ins[at..], v),
+            Arg::F32(v) => put(&mut ins[at..], v as f64),
+            Arg::Tensor(t) => read(concrete(t), &mut ins[at..]),
+        };
+    }
+}
+
+/// Writes the front of `out` into `s` (an `f32`/`f64` storage: outputs of
+/// scalarised plans are); returns the element count.
+fn write(out: &[f64], s: &mut Storage) -> usize {
+    let n = s.len();
+    match s {
+        Storage::F64(v) => v.copy_from_slice(&out[..n]),
+        Storage::F32(v) => {
+            for (o, &x) in v.iter_mut().zip(&out[..n]) {
+                *o = x as f32;
+            }
+        }
+        other => unreachable!("scalarised output of dtype {}", other.dtype()),
+    }
+    n
 }
 
 /// Writes `v` into `slot[0]`; one element.
