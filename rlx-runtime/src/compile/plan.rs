@@ -129,6 +129,8 @@ pub struct PlanStats {
     pub native_regions: usize,
     /// Transposes read in place by matrix products.
     pub virtual_transposes: usize,
+    /// Slices read in place by matrix products.
+    pub virtual_slices: usize,
     /// Buffer slots of the per-call state.
     pub buffers: usize,
     /// Nodes of the graph lowered element by element into one scalar

@@ -32,6 +32,8 @@ pub(super) struct Builder<'a> {
     pub(super) g: &'a Graph,
     pub(super) root: &'a [u32],
     pub(super) virt: &'a [bool],
+    /// Slices read in place by matrix products: operand node and offset.
+    pub(super) windows: &'a [Option<(usize, usize)>],
     pub(super) group: &'a [Option<u32>],
     pub(super) stored: &'a [bool],
     pub(super) consts: Vec<Storage>,
