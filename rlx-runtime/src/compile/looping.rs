@@ -66,6 +66,14 @@ impl Pool {
 impl LoopStep {
     /// Compiles the body (and reverse step) of `l`.
     pub(crate) fn new(l: LoopRef, args: Vec<Val>, options: &Options) -> Result<LoopStep> {
+        // Bodies are not scalarised: generating the native element program
+        // of a small body (64 pendula) costs ~50 ms at every first call
+        // (the loop's target is 10 ms), while its plan runs a step about as
+        // fast (`benches/loops.rs`, `first_call` and `pendula_64x200`).
+        let options = &Options {
+            scalarize: false,
+            ..options.clone()
+        };
         let body = Arc::new(compile_with(&l.body, options)?);
         let vjp = match &l.kind {
             LoopKind::Scan => None,
