@@ -32,11 +32,40 @@ pub(crate) fn fits<T>(k: usize, n: usize, a: &Mat<'_, T>, b: &Mat<'_, T>, csc: u
     csc == 1 && k * n <= 32 * 1024 && (b.cs == 1 || (b.rs == 1 && a.cs == 1))
 }
 
+/// One product `C ← A B` with `A: m × k`, `B: k × n` and `C[i, j] =
+/// c[c_off + i·rsc + j]`.
+struct Job<'a, T> {
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Mat<'a, T>,
+    b: Mat<'a, T>,
+    c_off: usize,
+    rsc: usize,
+}
+
+/// Every field, for destructuring at once.
+type Parts<'j, 'a, T> = (
+    usize,
+    usize,
+    usize,
+    &'j Mat<'a, T>,
+    &'j Mat<'a, T>,
+    usize,
+    usize,
+);
+
+impl<'a, T> Job<'a, T> {
+    fn parts(&self) -> Parts<'_, 'a, T> {
+        let j = self;
+        (j.m, j.k, j.n, &j.a, &j.b, j.c_off, j.rsc)
+    }
+}
+
 /// `C ← A B` for a product that [`fits`]; `c[c_off + i·rsc + j]` is `C[i, j]`.
 ///
 /// # Panics
 /// If a view reaches outside its slice (checked by the caller, `gemm`).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn product<T: Gemm>(
     (m, k, n): (usize, usize, usize),
     a: Mat<'_, T>,
@@ -45,64 +74,44 @@ pub(crate) fn product<T: Gemm>(
     c_off: usize,
     rsc: usize,
 ) {
+    let job = Job {
+        m,
+        k,
+        n,
+        a,
+        b,
+        c_off,
+        rsc,
+    };
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2 (checked just above).
-        return unsafe { wide(m, k, n, a, b, c, c_off, rsc) };
+        return unsafe { wide(&job, c) };
     }
-    portable(m, k, n, a, b, c, c_off, rsc)
+    portable(&job, c)
 }
 
 /// # Safety
 /// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn wide<T: Gemm>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: Mat<'_, T>,
-    b: Mat<'_, T>,
-    c: &mut [T],
-    c_off: usize,
-    rsc: usize,
-) {
-    portable(m, k, n, a, b, c, c_off, rsc)
+unsafe fn wide<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
+    portable(job, c)
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn portable<T: Gemm>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: Mat<'_, T>,
-    b: Mat<'_, T>,
-    c: &mut [T],
-    c_off: usize,
-    rsc: usize,
-) {
-    if b.cs == 1 {
-        rows(m, k, n, &a, &b, c, c_off, rsc)
+fn portable<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
+    if job.b.cs == 1 {
+        rows(job, c)
     } else {
-        dots(m, k, n, &a, &b, c, c_off, rsc)
+        dots(job, c)
     }
 }
 
 /// `C ← A B` for `csb = 1`: blocks of `R × L` sums over `p` in order.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn rows<T: Gemm>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &Mat<'_, T>,
-    b: &Mat<'_, T>,
-    c: &mut [T],
-    c_off: usize,
-    rsc: usize,
-) {
+fn rows<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
+    let (m, k, n, a, b, c_off, rsc) = job.parts();
     let at = |i: usize, p: usize| a.data[a.off + i * a.rs + p * a.cs];
     let (full_m, full_n) = (m - m % R, n - n % L);
     for i0 in (0..full_m).step_by(R) {
@@ -139,17 +148,8 @@ fn rows<T: Gemm>(
 /// `C ← A B` for `rsb = csa = 1`: blocks of `R × 2` dot products, each
 /// over 4 lanes.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn dots<T: Gemm>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &Mat<'_, T>,
-    b: &Mat<'_, T>,
-    c: &mut [T],
-    c_off: usize,
-    rsc: usize,
-) {
+fn dots<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
+    let (m, k, n, a, b, c_off, rsc) = job.parts();
     const J: usize = 2;
     const W: usize = 4;
     let full_k = k - k % W;
