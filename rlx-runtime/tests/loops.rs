@@ -108,13 +108,18 @@ fn warm_loop_allocations(steps: usize, budget: usize) -> usize {
 }
 
 #[test]
-fn a_warm_loop_allocates_nothing_per_step() {
-    // The same checkpoint budget, 8 and 64 steps (a scan fused with its
-    // checkpointed adjoint): whatever a call allocates, a step adds nothing.
+fn a_warm_loop_allocates_nothing_per_step_nor_per_checkpoint() {
+    // A scan fused with its checkpointed adjoint, 8 and 64 steps with the
+    // same budget, and 64 steps with 5x the budget: the carries, checkpoint
+    // slots and step buffers of the first call are reused by the next, so
+    // whatever a warm call allocates does not grow with the steps or the
+    // stored carries.
     let short = warm_loop_allocations(8, 3);
     let long = warm_loop_allocations(64, 3);
+    let wide = warm_loop_allocations(64, 16);
     assert_eq!(
-        short, long,
-        "{short} allocations at T = 8, {long} at T = 64"
+        (short, wide),
+        (long, long),
+        "allocations: {short} at T = 8, {long} at T = 64, {wide} with 16 checkpoints"
     );
 }

@@ -81,13 +81,17 @@ pub fn revolve(length: usize, checkpoints: usize, sweep: &mut impl Sweep) -> Res
     st.sweep.store(0)?;
     // Pending ranges, innermost last: an explicit stack, so that budgets
     // close to `T` (a recursion as deep as `T`) cannot overflow the stack.
-    let mut todo = vec![Range {
+    // Each split uses one more slot and leaves one more range pending, so
+    // the stack holds at most `checkpoints + 1` ranges: one allocation
+    // whatever the budget.
+    let mut todo = Vec::with_capacity(checkpoints.min(length) + 1);
+    todo.push(Range {
         a: 0,
         b: length,
         slot: 0,
         next: 1,
         snaps: checkpoints.min(length),
-    }];
+    });
     while let Some(r) = todo.pop() {
         if let Some((right, left)) = st.split(r)? {
             todo.push(left);

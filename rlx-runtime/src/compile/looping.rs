@@ -2,16 +2,17 @@
 //! reverse-mode step) compiled once into [`Executable`]s when the plan is
 //! built, then run once per step by [`crate::looping`] on storages, with
 //! one warm per-call state per body taken for the whole loop (no plan is
-//! built and no state is created per step).
+//! built and no state is created per step), and the loop's own storages
+//! (carries, checkpoint slots, step buffers) kept between calls.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rlx_core::{LoopKind, LoopRef, Result};
 
 use super::env::{Env, Inputs, Outputs, Val};
 use super::exec;
 use super::{compile_with, Executable, Options};
-use crate::kernels::looping::{run_loop, RunGraph};
+use crate::kernels::looping::{run_loop, LoopBuffers, RunGraph};
 use crate::storage::Storage;
 
 /// A loop node in a plan.
@@ -24,14 +25,52 @@ pub(crate) struct LoopStep {
     spine: Vec<usize>,
     /// The operands, in order.
     pub(crate) args: Vec<Val>,
+    /// Storages of earlier calls, for the next ones.
+    buffers: Pool,
+}
+
+/// Up to [`POOL`] [`LoopBuffers`] of finished calls (one per call running
+/// at once); a clone of a plan starts with none.
+#[derive(Debug)]
+struct Pool(Mutex<Vec<LoopBuffers>>);
+
+/// Calls whose buffers a loop step keeps.
+const POOL: usize = 4;
+
+impl Clone for Pool {
+    fn clone(&self) -> Pool {
+        Pool::default()
+    }
+}
+
+impl Default for Pool {
+    fn default() -> Pool {
+        Pool(Mutex::new(Vec::with_capacity(POOL)))
+    }
+}
+
+impl Pool {
+    fn take(&self) -> LoopBuffers {
+        let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        pool.pop().unwrap_or_default()
+    }
+
+    fn put(&self, b: LoopBuffers) {
+        let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < POOL {
+            pool.push(b);
+        }
+    }
 }
 
 impl LoopStep {
     /// Compiles the body (and reverse step) of `l`.
     pub(crate) fn new(l: LoopRef, args: Vec<Val>, options: &Options) -> Result<LoopStep> {
-        // The steps run the bodies' general plans on storages (`Warm`),
-        // so the bodies are not scalarised (a scalarised executable has
-        // no general plan).
+        // Bodies are not scalarised: the steps run the bodies' general
+        // plans on storages (`Warm`), which a scalarised executable does not
+        // have, and generating the native element program of a small body
+        // (64 pendula) cost ~50 ms at every first call (the loop's target is
+        // 10 ms), while its plan runs a step about as fast.
         let options = Options {
             scalarize: false,
             ..options.clone()
@@ -51,6 +90,7 @@ impl LoopStep {
             vjp,
             spine,
             args,
+            buffers: Pool::default(),
         })
     }
 
@@ -58,6 +98,7 @@ impl LoopStep {
     pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage) -> Result<()> {
         let operands: Vec<&Storage> = self.args.iter().map(|&v| env.get(v)).collect();
         let mut body = Warm::new(&self.body)?;
+        let mut bufs = self.buffers.take();
         let res = match &self.vjp {
             Some(v) => {
                 let mut vjp = Warm::new(v)?;
@@ -68,12 +109,22 @@ impl LoopStep {
                     &self.spine,
                     &operands,
                     out,
+                    &mut bufs,
                 );
                 vjp.finish();
                 r
             }
-            None => run_loop(&self.l, &mut body, None, &self.spine, &operands, out),
+            None => run_loop(
+                &self.l,
+                &mut body,
+                None,
+                &self.spine,
+                &operands,
+                out,
+                &mut bufs,
+            ),
         };
+        self.buffers.put(bufs);
         body.finish();
         res
     }

@@ -12,7 +12,9 @@
 //! Tiny products (`m·k·n ≤ SMALL`) use a plain loop instead:
 //! `matrixmultiply` allocates its packing buffer on every call, which
 //! would cost more than such a product and break the no-allocation
-//! guarantee of warm runs on small (physics-sized) matrices.
+//! guarantee of warm runs on small (physics-sized) matrices. Products
+//! whose right operand fits in cache (an LSTM step's) skip the packing
+//! too: see `panel`.
 
 use half::{bf16, f16};
 use rlx_core::DType;
@@ -28,6 +30,8 @@ pub(crate) const SMALL: usize = 16 * 16 * 16;
 #[derive(Clone, Debug)]
 pub(crate) struct MatView {
     pub(crate) val: Val,
+    /// Offset of the matrix (of batch 0) in the value's storage.
+    pub(crate) off: usize,
     /// Element stride per output batch axis (0 where broadcast).
     pub(crate) batch_strides: Vec<usize>,
     /// Row stride.
@@ -163,6 +167,15 @@ pub(crate) fn gemm<T: Gemm>(
     if m == 0 || n == 0 {
         return;
     }
+    // Products the panel kernels take; when `plain`, only those with the
+    // plain loop's order of sums (so that tiny products keep its
+    // roundings). The choice does not depend on `m`, so the row parts of a
+    // product split across threads take the same kernel as the whole.
+    let panel = k > 0 && super::panel::fits(k, n, &a, &b, csc) && (b.cs == 1 || !plain);
+    if panel {
+        super::panel::product((m, k, n), a, b, c, c_off, rsc);
+        return;
+    }
     if plain {
         for i in 0..m {
             for j in 0..n {
@@ -290,7 +303,7 @@ impl MatMulStep {
     pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage, half: &mut HalfScratch) {
         let (m, k, n) = (self.m, self.k, self.n);
         let (a, b) = (env.get(self.a.val), env.get(self.b.val));
-        let mat = |val: &MatView, off| (off, val.rs, val.cs);
+        let mat = |val: &MatView, off| (val.off + off, val.rs, val.cs);
         for bi in 0..self.batches() {
             let (oa, ob) = self.offsets(bi);
             let c_off = bi * m * n;

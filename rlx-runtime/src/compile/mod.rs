@@ -47,6 +47,7 @@ mod math;
 mod matmul;
 mod movement;
 mod options;
+mod panel;
 mod parallel;
 mod plan;
 mod planner;

@@ -158,6 +158,8 @@ pub struct PlanStats {
     /// Gathers with constant indices read through their indices by fused
     /// loops (no step of their own; a sparse derivative's decompression).
     pub indexed_gathers: usize,
+    /// Slices read in place by matrix products.
+    pub virtual_slices: usize,
     /// Buffer slots of the per-call state.
     pub buffers: usize,
     /// Nodes of the graph lowered element by element into one scalar

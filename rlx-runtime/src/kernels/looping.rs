@@ -12,7 +12,9 @@
 //! the loop's length. Memory for a run: `(checkpoints + 4)` carries plus the
 //! bodies' own buffers (independent of `T`), besides the packed result (and,
 //! for a loop fused with its scan, the spine of about `checkpoints` carries
-//! the scan recorded). An adjoint with a spine skips the first descent of
+//! the scan recorded); a scan's, 2 carries. These storages are
+//! [`LoopBuffers`], which a plan keeps from call to call: a warm call
+//! copies into them and allocates none. An adjoint with a spine skips the first descent of
 //! the schedule: its advances are not run and its stores read the spine.
 
 use rlx_core::loops::schedule::{revolve, Sweep};
@@ -26,10 +28,63 @@ pub(crate) trait RunGraph {
     fn run(&mut self, inputs: &[&Storage], outputs: &mut [Storage]) -> Result<()>;
 }
 
+/// The storages of a loop run besides its result: carries, checkpoint
+/// slots, per-step inputs and outputs, cotangents. A plan's loop step keeps
+/// them between calls, so that a warm call copies into them instead of
+/// allocating (their sizes depend on the loop, not on the call).
+#[derive(Debug, Default)]
+pub(crate) struct LoopBuffers {
+    /// A scan's carries, an adjoint's working carry.
+    carry: Vec<Storage>,
+    xbuf: Vec<Storage>,
+    outs: Vec<Storage>,
+    slots: Vec<Vec<Storage>>,
+    ybar: Vec<Storage>,
+    cbar: Vec<Storage>,
+    vouts: Vec<Storage>,
+    kbar: Vec<Storage>,
+    /// The input list of a body or reverse step, empty between steps (its
+    /// allocation is reused; see [`recycle`]).
+    spare: Vec<&'static Storage>,
+}
+
+/// `dst[i] = srcs[i]` for every `i`, copying into storages of the same
+/// dtype and length (no allocation) and cloning the others.
+fn assign<'a>(
+    dst: &mut Vec<Storage>,
+    srcs: impl ExactSizeIterator<Item = &'a Storage>,
+) -> Result<()> {
+    dst.truncate(srcs.len());
+    for (i, src) in srcs.enumerate() {
+        match dst.get_mut(i) {
+            Some(d) if d.dtype() == src.dtype() && d.len() == src.len() => {
+                copy(d, 0, src, 0, src.len())?
+            }
+            Some(d) => *d = src.clone(),
+            None => dst.push(src.clone()),
+        }
+    }
+    Ok(())
+}
+
+/// `dst[i]` = zeros of `types[i]` (dtype, length), reusing storages that
+/// already have that type.
+fn zero(dst: &mut Vec<Storage>, types: impl ExactSizeIterator<Item = (rlx_core::DType, usize)>) {
+    dst.truncate(types.len());
+    for (i, (dtype, n)) in types.enumerate() {
+        match dst.get_mut(i) {
+            Some(d) if d.dtype() == dtype && d.len() == n => fill_zero(d),
+            Some(d) => *d = Storage::zeros(dtype, n),
+            None => dst.push(Storage::zeros(dtype, n)),
+        }
+    }
+}
+
 /// Runs loop `l` on `operands` into its packed result `out`; `body` runs
 /// `l.body` and, for an adjoint, `vjp` runs its reverse-mode step. `spine`
 /// is `schedule::spine(T, checkpoints)` for a loop with a spine (the steps
-/// whose carries a scan records for its adjoint), else empty.
+/// whose carries a scan records for its adjoint), else empty. `bufs` are
+/// the run's storages (kept from an earlier call, or empty).
 pub(crate) fn run_loop(
     l: &LoopOp,
     body: &mut dyn RunGraph,
@@ -37,6 +92,7 @@ pub(crate) fn run_loop(
     spine: &[usize],
     operands: &[&Storage],
     out: &mut Storage,
+    bufs: &mut LoopBuffers,
 ) -> Result<()> {
     if spine.len() != l.spine {
         return Err(Error::InvalidArgument {
@@ -54,8 +110,8 @@ pub(crate) fn run_loop(
         *out = Storage::zeros(l.dtype(), want);
     }
     match (&l.kind, vjp) {
-        (LoopKind::Scan, _) => scan(l, body, spine, operands, out),
-        (LoopKind::Adjoint { .. }, Some(vjp)) => adjoint(l, body, vjp, operands, out),
+        (LoopKind::Scan, _) => scan(l, body, spine, operands, out, bufs),
+        (LoopKind::Adjoint { .. }, Some(vjp)) => adjoint(l, body, vjp, operands, out, bufs),
         (LoopKind::Adjoint { .. }, None) => Err(Error::InvalidArgument {
             op: "loop",
             message: format!("{}: an adjoint loop needs its reverse-mode step", l.name),
@@ -98,6 +154,7 @@ fn scan(
     spine: &[usize],
     operands: &[&Storage],
     out: &mut Storage,
+    bufs: &mut LoopBuffers,
 ) -> Result<()> {
     let (c, k) = (l.carries, l.xs);
     let sz = sizes(l);
@@ -112,19 +169,22 @@ fn scan(
         off += t.shape.numel() * spine.len();
     }
     let mut next_spine = 0;
-    let mut carry: Vec<Storage> = operands[..c].iter().map(|s| (*s).clone()).collect();
-    let mut xbuf: Vec<Storage> = (0..k)
-        .map(|j| Storage::zeros(operands[c + j].dtype(), sz.x[j]))
-        .collect();
-    let mut outs: Vec<Storage> = l
-        .body
-        .outputs()
-        .iter()
-        .map(|&o| Storage::zeros(l.body.dtype(o), l.body.shape(o).numel()))
-        .collect();
-    // The body's input list, kept empty between steps so that its
-    // allocation is made once per call, not once per step.
-    let mut spare: Vec<&Storage> = Vec::with_capacity(operands.len());
+    assign(&mut bufs.carry, operands[..c].iter().copied())?;
+    zero(
+        &mut bufs.xbuf,
+        (0..k).map(|j| (operands[c + j].dtype(), sz.x[j])),
+    );
+    zero(&mut bufs.outs, types_of(&l.body, l.body.outputs()));
+    let LoopBuffers {
+        carry,
+        xbuf,
+        outs,
+        spare: kept,
+        ..
+    } = &mut *bufs;
+    // The body's input list, kept empty between steps (and calls) so that
+    // its allocation is reused.
+    let mut spare: Vec<&Storage> = recycle(std::mem::take(kept));
     for t in 0..l.length {
         while spine.get(next_spine) == Some(&t) {
             for (i, v) in carry.iter().enumerate() {
@@ -141,7 +201,7 @@ fn scan(
             ins.extend(carry.iter());
             ins.extend(xbuf.iter());
             ins.extend_from_slice(&operands[c + k..]);
-            body.run(&ins, &mut outs)?;
+            body.run(&ins, outs)?;
             spare = recycle(ins);
         }
         for (j, y) in outs[c..].iter().enumerate() {
@@ -151,12 +211,21 @@ fn scan(
             std::mem::swap(a, b);
         }
     }
+    *kept = recycle(spare);
     let mut off = 0;
-    for v in &carry {
+    for v in carry.iter() {
         copy(out, off, v, 0, v.len())?;
         off += v.len();
     }
     Ok(())
+}
+
+/// `(dtype, numel)` of nodes `ids` of `g`.
+fn types_of<'a>(
+    g: &'a rlx_core::Graph,
+    ids: &'a [rlx_core::NodeId],
+) -> impl ExactSizeIterator<Item = (rlx_core::DType, usize)> + 'a {
+    ids.iter().map(move |&o| (g.dtype(o), g.shape(o).numel()))
 }
 
 /// The numbers of an adjoint's reverse sweep.
@@ -167,18 +236,8 @@ struct Adjoint<'a> {
     operands: &'a [&'a Storage],
     out: &'a mut Storage,
     sz: Sizes,
-    /// The working carry.
-    work: Vec<Storage>,
-    slots: Vec<Vec<Storage>>,
-    xbuf: Vec<Storage>,
-    ybar: Vec<Storage>,
-    outs: Vec<Storage>,
-    cbar: Vec<Storage>,
-    vouts: Vec<Storage>,
-    kbar: Vec<Storage>,
-    /// The input list of a body or reverse step, empty between steps (its
-    /// allocation is reused; see [`recycle`]).
-    spare: Vec<&'static Storage>,
+    /// The working carry (`b.carry`), the slots and the step buffers.
+    b: &'a mut LoopBuffers,
     /// Offsets of the stacked `x̄s` pieces in the result, per float per-step input.
     xbar_off: Vec<usize>,
     /// For a loop with a spine: whether the first descent is still going on
@@ -205,7 +264,7 @@ impl Adjoint<'_> {
         let (c, s) = (self.l.carries, index(self.l, t));
         for j in 0..self.l.xs {
             let n = self.sz.x[j];
-            copy(&mut self.xbuf[j], 0, self.operands[c + j], s * n, n)?;
+            copy(&mut self.b.xbuf[j], 0, self.operands[c + j], s * n, n)?;
         }
         Ok(())
     }
@@ -218,28 +277,28 @@ fn invariants<'a>(l: &LoopOp, operands: &'a [&'a Storage]) -> &'a [&'a Storage] 
 
 impl Sweep for Adjoint<'_> {
     fn restore(&mut self, slot: usize) -> Result<()> {
-        for (w, s) in self.work.iter_mut().zip(&self.slots[slot]) {
+        for (w, s) in self.b.carry.iter_mut().zip(&self.b.slots[slot]) {
             copy(w, 0, s, 0, s.len())?;
         }
         Ok(())
     }
 
     fn store(&mut self, slot: usize) -> Result<()> {
-        if self.slots.len() <= slot {
-            self.slots.resize_with(slot + 1, Vec::new);
+        if self.b.slots.len() <= slot {
+            self.b.slots.resize_with(slot + 1, Vec::new);
         }
-        if self.slots[slot].is_empty() {
+        if self.b.slots[slot].is_empty() {
             // Allocated once, at the first store into this slot.
-            self.slots[slot] = self.work.clone();
+            self.b.slots[slot] = self.b.carry.clone();
         }
         if self.descending {
-            let mut s = std::mem::take(&mut self.slots[slot]);
+            let mut s = std::mem::take(&mut self.b.slots[slot]);
             let r = self.spine_entry(self.stores, &mut s);
-            self.slots[slot] = s;
+            self.b.slots[slot] = s;
             self.stores += 1;
             return r;
         }
-        for (s, w) in self.slots[slot].iter_mut().zip(&self.work) {
+        for (s, w) in self.b.slots[slot].iter_mut().zip(&self.b.carry) {
             copy(s, 0, w, 0, w.len())?;
         }
         Ok(())
@@ -250,14 +309,14 @@ impl Sweep for Adjoint<'_> {
             return Ok(());
         }
         self.load_x(t)?;
-        let mut ins = recycle(std::mem::take(&mut self.spare));
-        ins.extend(self.work.iter());
-        ins.extend(self.xbuf.iter());
+        let mut ins = recycle(std::mem::take(&mut self.b.spare));
+        ins.extend(self.b.carry.iter());
+        ins.extend(self.b.xbuf.iter());
         ins.extend_from_slice(invariants(self.l, self.operands));
-        let r = self.body.run(&ins, &mut self.outs);
-        self.spare = recycle(ins);
+        let r = self.body.run(&ins, &mut self.b.outs);
+        self.b.spare = recycle(ins);
         r?;
-        for (a, b) in self.work.iter_mut().zip(self.outs.iter_mut()) {
+        for (a, b) in self.b.carry.iter_mut().zip(self.b.outs.iter_mut()) {
             std::mem::swap(a, b);
         }
         Ok(())
@@ -265,9 +324,9 @@ impl Sweep for Adjoint<'_> {
 
     fn reverse_step(&mut self, t: usize) -> Result<()> {
         if self.descending {
-            let mut w = std::mem::take(&mut self.work);
+            let mut w = std::mem::take(&mut self.b.carry);
             let r = self.spine_entry(self.l.spine - 1, &mut w);
-            self.work = w;
+            self.b.carry = w;
             r?;
             self.descending = false;
         }
@@ -275,30 +334,30 @@ impl Sweep for Adjoint<'_> {
         let (c, s) = (l.carries, index(l, t));
         let n_in = l.body.inputs().len();
         self.load_x(t)?;
-        for (j, yb) in self.ybar.iter_mut().enumerate() {
+        for (j, yb) in self.b.ybar.iter_mut().enumerate() {
             let n = self.sz.y[j];
             copy(yb, 0, self.operands[n_in + c + j], s * n, n)?;
         }
         {
-            let mut ins = recycle(std::mem::take(&mut self.spare));
-            ins.extend(self.work.iter());
-            ins.extend(self.xbuf.iter());
+            let mut ins = recycle(std::mem::take(&mut self.b.spare));
+            ins.extend(self.b.carry.iter());
+            ins.extend(self.b.xbuf.iter());
             ins.extend_from_slice(invariants(self.l, self.operands));
-            ins.extend(self.cbar.iter());
-            ins.extend(self.ybar.iter());
-            let r = self.vjp.run(&ins, &mut self.vouts);
-            self.spare = recycle(ins);
+            ins.extend(self.b.cbar.iter());
+            ins.extend(self.b.ybar.iter());
+            let r = self.vjp.run(&ins, &mut self.b.vouts);
+            self.b.spare = recycle(ins);
             r?;
         }
-        for (a, b) in self.cbar.iter_mut().zip(self.vouts.iter_mut()) {
+        for (a, b) in self.b.cbar.iter_mut().zip(self.b.vouts.iter_mut()) {
             std::mem::swap(a, b);
         }
         let fx = self.xbar_off.len();
         for (n, &off) in self.xbar_off.iter().enumerate() {
-            let v = &self.vouts[c + n];
+            let v = &self.b.vouts[c + n];
             copy(self.out, off + s * v.len(), v, 0, v.len())?;
         }
-        for (acc, v) in self.kbar.iter_mut().zip(&self.vouts[c + fx..]) {
+        for (acc, v) in self.b.kbar.iter_mut().zip(&self.b.vouts[c + fx..]) {
             add_into(acc, v)?;
         }
         Ok(())
@@ -311,6 +370,7 @@ fn adjoint(
     vjp: &mut dyn RunGraph,
     operands: &[&Storage],
     out: &mut Storage,
+    bufs: &mut LoopBuffers,
 ) -> Result<()> {
     let LoopKind::Adjoint { vjp: vg, .. } = &l.kind else {
         unreachable!("called for adjoints")
@@ -318,11 +378,6 @@ fn adjoint(
     let (c, k) = (l.carries, l.xs);
     let n_in = l.body.inputs().len();
     let sz = sizes(l);
-    let zeros_like = |g: &rlx_core::Graph, ids: &[rlx_core::NodeId]| -> Vec<Storage> {
-        ids.iter()
-            .map(|&o| Storage::zeros(g.dtype(o), g.shape(o).numel()))
-            .collect()
-    };
     let seg: Vec<usize> = l.segments().iter().map(|t| t.shape.numel()).collect();
     let fx = l.float_xs();
     let mut xbar_off = Vec::with_capacity(fx.len());
@@ -331,35 +386,29 @@ fn adjoint(
         xbar_off.push(off);
         off += n;
     }
-    let kbar: Vec<Storage> = seg[c + fx.len()..]
-        .iter()
-        .map(|&n| Storage::zeros(l.dtype(), n))
-        .collect();
-    let ybar = l
-        .y_types()
-        .iter()
-        .map(|t| Storage::zeros(t.dtype, t.shape.numel()))
-        .collect();
+    assign(&mut bufs.carry, operands[..c].iter().copied())?;
+    assign(&mut bufs.cbar, operands[n_in..n_in + c].iter().copied())?;
+    zero(
+        &mut bufs.xbuf,
+        (0..k).map(|j| (operands[c + j].dtype(), sz.x[j])),
+    );
+    zero(
+        &mut bufs.ybar,
+        l.y_types().iter().map(|t| (t.dtype, t.shape.numel())),
+    );
+    zero(&mut bufs.outs, types_of(&l.body, l.body.outputs()));
+    zero(&mut bufs.vouts, types_of(vg, vg.outputs()));
+    zero(
+        &mut bufs.kbar,
+        seg[c + fx.len()..].iter().map(|&n| (l.dtype(), n)),
+    );
     let mut a = Adjoint {
         l,
         body,
         vjp,
         operands,
         out,
-        work: operands[..c].iter().map(|s| (*s).clone()).collect(),
-        slots: Vec::new(),
-        xbuf: (0..k)
-            .map(|j| Storage::zeros(operands[c + j].dtype(), sz.x[j]))
-            .collect(),
-        ybar,
-        outs: zeros_like(&l.body, l.body.outputs()),
-        cbar: operands[n_in..n_in + c]
-            .iter()
-            .map(|s| (*s).clone())
-            .collect(),
-        vouts: zeros_like(vg, vg.outputs()),
-        kbar,
-        spare: Vec::with_capacity(n_in + c + l.ys()),
+        b: bufs,
         xbar_off,
         sz,
         descending: l.spine > 0,
@@ -367,12 +416,12 @@ fn adjoint(
     };
     revolve(l.length, l.checkpoints, &mut a)?;
     let mut off = 0;
-    for v in &a.cbar {
+    for v in &a.b.cbar {
         copy(a.out, off, v, 0, v.len())?;
         off += v.len();
     }
     let mut off: usize = seg[..c + fx.len()].iter().sum();
-    for v in &a.kbar {
+    for v in &a.b.kbar {
         copy(a.out, off, v, 0, v.len())?;
         off += v.len();
     }
@@ -429,6 +478,18 @@ fn copy(dst: &mut Storage, at: usize, src: &Storage, from: usize, n: usize) -> R
         d[at..at + n].copy_from_slice(&s[from..from + n]);
         Ok(())
     })
+}
+
+/// Sets every element of `s` to zero.
+fn fill_zero(s: &mut Storage) {
+    match s {
+        Storage::F32(v) => v.fill(0.0),
+        Storage::F64(v) => v.fill(0.0),
+        Storage::F16(v) => v.fill(half::f16::ZERO),
+        Storage::BF16(v) => v.fill(half::bf16::ZERO),
+        Storage::I64(v) => v.fill(0),
+        Storage::Bool(v) => v.fill(false),
+    }
 }
 
 /// `acc += v` element-wise (floating-point storages).

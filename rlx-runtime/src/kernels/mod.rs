@@ -104,10 +104,26 @@ pub fn eval_into(
                 _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
             };
             match &l.kind {
-                rlx_core::LoopKind::Scan => run_loop(l, &mut body, None, &spine, &storages, out),
+                rlx_core::LoopKind::Scan => run_loop(
+                    l,
+                    &mut body,
+                    None,
+                    &spine,
+                    &storages,
+                    out,
+                    &mut Default::default(),
+                ),
                 rlx_core::LoopKind::Adjoint { vjp, .. } => {
                     let mut vjp = Interpreted(vjp);
-                    run_loop(l, &mut body, Some(&mut vjp), &spine, &storages, out)
+                    run_loop(
+                        l,
+                        &mut body,
+                        Some(&mut vjp),
+                        &spine,
+                        &storages,
+                        out,
+                        &mut Default::default(),
+                    )
                 }
             }
         }

@@ -133,6 +133,39 @@ fn matmul_transposed_operands_are_read_in_place() {
 }
 
 #[test]
+fn matmul_reads_a_layer_of_stacked_weights_in_place() {
+    // h · w[1] and h · w[2]ᵀ for stacked weights `w: [3, k, k]`: each
+    // layer is one contiguous range of `w`, read at its offset (also
+    // through a transpose), with no copy step. A slice along a later
+    // axis (columns of `w[0]`) is not one range: it is copied.
+    for (m, k) in [(4, 8), (5, 24), (3, 7)] {
+        let mut g = Graph::new();
+        let h = g.input("h", [m, k], DType::F64);
+        let w = g.input("w", [3, k, k], DType::F64);
+        let layer = |g: &mut Graph, l: usize| {
+            let s = g.slice(w, 0, l, 1).unwrap();
+            g.reshape(s, [k, k]).unwrap()
+        };
+        let w1 = layer(&mut g, 1);
+        let p = g.matmul(h, w1).unwrap();
+        let w2 = layer(&mut g, 2);
+        let w2t = g.transpose_last2(w2).unwrap();
+        let q = g.matmul(h, w2t).unwrap();
+        let w0 = layer(&mut g, 0);
+        let cols = g.slice(w0, 1, 1, k - 1).unwrap();
+        let r = g.matmul(h, cols).unwrap();
+        g.set_outputs(vec![p, q, r]);
+        let hv = tensor(&values(m * k, 41, -1.0, 1.0), &[m, k], DType::F64);
+        let wv = tensor(&values(3 * k * k, 42, -1.0, 1.0), &[3, k, k], DType::F64);
+        let exe = check(&g, &[&hv, &wv], 1e-12, "layers of stacked weights");
+        assert_eq!(exe.stats().virtual_slices, 2);
+        // Three products and two copies (`w[0]`, read by a slice, not a
+        // product, and its columns): no step for the two windows.
+        assert_eq!(exe.stats().steps, 5);
+    }
+}
+
+#[test]
 fn matmul_batched_broadcasting_and_half() {
     for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
         let mut g = Graph::new();

@@ -34,6 +34,8 @@ pub(super) struct Builder<'a> {
     pub(super) virt: &'a [bool],
     /// Per node: the checked indices of an indexed gather.
     pub(super) indexed: &'a [Option<std::sync::Arc<[u32]>>],
+    /// Slices read in place by matrix products: operand node and offset.
+    pub(super) windows: &'a [Option<(usize, usize)>],
     pub(super) group: &'a [Option<u32>],
     pub(super) stored: &'a [bool],
     pub(super) consts: Vec<Storage>,

@@ -8,6 +8,10 @@
 //! - `Reshape` and `StopGradient` are *aliases*: same elements, same buffer;
 //! - a `Transpose` whose only consumers are matrix products is *virtual*:
 //!   the products read its operand through permuted strides;
+//! - so is a `Slice` that is one contiguous range of its operand (a layer
+//!   `w[l]` of stacked weights) and whose only consumers (through reshapes
+//!   and virtual transposes) are matrix products: they read the range in
+//!   place, at an offset (a *window*);
 //! - a `Gather` of a vector with constant indices whose only consumers are
 //!   element-wise nodes of its shape is *indexed*: their fused loops read
 //!   its operand through the indices (see `indexed`);
@@ -188,6 +192,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         })
         .collect();
     let indexed = indexed::indexed_gathers(g, &live, &users, &is_output, &root);
+    let windows = windows(g, &live, &users, &is_output, &virt);
 
     // Grouping of element-wise nodes.
     let mut group: Vec<Option<u32>> = vec![None; nn];
@@ -269,6 +274,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         root: &root,
         virt: &virt,
         indexed: &indexed,
+        windows: &windows,
         group: &group,
         stored: &stored,
         consts: Vec::new(),
@@ -348,6 +354,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         }
     }
 
+    b.stats.virtual_slices = windows.iter().filter(|w| w.is_some()).count();
     let slots = b.assign_slots();
     b.stats.steps = b.steps.len();
     b.stats.buffers = slots.len();
@@ -392,6 +399,52 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         max_targets,
         stats: b.stats,
     })
+}
+
+/// For each slice that is read in place (see the module docs), its
+/// operand's storage and the offset of its range there.
+fn windows(
+    g: &Graph,
+    live: &[bool],
+    users: &[Vec<u32>],
+    is_output: &[bool],
+    virt: &[bool],
+) -> Vec<Option<(usize, usize)>> {
+    let nodes = g.nodes();
+    // Whether every use of node `i` is (through reshapes and virtual
+    // transposes) an operand of a matrix product.
+    fn products_only(
+        i: usize,
+        nodes: &[rlx_core::Node],
+        users: &[Vec<u32>],
+        is_output: &[bool],
+        virt: &[bool],
+    ) -> bool {
+        !is_output[i]
+            && !users[i].is_empty()
+            && users[i].iter().all(|&u| {
+                let u = u as usize;
+                match nodes[u].op {
+                    Op::MatMul => true,
+                    Op::Reshape { .. } => products_only(u, nodes, users, is_output, virt),
+                    Op::Transpose { .. } => virt[u],
+                    _ => false,
+                }
+            })
+    }
+    (0..nodes.len())
+        .map(|i| {
+            let Op::Slice { axis, start, .. } = nodes[i].op else {
+                return None;
+            };
+            let x = nodes[i].inputs[0].index();
+            let xs = g.shape(NodeId(x as u32));
+            // One contiguous range: every axis before the sliced one has length 1.
+            let contiguous = xs.dims()[..axis].iter().all(|&d| d == 1);
+            (live[i] && contiguous && products_only(i, nodes, users, is_output, virt))
+                .then(|| (x, start * xs.strides()[axis]))
+        })
+        .collect()
 }
 
 impl Step {

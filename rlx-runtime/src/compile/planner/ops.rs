@@ -43,6 +43,7 @@ impl Builder<'_> {
                     self.push(i, StepKind::Copy(CopyStep::new(vec![part])), vec![self.root[x]]);
                 }
             }
+            Op::Slice { .. } if self.windows[i].is_some() => {}
             Op::Slice { axis, start, .. } => {
                 let x = arg(0);
                 let xs = contiguous(self.shape(x));
@@ -178,20 +179,26 @@ impl Builder<'_> {
     /// operand with permuted strides), aligned to the output batch dims.
     pub(super) fn mat_view(&mut self, x: usize, out: &Shape) -> (MatView, Val) {
         let nodes = self.g.nodes();
-        let (src, dims, strides) = if self.virt[x] {
+        let (at, dims, strides) = if self.virt[x] {
             let Op::Transpose { perm } = &nodes[x].op else {
                 unreachable!("virtual nodes are transposes")
             };
             let inner = nodes[x].inputs[0].index();
             let base = contiguous(self.shape(inner));
             (
-                self.root[inner],
+                inner,
                 nodes[x].shape.dims().to_vec(),
                 perm.iter().map(|&p| base[p]).collect::<Vec<_>>(),
             )
         } else {
             let s = self.shape(x);
-            (self.root[x], s.dims().to_vec(), contiguous(s))
+            (x, s.dims().to_vec(), contiguous(s))
+        };
+        // A window is contiguous, so any reshape of it keeps contiguous
+        // strides: only the storage and the offset change.
+        let (src, off) = match self.windows[self.root[at] as usize] {
+            Some((operand, off)) => (self.root[operand], off),
+            None => (self.root[at], 0),
         };
         let r = dims.len();
         let nb = out.rank() - 2;
@@ -208,6 +215,7 @@ impl Builder<'_> {
         (
             MatView {
                 val: src,
+                off,
                 batch_strides,
                 rs: strides[r - 2],
                 cs: strides[r - 1],

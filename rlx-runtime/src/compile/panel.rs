@@ -1,0 +1,275 @@
+//! Products of a few rows without packing: register-blocked loops that
+//! read the operands where they are.
+//!
+//! `matrixmultiply` copies ("packs") both operands into aligned panels on
+//! every call, which pays off for large products but dominates small ones:
+//! an LSTM step's `[4, 64] · [64, 128]` packs all 8 192 elements of the
+//! weight to use each 4 times. When the right operand fits in cache, these
+//! kernels compute `C ← A B` straight from the strided views instead, in
+//! blocks of `R` rows × `L` columns of `C` kept in registers:
+//!
+//! - [`rows`]: `B`'s rows contiguous (`csb = 1`): for each `p`, a row of
+//!   `L` elements of `B` times `R` broadcast elements of `A` (any strides),
+//!   summed over `p` in order, as the plain loop does (the same roundings);
+//! - [`dots`]: `B`'s columns and `A`'s rows contiguous (`rsb = csa = 1`,
+//!   a transposed weight): `R × 2` dot products, each split over 4 lanes
+//!   summed at the end (a different order of the same sums).
+//!
+//! Both are compiled a second time with AVX2 enabled where the CPU has it,
+//! so that the blocks become vector registers.
+
+use super::matmul::{Gemm, Mat};
+
+/// Rows of `C` per block.
+const R: usize = 4;
+/// Columns (or, in [`dots`], lanes) per block.
+const L: usize = 8;
+
+/// Whether a product of these shapes and strides is computed here: `C`
+/// has contiguous rows, `B` is read along a contiguous axis, and `B`
+/// fits in a core's cache (`k·n ≤ 32 768` elements).
+pub(crate) fn fits<T>(k: usize, n: usize, a: &Mat<'_, T>, b: &Mat<'_, T>, csc: usize) -> bool {
+    csc == 1 && k * n <= 32 * 1024 && (b.cs == 1 || (b.rs == 1 && a.cs == 1))
+}
+
+/// One product `C ← A B` with `A: m × k`, `B: k × n` and `C[i, j] =
+/// c[c_off + i·rsc + j]`.
+struct Job<'a, T> {
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Mat<'a, T>,
+    b: Mat<'a, T>,
+    c_off: usize,
+    rsc: usize,
+}
+
+/// Every field, for destructuring at once.
+type Parts<'j, 'a, T> = (
+    usize,
+    usize,
+    usize,
+    &'j Mat<'a, T>,
+    &'j Mat<'a, T>,
+    usize,
+    usize,
+);
+
+impl<'a, T> Job<'a, T> {
+    fn parts(&self) -> Parts<'_, 'a, T> {
+        let j = self;
+        (j.m, j.k, j.n, &j.a, &j.b, j.c_off, j.rsc)
+    }
+}
+
+/// `C ← A B` for a product that [`fits`]; `c[c_off + i·rsc + j]` is `C[i, j]`.
+///
+/// # Panics
+/// If a view reaches outside its slice (checked by the caller, `gemm`).
+pub(crate) fn product<T: Gemm>(
+    (m, k, n): (usize, usize, usize),
+    a: Mat<'_, T>,
+    b: Mat<'_, T>,
+    c: &mut [T],
+    c_off: usize,
+    rsc: usize,
+) {
+    let job = Job {
+        m,
+        k,
+        n,
+        a,
+        b,
+        c_off,
+        rsc,
+    };
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked just above).
+        return unsafe { wide(&job, c) };
+    }
+    portable(&job, c)
+}
+
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn wide<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
+    portable(job, c)
+}
+
+#[inline(always)]
+fn portable<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
+    if job.b.cs == 1 {
+        rows(job, c)
+    } else {
+        dots(job, c)
+    }
+}
+
+/// `C ← A B` for `csb = 1`: blocks of `R × L` sums over `p` in order.
+#[inline(always)]
+fn rows<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
+    let (m, k, n, a, b, c_off, rsc) = job.parts();
+    let at = |i: usize, p: usize| a.data[a.off + i * a.rs + p * a.cs];
+    let (full_m, full_n) = (m - m % R, n - n % L);
+    for i0 in (0..full_m).step_by(R) {
+        for j0 in (0..full_n).step_by(L) {
+            let mut acc = [[T::ZERO; L]; R];
+            for p in 0..k {
+                let row = b.off + p * b.rs + j0;
+                let brow: &[T; L] = b.data[row..row + L].try_into().expect("L elements");
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = at(i0 + r, p);
+                    for (o, &bv) in acc.iter_mut().zip(brow) {
+                        *o = *o + av * bv;
+                    }
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                let o = c_off + (i0 + r) * rsc + j0;
+                c[o..o + L].copy_from_slice(acc);
+            }
+        }
+    }
+    // The ragged right columns and bottom rows, one element at a time.
+    let edge = |i: usize, j: usize| {
+        (0..k).fold(T::ZERO, |s, p| s + at(i, p) * b.data[b.off + p * b.rs + j])
+    };
+    for i in 0..m {
+        let from = if i < full_m { full_n } else { 0 };
+        for j in from..n {
+            c[c_off + i * rsc + j] = edge(i, j);
+        }
+    }
+}
+
+/// `C ← A B` for `rsb = csa = 1`: blocks of `R × 2` dot products, each
+/// over 4 lanes.
+#[inline(always)]
+fn dots<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
+    let (m, k, n, a, b, c_off, rsc) = job.parts();
+    const J: usize = 2;
+    const W: usize = 4;
+    let full_k = k - k % W;
+    let arow = |i: usize| &a.data[a.off + i * a.rs..a.off + i * a.rs + k];
+    let bcol = |j: usize| &b.data[b.off + j * b.cs..b.off + j * b.cs + k];
+    let dot = |x: &[T], y: &[T]| {
+        let mut lanes = [T::ZERO; W];
+        for (xc, yc) in x[..full_k].chunks_exact(W).zip(y[..full_k].chunks_exact(W)) {
+            for q in 0..W {
+                lanes[q] = lanes[q] + xc[q] * yc[q];
+            }
+        }
+        let tail = (full_k..k).fold(T::ZERO, |s, p| s + x[p] * y[p]);
+        lanes.iter().fold(T::ZERO, |s, &v| s + v) + tail
+    };
+    let (full_m, full_n) = (m - m % R, n - n % J);
+    for i0 in (0..full_m).step_by(R) {
+        for j0 in (0..full_n).step_by(J) {
+            // acc[r * J + q][l]: lane `l` of the dot product of row
+            // `i0 + r` of A with column `j0 + q` of B.
+            let mut acc = [[T::ZERO; W]; R * J];
+            for p0 in (0..full_k).step_by(W) {
+                let y: [[T; W]; J] = std::array::from_fn(|q| {
+                    let at = b.off + (j0 + q) * b.cs + p0;
+                    b.data[at..at + W].try_into().expect("W elements")
+                });
+                for r in 0..R {
+                    let at = a.off + (i0 + r) * a.rs + p0;
+                    let x: &[T; W] = a.data[at..at + W].try_into().expect("W elements");
+                    for q in 0..J {
+                        for l in 0..W {
+                            acc[r * J + q][l] = acc[r * J + q][l] + x[l] * y[q][l];
+                        }
+                    }
+                }
+            }
+            for r in 0..R {
+                for q in 0..J {
+                    let (x, y) = (arow(i0 + r), bcol(j0 + q));
+                    let tail = (full_k..k).fold(T::ZERO, |s, p| s + x[p] * y[p]);
+                    c[c_off + (i0 + r) * rsc + j0 + q] =
+                        acc[r * J + q].iter().fold(T::ZERO, |s, &v| s + v) + tail;
+                }
+            }
+        }
+    }
+    for i in 0..m {
+        let from = if i < full_m { full_n } else { 0 };
+        for j in from..n {
+            c[c_off + i * rsc + j] = dot(arow(i), bcol(j));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain triple loop.
+    fn reference((m, k, n): (usize, usize, usize), a: &Mat<'_, f64>, b: &Mat<'_, f64>) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                for p in 0..k {
+                    c[i * n + j] +=
+                        a.data[a.off + i * a.rs + p * a.cs] * b.data[b.off + p * b.rs + j * b.cs];
+                }
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn both_kernels_agree_with_the_plain_loop_on_ragged_and_strided_shapes() {
+        let data: Vec<f64> = (0..9000)
+            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
+            .collect();
+        for (m, k, n) in [
+            (4, 64, 128),
+            (5, 9, 11),
+            (1, 1, 1),
+            (64, 4, 128),
+            (3, 17, 8),
+            (9, 8, 3),
+        ] {
+            // A plain (offset 3) or transposed; B plain or transposed (offset 5).
+            for a_t in [false, true] {
+                for b_t in [false, true] {
+                    let a = Mat {
+                        data: &data,
+                        off: 3,
+                        rs: if a_t { 1 } else { k },
+                        cs: if a_t { m } else { 1 },
+                    };
+                    let b = Mat {
+                        data: &data,
+                        off: 5,
+                        rs: if b_t { 1 } else { n },
+                        cs: if b_t { k } else { 1 },
+                    };
+                    if !fits(k, n, &a, &b, 1) {
+                        // Transposed A with transposed B: left to matrixmultiply.
+                        assert!(a_t && b_t);
+                        continue;
+                    }
+                    let want = reference((m, k, n), &a, &b);
+                    let mut c = vec![f64::NAN; m * n + 2];
+                    product((m, k, n), a, b, &mut c, 2, n);
+                    for (x, y) in c[2..].iter().zip(&want) {
+                        assert!(
+                            (x - y).abs() <= 1e-12 * (1.0 + y.abs()),
+                            "{m}x{k}x{n}: {x} vs {y}"
+                        );
+                    }
+                    if !b_t {
+                        // Same order of the same sums: the same roundings.
+                        assert_eq!(&c[2..], &want[..]);
+                    }
+                }
+            }
+        }
+    }
+}
