@@ -224,7 +224,11 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         })
         .collect();
 
-    let views = views::views(g, &users, &is_output, &root, &virt);
+    let fuse = options.fuse_movement;
+    let views = match fuse {
+        true => views::views(g, &users, &is_output, &root, &virt),
+        false => vec![None; nn],
+    };
 
     // Grouping of element-wise nodes.
     let mut group: Vec<Option<u32>> = vec![None; nn];
@@ -239,7 +243,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         if !live[i] {
             continue;
         }
-        if let Some(gid) = folds_into(g, i, &group, &groups, &sink) {
+        if let Some(gid) = folds_into(g, i, &group, &groups, &sink).filter(|_| fuse) {
             group[i] = Some(gid);
             groups[gid as usize].members.push(i as u32);
             sink[i] = true;
@@ -310,7 +314,10 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
             }
         }
     }
-    let places = places::places(g, &users, &is_output, &virt, &views, &group, &sink);
+    let places = match fuse {
+        true => places::places(g, &users, &is_output, &virt, &views, &group, &sink),
+        false => vec![None; nn],
+    };
     let stored: Vec<bool> = (0..nn)
         .map(|i| {
             group[i].is_some()

@@ -1,7 +1,7 @@
 //! Movement ops read in place by fused loops.
 //!
 //! A `Slice` or `Transpose` whose users are all element-wise nodes (so all
-//! members of fused loops) gets no step and no buffer: it is a *view*, an
+//! members of fused loops) or views themselves gets no step and no buffer: it is a *view*, an
 //! offset and one element stride per axis into the storage of the value it
 //! was cut from, and the loops reading it walk that storage by index
 //! arithmetic. Views compose (a slice of a transposed slice is one view).
@@ -34,15 +34,22 @@ pub(super) fn views(
     virt: &[bool],
 ) -> Vec<Option<View>> {
     let nodes = g.nodes();
-    let mut views: Vec<Option<View>> = vec![None; nodes.len()];
-    for (i, n) in nodes.iter().enumerate() {
+    // Which nodes are views: every user is a loop member or itself a view
+    // (users come later, so decide from the last node back).
+    let mut is_view = vec![false; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        let n = &nodes[i];
         let movement = matches!(n.op, Op::Slice { .. } | Op::Transpose { .. });
-        let read_by_loops = !users[i].is_empty()
+        let read_in_place = !users[i].is_empty()
             && users[i].iter().all(|&u| {
                 let un = &nodes[u as usize];
-                super::is_fusable(&un.op) && un.shape.rank() > 0
+                is_view[u as usize] || (super::is_fusable(&un.op) && un.shape.rank() > 0)
             });
-        if !movement || is_output[i] || virt[i] || !read_by_loops || n.shape.numel() == 0 {
+        is_view[i] = movement && !is_output[i] && !virt[i] && read_in_place && n.shape.numel() > 0;
+    }
+    let mut views: Vec<Option<View>> = vec![None; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if !is_view[i] {
             continue;
         }
         let x = n.inputs[0].index();
