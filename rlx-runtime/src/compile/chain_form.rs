@@ -313,7 +313,7 @@ mod tests {
         let leaf = |r: u32| Leaf {
             val: 0,
             off: 0,
-            access: Access::Splat,
+            access: Access::Splat { whole: true },
             reg: Some(f(r)),
         };
         let leaves = [leaf(2), leaf(1)];

@@ -314,7 +314,8 @@ impl FusedStep {
         // them (a small value fills a few lanes, not the whole register).
         let lanes = self.block.min(self.numel).min(BLOCK);
         for leaf in &self.leaves {
-            if let (Access::Splat, Some(r)) = (&leaf.access, leaf.reg) {
+            if let (&Access::Splat { whole }, Some(r)) = (&leaf.access, leaf.reg) {
+                let lanes = if whole { lanes } else { 1 };
                 fill(regs, r, env.get(leaf.val), leaf.off, lanes);
             }
         }

@@ -15,8 +15,11 @@ use crate::storage::Storage;
 pub(crate) enum Access {
     /// Same shape as the output: element `i` is element `i`.
     Contig,
-    /// One element, broadcast everywhere (loaded once per call).
-    Splat,
+    /// One element, broadcast everywhere (loaded once per call). Only
+    /// lane 0 of its register is filled unless `whole`: the ops that read
+    /// it as a block (compare, select, cast) need every lane, arithmetic
+    /// reads it as a scalar.
+    Splat { whole: bool },
     /// NumPy broadcast: `dims` are the output dims, `strides` the leaf's
     /// element strides per output axis (0 on broadcast axes).
     Broadcast {
@@ -64,7 +67,7 @@ fn gather<S: Copy, T: Copy>(
                 *o = f(v);
             }
         }
-        Access::Splat => {
+        Access::Splat { .. } => {
             out.fill(f(src[0]));
         }
         Access::Broadcast { dims, strides } => {

@@ -242,7 +242,7 @@ impl Builder<'_> {
             None => (self.root[p], 0, contiguous(&ps)),
         };
         if ps.numel() == 1 {
-            return (val, off, Access::Splat);
+            return (val, off, Access::Splat { whole: true });
         }
         if ps.numel() == shape.numel() && self.views[p].is_none() {
             return (val, off, Access::Contig);

@@ -86,6 +86,7 @@ impl Builder<'_> {
         let mut sinks = Vec::new();
         let mut acc_len = 0;
         let mut placed_target: HashMap<u32, u32> = HashMap::new();
+        let mut splat_leaf: HashMap<u32, usize> = HashMap::new();
         // Splat leaves first: their registers are filled once per call and
         // must never be handed to a per-block value.
         for &m in members {
@@ -95,15 +96,17 @@ impl Builder<'_> {
                     continue;
                 }
                 let reg = ra.alloc(Bank::of(nodes[pi].dtype));
-                let (val, off, access) = self.leaf_of(pi, &gr.shape);
+                let (val, off, _) = self.leaf_of(pi, &gr.shape);
+                // Filled across its lanes only if some op reads it as a block.
                 leaves.push(Leaf {
                     val,
                     off,
-                    access,
+                    access: Access::Splat { whole: false },
                     reg: Some(reg),
                 });
                 reads.push(val);
                 splat_of.insert(p.0, reg);
+                splat_leaf.insert(p.0, leaves.len() - 1);
             }
         }
         for (k, &m) in members.iter().enumerate() {
@@ -116,6 +119,7 @@ impl Builder<'_> {
                     if elementwise_math {
                         Src::Splat(r)
                     } else {
+                        leaves[splat_leaf[&p.0]].access = Access::Splat { whole: true };
                         Src::Reg(r)
                     }
                 } else if let Some(&r) = reg_of.get(&p.0) {
