@@ -15,6 +15,7 @@
 
 use rlx_core::ReduceOp;
 
+use super::fused_io::for_runs;
 use super::reduce::{write_f64, Acc};
 use super::regs::{Bank, Reg, Registers, BLOCK};
 use crate::storage::Storage;
@@ -57,76 +58,100 @@ impl Sink {
         &self,
         regs: &Registers,
         src: Reg,
-        start: usize,
-        len: usize,
+        (start, len): (usize, usize),
+        idx: &mut [usize],
         acc: &mut [f64],
     ) {
         let at = src.idx as usize * BLOCK;
         match src.bank {
-            Bank::F64 => self.fold(&regs.f64[at..at + len], |v| v, start, acc),
-            Bank::F32 => self.fold(&regs.f32[at..at + len], |v| v as f64, start, acc),
+            Bank::F64 => self.fold(&regs.f64[at..at + len], |v| v, (start, idx), acc),
+            Bank::F32 => self.fold(&regs.f32[at..at + len], |v| v as f64, (start, idx), acc),
             Bank::I64 | Bank::Bool => unreachable!("only float reductions are folded"),
         }
     }
 
-    fn fold<T: Copy>(&self, vals: &[T], to: impl Fn(T) -> f64, start: usize, acc: &mut [f64]) {
-        let op = self.op;
+    fn fold<T: Copy>(
+        &self,
+        vals: &[T],
+        to: impl Fn(T) -> f64,
+        at: (usize, &mut [usize]),
+        acc: &mut [f64],
+    ) {
+        // One monomorphic loop per reduction: the combine is known inside.
+        match self.op {
+            ReduceOp::Sum => self.fold_with(vals, to, at, acc, ReduceOp::Sum),
+            ReduceOp::Mean => self.fold_with(vals, to, at, acc, ReduceOp::Mean),
+            ReduceOp::Prod => self.fold_with(vals, to, at, acc, ReduceOp::Prod),
+            ReduceOp::Max => self.fold_with(vals, to, at, acc, ReduceOp::Max),
+            ReduceOp::Min => self.fold_with(vals, to, at, acc, ReduceOp::Min),
+        }
+    }
+
+    #[inline(always)]
+    fn fold_with<T: Copy>(
+        &self,
+        vals: &[T],
+        to: impl Fn(T) -> f64,
+        (start, idx): (usize, &mut [usize]),
+        acc: &mut [f64],
+        op: ReduceOp,
+    ) {
+        let combine = |a: f64, x: f64| f64::combine(op, a, x);
+        let identity = f64::identity(op);
         let (acc, lanes) = acc[self.acc_off..self.acc_off + Sink::scratch(self.out_numel)]
             .split_at_mut(self.out_numel);
         let r = self.dims.len();
         let inner = self.dims[r - 1];
         let s_in = self.out_strides[r - 1];
         let full = inner - inner % LANES;
-        let mut e = start;
-        let mut k = 0;
-        while k < vals.len() {
-            let (row, pos) = (e / inner, e % inner);
-            let o = self.row_offset(row);
-            let run = (inner - pos).min(vals.len() - k);
-            let seg = &vals[k..k + run];
-            if s_in != 0 {
-                for (j, &v) in seg.iter().enumerate() {
-                    let t = o + (pos + j) * s_in;
-                    acc[t] = f64::combine(op, acc[t], to(v));
-                }
-            } else {
-                if pos == 0 {
-                    lanes.fill(f64::identity(op));
-                }
-                let in_lanes = full.saturating_sub(pos).min(run);
-                for (j, &v) in seg[..in_lanes].iter().enumerate() {
-                    let l = (pos + j) % LANES;
-                    lanes[l] = f64::combine(op, lanes[l], to(v));
-                }
-                let end = pos + run;
-                let mut a = acc[o];
-                // The partial results join the accumulator once per row,
-                // where the row's remainder starts (or at its end).
-                if pos <= full && (full < end || end == inner) {
-                    for &l in lanes.iter() {
-                        a = f64::combine(op, a, l);
+        // Runs along the innermost axis: the first may start mid-row, the
+        // others start a row.
+        let mut pos = start % inner;
+        for_runs(
+            &self.dims,
+            &self.out_strides,
+            start,
+            vals.len(),
+            idx,
+            |done, o, run| {
+                let seg = &vals[done..done + run];
+                if s_in != 0 {
+                    for (j, &v) in seg.iter().enumerate() {
+                        let t = o + j * s_in;
+                        acc[t] = combine(acc[t], to(v));
                     }
+                } else {
+                    if pos == 0 {
+                        lanes.fill(identity);
+                    }
+                    let in_lanes = full.saturating_sub(pos).min(run);
+                    for (j, &v) in seg[..in_lanes].iter().enumerate() {
+                        let l = (pos + j) % LANES;
+                        lanes[l] = combine(lanes[l], to(v));
+                    }
+                    let end = pos + run;
+                    let mut a = acc[o];
+                    // The partial results join the accumulator once per row,
+                    // where the row's remainder starts (or at its end). A row
+                    // shorter than the lanes has only identities there, and
+                    // combining the identity a second time changes nothing.
+                    if pos <= full && (full < end || end == inner) {
+                        if full == 0 {
+                            a = combine(a, identity);
+                        } else {
+                            for &l in lanes.iter() {
+                                a = combine(a, l);
+                            }
+                        }
+                    }
+                    for &v in &seg[in_lanes..] {
+                        a = combine(a, to(v));
+                    }
+                    acc[o] = a;
                 }
-                for &v in &seg[in_lanes..] {
-                    a = f64::combine(op, a, to(v));
-                }
-                acc[o] = a;
-            }
-            e += run;
-            k += run;
-        }
-    }
-
-    /// The output offset of row `row` (a multi-index over all but the
-    /// innermost axis).
-    fn row_offset(&self, mut row: usize) -> usize {
-        let r = self.dims.len();
-        let mut o = 0;
-        for d in (0..r - 1).rev() {
-            o += (row % self.dims[d]) * self.out_strides[d];
-            row /= self.dims[d];
-        }
-        o
+                pos = 0;
+            },
+        );
     }
 
     /// Writes the result (after the loop).

@@ -332,7 +332,7 @@ impl FusedStep {
             for ins in &self.body {
                 match *ins {
                     Instr::Fold { src, sink } => {
-                        self.sinks[sink as usize].fold_reg(regs, src, start, len, acc)
+                        self.sinks[sink as usize].fold_reg(regs, src, (start, len), idx, acc)
                     }
                     _ => exec(ins, at, regs, targets, idx),
                 }

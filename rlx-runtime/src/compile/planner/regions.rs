@@ -166,6 +166,7 @@ impl Builder<'_> {
                 // after the loop.
                 let xs = nodes[n.inputs[0].index()].shape.clone();
                 let (out_strides, count) = reduce_strides(&xs, axes, &n.shape);
+                self.rank(xs.rank());
                 sinks.push(Sink {
                     op: *op,
                     dims: xs.dims().to_vec(),
