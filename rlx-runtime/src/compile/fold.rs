@@ -77,13 +77,26 @@ impl Sink {
         at: (usize, &mut [usize]),
         acc: &mut [f64],
     ) {
-        // One monomorphic loop per reduction: the combine is known inside.
+        // One monomorphic loop per reduction: each closure names its op, so
+        // the combine is inlined, not dispatched per element.
+        macro_rules! with {
+            ($op:expr) => {
+                self.fold_with(
+                    vals,
+                    to,
+                    at,
+                    acc,
+                    |a, x| f64::combine($op, a, x),
+                    f64::identity($op),
+                )
+            };
+        }
         match self.op {
-            ReduceOp::Sum => self.fold_with(vals, to, at, acc, ReduceOp::Sum),
-            ReduceOp::Mean => self.fold_with(vals, to, at, acc, ReduceOp::Mean),
-            ReduceOp::Prod => self.fold_with(vals, to, at, acc, ReduceOp::Prod),
-            ReduceOp::Max => self.fold_with(vals, to, at, acc, ReduceOp::Max),
-            ReduceOp::Min => self.fold_with(vals, to, at, acc, ReduceOp::Min),
+            ReduceOp::Sum => with!(ReduceOp::Sum),
+            ReduceOp::Mean => with!(ReduceOp::Mean),
+            ReduceOp::Prod => with!(ReduceOp::Prod),
+            ReduceOp::Max => with!(ReduceOp::Max),
+            ReduceOp::Min => with!(ReduceOp::Min),
         }
     }
 
@@ -94,10 +107,9 @@ impl Sink {
         to: impl Fn(T) -> f64,
         (start, idx): (usize, &mut [usize]),
         acc: &mut [f64],
-        op: ReduceOp,
+        combine: impl Fn(f64, f64) -> f64,
+        identity: f64,
     ) {
-        let combine = |a: f64, x: f64| f64::combine(op, a, x);
-        let identity = f64::identity(op);
         let (acc, lanes) = acc[self.acc_off..self.acc_off + Sink::scratch(self.out_numel)]
             .split_at_mut(self.out_numel);
         let r = self.dims.len();

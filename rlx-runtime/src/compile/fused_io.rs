@@ -95,7 +95,9 @@ fn gather<S: Copy, T: Copy>(
 /// `dims` whose element `i` (a multi-index) sits at `Σ i_d·strides[d]`, in
 /// runs along the innermost axis: `f(done, off, run)` gets `run`
 /// consecutive elements from block position `done`, the first at `off`,
-/// the others `strides[last]` apart.
+/// the others `strides[last]` apart. Inlined, so that `f` is too: runs
+/// can be a few elements long.
+#[inline(always)]
 pub(crate) fn for_runs(
     dims: &[usize],
     strides: &[usize],
