@@ -133,7 +133,7 @@ impl Sink {
                         acc[t] = combine(acc[t], to(v));
                     }
                 } else {
-                    if pos == 0 {
+                    if pos == 0 && full > 0 {
                         lanes.fill(identity);
                     }
                     let in_lanes = full.saturating_sub(pos).min(run);
