@@ -50,23 +50,29 @@
 //! recorded in the caller's trace ([`companion`], [`plain`]) and come back
 //! as the outermost companion's `Err`.
 //!
-//! Modules: `cache` (the plan cache and its runs), `nth` (the traced graph
-//! and `n`-th derivatives of a signature), `glue` (what generated code
-//! calls around a trace), `control` (rewritten comparisons, `&&`, `||` and
-//! `if`); this module only re-exports them.
+//! Modules: `cache` (the plan cache and its runs), `transform` (the
+//! transforms a companion asks for), `plan` (a signature's per-transform
+//! plans), `numbers` (the number path), `nth` (the traced graph and `n`-th
+//! derivatives of a signature), `glue` (what generated code calls around a
+//! trace), `control` (rewritten comparisons, `&&`, `||` and `if`); this
+//! module only re-exports them.
 
 mod cache;
 mod control;
 mod glue;
 mod nth;
+mod numbers;
+mod plan;
+mod transform;
 
 pub use crate::value::{Arg, Value};
 pub use cache::{
     assert_static, plan_cache_capacity, set_plan_cache_capacity, Function, StaticArg, Tracer,
-    Transform, MAX_ENTRIES,
+    MAX_ENTRIES,
 };
 pub use control::{and, eq, ge, gt, le, lt, ne, or, select, Compare, Cond, Logic, TracedOperand};
 pub use glue::{
     companion, finish, inputs, number, outputs, plain, skip, take, Number, Output, Placeholder,
     Returns,
 };
+pub use transform::Transform;

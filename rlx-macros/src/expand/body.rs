@@ -1,0 +1,300 @@
+//! The bodies of the generated functions: the plain call and each
+//! companion ([`Bodies::companion`]: the number path first when it can
+//! serve, then `Function::run` or the sparse runs), and the `graph_f` and
+//! `nth_derivative_f` functions ([`Bodies::graph_and_nth`]).
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+use syn::{Ident, Visibility};
+
+use super::companions::{Ctx, Runs};
+use super::tokens::{float_ty, mirror_out, numbers, tuple_or_single, Read, Taker};
+use crate::parse::{Func, Kind, Out, Param};
+
+/// What every body of one function refers to: its plan cache, its tracer,
+/// its static and runtime arguments.
+pub(super) struct Bodies {
+    /// `__rlx_function_f`, which returns the plan cache.
+    pub(super) fn_ident: Ident,
+    /// `__rlx_trace_f`, the tracer.
+    pub(super) trace_ident: Ident,
+    /// The tuple of the static arguments' clones.
+    statics_val: TokenStream,
+    /// The runtime arguments as `Arg`s.
+    args: Vec<TokenStream>,
+    /// As `args`, but float parameters through `number_arg` (for the
+    /// generic plain call; the same as `args` without float parameters).
+    pub(super) generic_args: Vec<TokenStream>,
+    /// The `Kind` of the float arguments, when they are generic.
+    kind: Option<TokenStream>,
+    /// The arguments as `Function::run_numbers` takes them, if all are numbers.
+    number_args: Option<TokenStream>,
+    /// The same for the generic plain call, from the locals bound by `number_guard`.
+    generic_number_args: Option<TokenStream>,
+    /// `let (Some(__rlx_n0), ..) = (number_of(&a), ..)`.
+    number_guard: TokenStream,
+    /// The number of the function's own outputs.
+    n_out: usize,
+}
+
+impl Bodies {
+    pub(super) fn new(f: &Func, ctx: &Ctx<'_>) -> Bodies {
+        let name = &f.item.sig.ident;
+        let runtime: Vec<&Param> = f.runtime().collect();
+        let static_ids: Vec<&Ident> = f.statics().map(|p| &p.ident).collect();
+        let args: Vec<TokenStream> = runtime
+            .iter()
+            .map(|p| {
+                let id = &p.ident;
+                match p.kind {
+                    Kind::Tensor { by_ref: true } | Kind::Float(_) => {
+                        quote!(::rlx::__private::Arg::from(#id))
+                    }
+                    Kind::Tensor { by_ref: false } | Kind::Static => {
+                        quote!(::rlx::__private::Arg::from(&#id))
+                    }
+                }
+            })
+            .collect();
+        // A function of numbers only: companions whose results are all numbers
+        // first try `run_numbers` (no allocation; see `Function::run_numbers`),
+        // outside the closure that builds the general result, so that the
+        // numbers go straight into the return value.
+        let number_args = numbers(f.runtime().map(|p| (&p.ident, mirror_out(p))));
+        let generic_args: Vec<TokenStream> = runtime
+            .iter()
+            .zip(&args)
+            .map(|(p, a)| match p.kind {
+                Kind::Float(fl) => {
+                    let (id, t) = (&p.ident, float_ty(fl));
+                    quote!(::rlx::__private::number_arg::<#t, _>(&#id))
+                }
+                _ => a.clone(),
+            })
+            .collect();
+        let number_locals: Vec<Ident> = (0..runtime.len())
+            .map(|i| format_ident!("__rlx_n{}", i))
+            .collect();
+        let generic_number_args = numbers(
+            number_locals
+                .iter()
+                .zip(&runtime)
+                .map(|(id, p)| (id, mirror_out(p))),
+        );
+        // `(Some(__rlx_n0), ..) = (number_of(&a), ..)`: the generic plain call
+        // takes the number path when every argument is a number.
+        let number_guard = {
+            let tys = runtime.iter().map(|p| match p.kind {
+                Kind::Float(fl) => float_ty(fl),
+                _ => quote!(f64),
+            });
+            let ids = runtime.iter().map(|p| &p.ident);
+            quote!(let (#(::core::option::Option::Some(#number_locals),)*) = (#(::rlx::__private::number_of::<#tys, _>(&#ids),)*))
+        };
+        Bodies {
+            fn_ident: format_ident!("__rlx_function_{}", name),
+            trace_ident: format_ident!("__rlx_trace_{}", name),
+            statics_val: quote!((#(::core::clone::Clone::clone(&#static_ids),)*)),
+            args,
+            generic_args,
+            kind: ctx.kind.clone(),
+            number_args,
+            generic_number_args,
+            number_guard,
+            n_out: ctx.n_out,
+        }
+    }
+
+    /// Runs transform `transform` on `args` and `extras` into `__rlx_it`.
+    fn run(&self, transform: &str, args: &[TokenStream], extras: &[TokenStream]) -> TokenStream {
+        let (fn_ident, trace_ident, statics_val) =
+            (&self.fn_ident, &self.trace_ident, &self.statics_val);
+        let t = Ident::new(transform, Span::call_site());
+        quote! {
+            let __rlx_outs = #fn_ident().run(
+                ::rlx::__private::Transform::#t,
+                &[#(#args),*],
+                &[#(#extras),*],
+                &#statics_val,
+                #trace_ident,
+            )?;
+            #[allow(unused_mut)]
+            let mut __rlx_it = __rlx_outs.into_iter();
+        }
+    }
+
+    /// The body of a companion running transform `transform` (or, with
+    /// `plain`, of the plain call). A companion's body returns an
+    /// `rlx::Result` through `companion`; the plain call's returns the
+    /// value through `plain`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn companion(
+        &self,
+        transform: &str,
+        extras: &[(Ident, Out)],
+        skip: bool,
+        build: &dyn Fn(&Taker) -> TokenStream,
+        plain: bool,
+        ret: TokenStream,
+        runs: Runs,
+    ) -> TokenStream {
+        let (fn_ident, trace_ident, statics_val) =
+            (&self.fn_ident, &self.trace_ident, &self.statics_val);
+        let n_out = self.n_out;
+        let kind = &self.kind;
+        let args_list = if kind.is_some() {
+            let generic_args = &self.generic_args;
+            quote!(&[#(#generic_args),*])
+        } else {
+            let args = &self.args;
+            quote!(&[#(#args),*])
+        };
+        let t = Ident::new(transform, Span::call_site());
+        match runs {
+            Runs::Dense => {}
+            Runs::Sparse => {
+                let general = build(&Taker::new(Read::Values, kind.clone()));
+                return quote! {
+                    ::rlx::__private::companion(|| -> ::rlx::Result<#ret> {
+                        let (__rlx_outs, __rlx_sparse) = #fn_ident().run_sparse(
+                            ::rlx::__private::Transform::#t,
+                            #args_list,
+                            &#statics_val,
+                            #trace_ident,
+                        )?;
+                        #[allow(unused_mut, unused_variables)]
+                        let mut __rlx_it = __rlx_outs.into_iter();
+                        ::core::result::Result::Ok(#general)
+                    })
+                };
+            }
+            Runs::SparseInto { value } => {
+                let value = if value {
+                    quote!(::core::option::Option::Some(value))
+                } else {
+                    quote!(::core::option::Option::None)
+                };
+                return quote! {
+                    ::rlx::__private::companion(|| #fn_ident().run_sparse_into(
+                        ::rlx::__private::Transform::#t,
+                        #args_list,
+                        &#statics_val,
+                        #trace_ident,
+                        #value,
+                        jacobian,
+                    ))
+                };
+            }
+        }
+        let skip_it = skip.then(|| quote!(::rlx::__private::skip(&mut __rlx_it, #n_out);));
+        let extra_args: Vec<TokenStream> = extras
+            .iter()
+            .map(|(id, _)| quote!(::rlx::__private::Arg::from(#id)))
+            .collect();
+        // The generic plain call of a function with float parameters.
+        let generic = kind.is_some();
+        let run = if generic {
+            self.run(transform, &self.generic_args, &extra_args)
+        } else {
+            self.run(transform, &self.args, &extra_args)
+        };
+        let general = build(&Taker::new(Read::Values, kind.clone()));
+        let tk = Taker::new(Read::Numbers, kind.clone());
+        let numeric = build(&tk);
+        let (wrap, ok) = if plain {
+            (quote!(plain), TokenStream::new())
+        } else {
+            (quote!(companion), quote!(::core::result::Result::Ok))
+        };
+        let number_extras = numbers(extras.iter().map(|(id, o)| (id, *o)));
+        let number_args = if generic {
+            &self.generic_number_args
+        } else {
+            &self.number_args
+        };
+        let fast = match (number_args, number_extras) {
+            (Some(a), Some(e)) if tk.numeric.get() => Some((a, e)),
+            _ => None,
+        };
+        let fast = fast.map(|(number_args, number_extras)| {
+            let k = tk.taken.get() + if skip { n_out } else { 0 };
+            let number_guard = &self.number_guard;
+            let guard = generic.then(|| quote!(if #number_guard));
+            quote! {
+                #guard {
+                let mut __rlx_numbers = [0.0f64; #k];
+                match #fn_ident().run_numbers(
+                    ::rlx::__private::Transform::#t,
+                    #number_args,
+                    #number_extras,
+                    &#statics_val,
+                    #trace_ident,
+                    &mut __rlx_numbers,
+                ) {
+                    ::core::result::Result::Ok(true) => {
+                        #[allow(unused_mut)]
+                        let mut __rlx_it = __rlx_numbers.iter();
+                        #skip_it
+                        return #ok(#numeric);
+                    }
+                    ::core::result::Result::Ok(false) => {}
+                    ::core::result::Result::Err(e) => {
+                        return ::rlx::__private::#wrap(|| ::core::result::Result::Err(e));
+                    }
+                }
+                }
+            }
+        });
+        quote! {
+            #fast
+            ::rlx::__private::#wrap(|| -> ::rlx::Result<#ret> {
+                #run
+                #skip_it
+                ::core::result::Result::Ok(#general)
+            })
+        }
+    }
+
+    /// The `graph_f` and `nth_derivative_f` functions, with the plain
+    /// call's visibility, generics and parameters.
+    pub(super) fn graph_and_nth(
+        &self,
+        ctx: &Ctx<'_>,
+        vis: &Visibility,
+        generics: &TokenStream,
+        params: &[TokenStream],
+    ) -> TokenStream {
+        let (fn_ident, trace_ident, statics_val) =
+            (&self.fn_ident, &self.trace_ident, &self.statics_val);
+        let (generic_args, n_out) = (&self.generic_args, self.n_out);
+        let extra = ctx.graph_and_nth();
+        let graph_doc = extra.graph_doc;
+        let nth_doc = extra.nth_doc;
+        let (graph_name, nth_name, nth_ty, order) =
+            (extra.graph_name, extra.nth_name, extra.nth_ty, extra.order);
+        let nth_grads = {
+            let tk = Taker::new(Read::Values, ctx.kind.clone());
+            tuple_or_single(ctx.f.wrt_params().map(|p| tk.take(mirror_out(p))).collect())
+        };
+        quote! {
+            #[doc = #graph_doc]
+            #[allow(clippy::too_many_arguments)]
+            #vis fn #graph_name #generics (#(#params),*) -> ::rlx::Result<::rlx::Graph> {
+                #fn_ident().graph(&[#(#generic_args),*], &#statics_val, #trace_ident)
+            }
+
+            #[doc = #nth_doc]
+            #[allow(clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
+            #[track_caller]
+            #vis fn #nth_name #generics (#(#params,)* #order: usize) -> ::rlx::Result<#nth_ty> {
+                ::rlx::__private::companion(|| -> ::rlx::Result<#nth_ty> {
+                    let __rlx_outs = #fn_ident().run_nth(&[#(#generic_args),*], #order, &#statics_val, #trace_ident)?;
+                    #[allow(unused_mut)]
+                    let mut __rlx_it = __rlx_outs.into_iter();
+                    ::rlx::__private::skip(&mut __rlx_it, #n_out);
+                    ::core::result::Result::Ok(#nth_grads)
+                })
+            }
+        }
+    }
+}

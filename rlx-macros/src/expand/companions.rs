@@ -1,0 +1,350 @@
+//! The companions a `#[differentiable]` function gets: their names, docs,
+//! extra parameters, return types and how each reads its plan's outputs
+//! ([`Ctx::companions`], [`Ctx::graph_and_nth`]).
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, ToTokens};
+use syn::Ident;
+
+use super::tokens::{extra_param_ty, mirror_out, out_ty, tuple_or_single, Taker};
+use crate::parse::{Float, Func, Out, Param};
+
+/// Builds a companion's result expression with a [`Taker`].
+pub(super) type Build<'a> = Box<dyn Fn(&Taker) -> TokenStream + 'a>;
+
+/// How a companion runs its plan.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Runs {
+    /// `Function::run` (or `run_numbers`): every result from the outputs.
+    Dense,
+    /// `Function::run_sparse`: the function's outputs from `__rlx_it`, the
+    /// sparse matrix as `__rlx_sparse`.
+    Sparse,
+    /// `Function::run_sparse_into`: writes into a `jacobian: &mut
+    /// SparseMatrix` parameter (and `value: &mut [f64]` when `true`),
+    /// returns `()`.
+    SparseInto { value: bool },
+}
+
+/// One companion: its name, doc, extra parameters, return type and how the
+/// value is built from the iterator `__rlx_it` over the plan's outputs.
+pub(super) struct Companion<'a> {
+    pub(super) name: Ident,
+    pub(super) doc: String,
+    pub(super) transform: &'static str,
+    pub(super) extras: Vec<(Ident, Out)>,
+    pub(super) ret: TokenStream,
+    /// Whether the function's own outputs are skipped first.
+    pub(super) skip: bool,
+    pub(super) build: Build<'a>,
+    pub(super) runs: Runs,
+}
+
+impl Companion<'_> {
+    /// The companion's parameters after the function's own.
+    pub(super) fn extra_params(&self) -> Vec<TokenStream> {
+        let mut out: Vec<TokenStream> = self
+            .extras
+            .iter()
+            .map(|(id, o)| {
+                let ty = extra_param_ty(*o);
+                quote!(#id: #ty)
+            })
+            .collect();
+        if let Runs::SparseInto { value } = self.runs {
+            if value {
+                out.push(quote!(value: &mut [f64]));
+            }
+            out.push(quote!(jacobian: &mut ::rlx::SparseMatrix));
+        }
+        out
+    }
+}
+
+pub(super) struct GraphAndNth {
+    pub(super) graph_name: Ident,
+    pub(super) graph_doc: String,
+    pub(super) nth_name: Ident,
+    pub(super) nth_doc: String,
+    pub(super) nth_ty: TokenStream,
+    /// The name of the order parameter (`order`, unless a parameter has
+    /// that name).
+    pub(super) order: Ident,
+}
+
+pub(super) struct Ctx<'a> {
+    pub(super) f: &'a Func,
+    name: &'a Ident,
+    /// The value's type as the plain call and companions return it.
+    pub(super) ret_ty: TokenStream,
+    out0_ty: TokenStream,
+    pub(super) n_out: usize,
+    /// The `Kind` of the float arguments, when they are generic (see
+    /// [`GenericFloats`]).
+    pub(super) kind: Option<TokenStream>,
+}
+
+impl<'a> Ctx<'a> {
+    pub(super) fn new(f: &'a Func, kind: Option<TokenStream>) -> Ctx<'a> {
+        let mut ctx = Ctx {
+            f,
+            name: &f.item.sig.ident,
+            ret_ty: TokenStream::new(),
+            out0_ty: TokenStream::new(),
+            n_out: f.ret.outs.len(),
+            kind,
+        };
+        let outs: Vec<TokenStream> = f.ret.outs.iter().map(|&o| ctx.ty(o)).collect();
+        ctx.out0_ty = outs[0].clone();
+        ctx.ret_ty = if ctx.kind.is_none() {
+            f.ret.ty.to_token_stream()
+        } else if f.ret.tuple {
+            quote!((#(#outs,)*))
+        } else {
+            outs[0].clone()
+        };
+        ctx
+    }
+
+    /// The type of a result of kind `o`: a float result follows the kind
+    /// of the float arguments when they are generic.
+    fn ty(&self, o: Out) -> TokenStream {
+        match (&self.kind, o) {
+            (Some(k), Out::Float(Float::F64)) => quote!(<#k as ::rlx::__private::Kind>::F64),
+            (Some(k), Out::Float(Float::F32)) => quote!(<#k as ::rlx::__private::Kind>::F32),
+            _ => out_ty(o),
+        }
+    }
+
+    fn wrt_names(&self) -> String {
+        self.f
+            .wrt_params()
+            .map(|p| format!("`{}`", p.ident))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Names, docs and the result type of the `graph_f` and
+    /// `nth_derivative_f` companions (they take no tangent-like extras, so
+    /// they are generated apart from [`Ctx::companions`]).
+    pub(super) fn graph_and_nth(&self) -> GraphAndNth {
+        let name = self.name;
+        let wrt_names = self.wrt_names();
+        GraphAndNth {
+            graph_name: format_ident!("graph_{}", name),
+            graph_doc: format!("The graph traced from [`{name}`] for the shapes and dtypes of these arguments (and the values of its static ones): print it, or pass it to the transforms of `rlx::autodiff` (`nth_order_grad`, `jacfwd`, ...). Its inputs are the runtime parameters in order. Generated by `#[differentiable]`."),
+            nth_name: format_ident!("nth_derivative_{}", name),
+            nth_doc: format!("The derivative of order `order` (`n`) of the scalar (first) output of [`{name}`] with respect to each of {wrt_names} on its own (`∂ⁿf/∂xⁿ`, shaped like the parameter repeated `n` times; a number for a float parameter): `n = 1` is the gradient, `n = 2` the Hessian block, `n = 0` the value. Built by one reverse pass and `n - 1` forward passes, compiled once per signature and order. Generated by `#[differentiable]`."),
+            order: if self.f.params.iter().any(|p| p.ident == "order") {
+                format_ident!("__rlx_order")
+            } else {
+                format_ident!("order")
+            },
+            nth_ty: tuple_or_single(self.f.wrt_params().map(|p| self.ty(mirror_out(p))).collect()),
+        }
+    }
+
+    pub(super) fn companions(&self) -> Vec<Companion<'a>> {
+        let f = self.f;
+        let name = self.name;
+        let wrt: Vec<&'a Param> = f.wrt_params().collect();
+        let d = wrt.len();
+        let wrt_names = self.wrt_names();
+        let (ret_ty, out0_ty) = (&self.ret_ty, &self.out0_ty);
+        let grads_ty = tuple_or_single(wrt.iter().map(|p| self.ty(mirror_out(p))).collect());
+        let jac_ty = tuple_or_single(vec![quote!(::rlx::Tensor); d]);
+        let hess_ty = tuple_or_single(vec![jac_ty.clone(); d]);
+        let mirrored = |prefix: &str| -> Vec<(Ident, Out)> {
+            wrt.iter()
+                .map(|p| (extra_name(prefix, &p.ident, &f.params), mirror_out(p)))
+                .collect()
+        };
+        let grads = {
+            let wrt = wrt.clone();
+            move |tk: &Taker| tuple_or_single(wrt.iter().map(|p| tk.take(mirror_out(p))).collect())
+        };
+        let jac = move |tk: &Taker| tuple_or_single((0..d).map(|_| tk.take(Out::Tensor)).collect());
+        let hess = move |tk: &Taker| tuple_or_single((0..d).map(|_| jac(tk)).collect());
+        let ret = &f.ret;
+        let out0 = ret.outs[0];
+        // `(value, grads)`: the function's outputs, then one per parameter.
+        let value_and_grads = {
+            let grads = grads.clone();
+            move |tk: &Taker| {
+                let (r, g) = (tk.ret(ret), grads(tk));
+                quote!((#r, #g))
+            }
+        };
+        let mk = |prefix: &str, doc: String, transform, extras, ret_ty, skip, build: Build<'a>| {
+            Companion {
+                name: format_ident!("{}_{}", prefix, name),
+                doc,
+                transform,
+                extras,
+                ret: ret_ty,
+                skip,
+                build,
+                runs: Runs::Dense,
+            }
+        };
+        let sparse = |c: Companion<'a>, runs| Companion { runs, ..c };
+        let sparse_ty = quote!(::rlx::SparseMatrix);
+        let orientation = "rows are the elements of the (first) output, columns the elements of the differentiated parameters, each flattened row-major and concatenated in parameter order";
+        let value_and_jac = move |tk: &Taker| {
+            let (r, j) = (tk.ret(ret), jac(tk));
+            quote!((#r, #j))
+        };
+        vec![
+            mk(
+                "value_and_jacobian",
+                format!("Value of [`{name}`] and the Jacobian of its (first) output with respect to {wrt_names} (as `jacobian_{name}`), from one execution. Generated by `#[differentiable]`."),
+                "Jacobian",
+                vec![],
+                quote!((#ret_ty, #jac_ty)),
+                false,
+                Box::new(value_and_jac),
+            ),
+            sparse(mk(
+                "sparse_jacobian",
+                format!("Sparse Jacobian of the (first) output of [`{name}`] with respect to {wrt_names}, as a compressed-sparse-column [`rlx::SparseMatrix`]: {orientation}. The pattern comes from the traced graph, its colouring compresses the columns (forward mode) or rows (reverse mode, when fewer), and every colour runs in one execution; all of that is built once per signature. Generated by `#[differentiable]`."),
+                "SparseJacobian",
+                vec![],
+                sparse_ty.clone(),
+                true,
+                Box::new(|_: &Taker| quote!(__rlx_sparse)),
+            ), Runs::Sparse),
+            sparse(mk(
+                "value_and_sparse_jacobian",
+                format!("Value of [`{name}`] and its sparse Jacobian (as `sparse_jacobian_{name}`), from one execution: the residual and Jacobian of a Newton step. Generated by `#[differentiable]`."),
+                "ValueAndSparseJacobian",
+                vec![],
+                quote!((#ret_ty, #sparse_ty)),
+                false,
+                Box::new(move |tk: &Taker| {
+                    let r = tk.ret(ret);
+                    quote!((#r, __rlx_sparse))
+                }),
+            ), Runs::Sparse),
+            sparse(mk(
+                "sparse_jacobian_into",
+                format!("Writes the sparse Jacobian of [`{name}`] (as `sparse_jacobian_{name}`) into `jacobian`, which must have this signature's pattern (get it from a first `sparse_jacobian_{name}` call). A warm call allocates nothing. Generated by `#[differentiable]`."),
+                "SparseJacobian",
+                vec![],
+                quote!(()),
+                false,
+                Box::new(|_: &Taker| quote!(())),
+            ), Runs::SparseInto { value: false }),
+            sparse(mk(
+                "value_and_sparse_jacobian_into",
+                format!("Writes the (first) output of [`{name}`], flattened, into `value` and its sparse Jacobian into `jacobian` (pattern as from `sparse_jacobian_{name}`), from one execution. A warm call allocates nothing. Generated by `#[differentiable]`."),
+                "ValueAndSparseJacobian",
+                vec![],
+                quote!(()),
+                false,
+                Box::new(|_: &Taker| quote!(())),
+            ), Runs::SparseInto { value: true }),
+            sparse(mk(
+                "sparse_hessian",
+                format!("Sparse Hessian of the scalar (first) output of [`{name}`] with respect to {wrt_names}: a symmetric compressed-sparse-column [`rlx::SparseMatrix`] over the parameters' elements (flattened row-major, concatenated), both triangles stored, from a star colouring and forward over reverse mode in one execution. Generated by `#[differentiable]`."),
+                "SparseHessian",
+                vec![],
+                sparse_ty.clone(),
+                true,
+                Box::new(|_: &Taker| quote!(__rlx_sparse)),
+            ), Runs::Sparse),
+            mk(
+                "grad",
+                format!("Gradient of [`{name}`] with respect to {wrt_names} (one value per parameter, shaped like it).\n\nThe (first) output must be a scalar; otherwise this returns an error pointing to `vjp_{name}` and `jacobian_{name}`. Generated by `#[differentiable]`."),
+                "Grad",
+                vec![],
+                grads_ty.clone(),
+                true,
+                Box::new(grads.clone()),
+            ),
+            mk(
+                "value_and_grad",
+                format!("Value of [`{name}`] and its gradient with respect to {wrt_names}, from one execution. Generated by `#[differentiable]`."),
+                "Grad",
+                vec![],
+                quote!((#ret_ty, #grads_ty)),
+                false,
+                Box::new(value_and_grads.clone()),
+            ),
+            mk(
+                "jvp",
+                format!("Jacobian-vector product of [`{name}`]: its value and the directional derivative of the (first) output along the tangents (one per parameter {wrt_names}, shaped like it). Generated by `#[differentiable]`."),
+                "Jvp",
+                mirrored("tangent_"),
+                quote!((#ret_ty, #out0_ty)),
+                false,
+                Box::new(move |tk: &Taker| {
+                    let (r, t) = (tk.ret(ret), tk.take(out0));
+                    quote!((#r, #t))
+                }),
+            ),
+            mk(
+                "vjp",
+                format!("Vector-Jacobian product of [`{name}`]: its value and `cotangentᵀ · J` for each parameter {wrt_names} (`cotangent` is shaped like the first output). Generated by `#[differentiable]`."),
+                "Vjp",
+                vec![(format_ident!("cotangent"), out0)],
+                quote!((#ret_ty, #grads_ty)),
+                false,
+                Box::new(value_and_grads.clone()),
+            ),
+            mk(
+                "jacobian",
+                format!("Jacobian of the (first) output of [`{name}`] with respect to {wrt_names}, one block shaped `[out..., in...]` per parameter, all columns in one execution (forward or reverse mode, whichever is cheaper). Generated by `#[differentiable]`."),
+                "Jacobian",
+                vec![],
+                jac_ty.clone(),
+                true,
+                Box::new(jac),
+            ),
+            mk(
+                "hessian",
+                format!("Hessian of the scalar (first) output of [`{name}`] with respect to {wrt_names} (forward over reverse): with several parameters, row `i` holds the blocks `∂²f/∂x_i∂x_j` shaped `[in_i..., in_j...]`. Generated by `#[differentiable]`."),
+                "Hessian",
+                vec![],
+                hess_ty,
+                true,
+                Box::new(hess),
+            ),
+            mk(
+                "hvp",
+                format!("Hessian-vector product of the scalar (first) output of [`{name}`]: `Σ_j ∂²f/∂x_i∂x_j · v_j` for each parameter `x_i` of {wrt_names} (one `v_*` per parameter, shaped like it). Generated by `#[differentiable]`."),
+                "Hvp",
+                mirrored("v_"),
+                grads_ty,
+                true,
+                Box::new(grads),
+            ),
+            mk(
+                "batch_jacobian",
+                format!("Per-item Jacobians of [`{name}`] written over a batch: blocks `[N, out..., in...]` per parameter {wrt_names}, in one execution. Row `i` of the output must depend only on row `i` of each input; a function that mixes rows is an error. Generated by `#[differentiable]`."),
+                "BatchJacobian",
+                vec![],
+                jac_ty,
+                true,
+                Box::new(jac),
+            ),
+        ]
+    }
+}
+
+/// The name of the tangent (`prefix = "tangent_"`) or Hessian vector
+/// (`"v_"`) of parameter `id`: `tangent_y` for `y` and for `_y` (a name
+/// unused on purpose; `tangent__y` would warn), unless another parameter's
+/// name leads to the same one (then `tangent__y`, and the companion allows
+/// the lint). `Function::plan` names them the same way in its errors.
+fn extra_name(prefix: &str, id: &Ident, params: &[Param]) -> Ident {
+    let trimmed = |i: &Ident| i.to_string().trim_start_matches('_').to_string();
+    let t = trimmed(id);
+    let clash = params
+        .iter()
+        .any(|p| p.ident != *id && trimmed(&p.ident) == t);
+    if t.is_empty() || clash {
+        format_ident!("{}{}", prefix, id)
+    } else {
+        format_ident!("{}{}", prefix, t)
+    }
+}

@@ -1,0 +1,241 @@
+//! The number path of a function's plan cache ([`Function::run_numbers`]):
+//! companions of functions of a few scalars, run on `f64` slices without
+//! allocating.
+
+use rlx_core::Result;
+use rlx_core::{DType, TensorType};
+
+use super::cache::{Entry, Function, StaticArg, Tracer};
+use super::transform::Transform;
+use crate::value::{is_number, Arg};
+
+/// For types that are all 0-d `f32`/`f64` (at most 64), the mask with bit
+/// `i` set where type `i` is `f32`.
+pub(super) fn f32_mask<'a>(types: impl IntoIterator<Item = &'a TensorType>) -> Option<u64> {
+    let mut mask = 0u64;
+    for (i, t) in types.into_iter().enumerate() {
+        if i >= 64 || !is_number(t) {
+            return None;
+        }
+        mask |= u64::from(t.dtype == DType::F32) << i;
+    }
+    Some(mask)
+}
+
+/// Numbers as arguments of their types (`f32` where bit `i` of `f32s` is
+/// set, see [`Function::run_numbers`]).
+#[cold]
+fn numbers_as_args(values: &[f64], f32s: u64) -> Vec<Arg<'static>> {
+    let arg = |(i, &v): (usize, &f64)| match f32s >> i & 1 {
+        1 => Arg::F32(v as f32),
+        _ => Arg::F64(v),
+    };
+    values.iter().enumerate().map(arg).collect()
+}
+
+impl Function {
+    /// [`Function::run`] for arguments that are all numbers and a
+    /// transformed graph whose outputs are all 0-d `f32`/`f64` and which
+    /// compiles to one scalar program: writes the outputs into `out` (one
+    /// slot each; an `f32` result is stored widened, so `as f32` gives it
+    /// back exactly) and returns `true`. Returns `false`, leaving `out`
+    /// unspecified, when the call cannot be served that way (other output
+    /// types or count, extras of other types, a plan
+    /// that is not a scalar program); the caller then uses
+    /// [`Function::run`], which also reports errors in the extras. Other
+    /// errors are those [`Function::run`] would return.
+    ///
+    /// `args` and `extras` hold the numbers widened to `f64` (at most 64
+    /// each); bit `i` of `arg_f32s` (`extra_f32s`) marks `args[i]`
+    /// (`extras[i]`) as an `f32`. (Slices and masks are separate
+    /// parameters: a struct of them would be copied through memory.)
+    ///
+    /// This is the warm path of a companion of a function of a few
+    /// scalars: no allocation, no enum per argument or result, no lock.
+    ///
+    /// ```
+    /// use rlx_core::TensorType;
+    /// use rlx_runtime::function::{Function, Transform};
+    /// use rlx_runtime::{Graph, Result};
+    ///
+    /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
+    ///     let mut g = Graph::new();
+    ///     let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+    ///     let y = g.mul(x, x)?;
+    ///     g.set_outputs(vec![y]);
+    ///     Ok(g)
+    /// }
+    /// static SQUARE: Function = Function::new("square", &["x"], &[0]);
+    ///
+    /// let mut out = [0.0; 2]; // the value, then d/dx
+    /// let ran = SQUARE.run_numbers(Transform::Grad, &[3.0], 0, &[], 0, &(), trace, &mut out);
+    /// assert!(ran.unwrap());
+    /// assert_eq!(out, [9.0, 6.0]);
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_numbers<S: StaticArg>(
+        &self,
+        t: Transform,
+        args: &[f64],
+        arg_f32s: u64,
+        extras: &[f64],
+        extra_f32s: u64,
+        statics: &S,
+        tracer: Tracer<S>,
+        out: &mut [f64],
+    ) -> Result<bool> {
+        let n = args.len();
+        if n != self.params.len() {
+            return Err(self.count_mismatch(n));
+        }
+        // The closure returns a byte and leaves an error in `failed`: a full
+        // `Result<bool>` would be copied through memory at every level.
+        let mut failed = None;
+        let mut run = |entry: &Entry| -> Option<bool> {
+            let ran = self.plan(entry, t).and_then(|plan| {
+                // Numbers are never traced: inside a trace too, the call
+                // computes its results (constants of the caller's trace).
+                if plan.extras_f32s != Some((extras.len(), extra_f32s)) {
+                    return Ok(false);
+                }
+                let exe = self.executable(plan)?;
+                Ok(exe.run_scalar_into(args, extras, out))
+            });
+            ran.map_err(|e| failed = Some(e)).ok()
+        };
+        let matches =
+            |e: &Entry| e.f32s == Some(arg_f32s) && e.types.len() == n && e.same_statics(statics);
+        let ran = match self.hot(matches, &mut run) {
+            Some(ran) => ran,
+            None => match self.miss(&numbers_as_args(args, arg_f32s), statics, tracer) {
+                Ok(entry) => run(&entry),
+                Err(e) => return Err(e),
+            },
+        };
+        match (ran, failed) {
+            (Some(ran), _) => Ok(ran),
+            (None, Some(e)) => Err(e),
+            // Not reached (a failed run leaves its error); `run` would retry.
+            (None, None) => Ok(false),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Trace;
+    use crate::value::Value;
+    use rlx_core::{Error, Graph};
+
+    /// `sin(x · y) + x`, for inputs of any types.
+    fn tracer(types: &[TensorType], _: &()) -> Result<Graph> {
+        let mut g = Graph::new();
+        let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+        let y = g.input("y", types[1].shape.clone(), types[1].dtype);
+        let p = g.mul(x, y)?;
+        let s = g.sin(p)?;
+        let e = g.add(s, x)?;
+        g.set_outputs(vec![e]);
+        Ok(g)
+    }
+
+    static F: Function = Function::new("f", &["x", "y"], &[0, 1]);
+
+    fn general(t: Transform, args: &[Arg<'_>], extras: &[Arg<'_>]) -> Result<Vec<f64>> {
+        let outs = F.run(t, args, extras, &(), tracer)?;
+        outs.into_iter().map(Value::into_f64).collect()
+    }
+
+    #[test]
+    fn run_numbers_gives_the_bits_of_run() {
+        let (x, y) = (0.5, -2.0);
+        let mut out = [0.0; 3];
+        assert!(F
+            .run_numbers(Transform::Grad, &[x, y], 0, &[], 0, &(), tracer, &mut out)
+            .unwrap());
+        let want = general(Transform::Grad, &[Arg::F64(x), Arg::F64(y)], &[]).unwrap();
+        assert_eq!(out.to_vec(), want);
+        assert_eq!(out[1], (x * y).cos() * y + 1.0);
+
+        let mut out = [0.0; 2];
+        let ok = F.run_numbers(
+            Transform::Jvp,
+            &[x, y],
+            0,
+            &[1.0, 0.5],
+            0,
+            &(),
+            tracer,
+            &mut out,
+        );
+        assert!(ok.unwrap());
+        let want = general(
+            Transform::Jvp,
+            &[Arg::F64(x), Arg::F64(y)],
+            &[Arg::F64(1.0), Arg::F64(0.5)],
+        );
+        assert_eq!(out.to_vec(), want.unwrap());
+    }
+
+    #[test]
+    fn run_numbers_declines_what_it_cannot_serve() {
+        let args = [0.5, -2.0];
+        // A result buffer of the wrong length.
+        let mut short = [0.0; 2];
+        assert!(!F
+            .run_numbers(Transform::Grad, &args, 0, &[], 0, &(), tracer, &mut short)
+            .unwrap());
+        // Extras of the wrong type or count: `run` then names the problem.
+        let mut out = [0.0; 2];
+        assert!(!F
+            .run_numbers(
+                Transform::Jvp,
+                &args,
+                0,
+                &[1.0, 0.5],
+                0b01,
+                &(),
+                tracer,
+                &mut out
+            )
+            .unwrap());
+        assert!(!F
+            .run_numbers(Transform::Jvp, &args, 0, &[1.0], 0, &(), tracer, &mut out)
+            .unwrap());
+        let e = F
+            .run(
+                Transform::Jvp,
+                &[Arg::F64(0.5), Arg::F64(-2.0)],
+                &[Arg::F32(1.0), Arg::F64(0.5)],
+                &(),
+                tracer,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("tangent_x"), "{e}");
+        // Numbers are never traced: inside a trace the call computes its
+        // value (a constant of that trace), as outside.
+        let t = Trace::enter();
+        let mut value = [0.0];
+        assert!(F
+            .run_numbers(Transform::Call, &args, 0, &[], 0, &(), tracer, &mut value)
+            .unwrap());
+        assert_eq!(value[0], (0.5f64 * -2.0).sin() + 0.5);
+        drop(t);
+        // A wrong argument count is an error, as with `run`.
+        let e = F
+            .run_numbers(Transform::Call, &[1.0], 0, &[], 0, &(), tracer, &mut [0.0])
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::CountMismatch {
+                    expected: 2,
+                    got: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! The plans of a signature's entry: one per [`Transform`], the
+//! transformed graph with its extra arguments, compiled on first use; and
+//! [`Function::with_plan`], the entry point of companions written in other
+//! modules (the sparse ones).
+
+use std::sync::{Arc, OnceLock};
+
+use rlx_core::sparsity::Pattern;
+use rlx_core::{Error, Graph, Result, Shape, TensorType};
+
+use super::cache::{Entry, Function, StaticArg, Tracer};
+use super::numbers::f32_mask;
+use super::transform::Transform;
+use crate::compile::{compile, Executable};
+use crate::value::Arg;
+
+/// A transformed graph and, once compiled, its executable.
+pub(super) struct Plan {
+    pub(super) graph: Graph,
+    /// The extra arguments the transform takes (tangents, cotangent or
+    /// Hessian vectors), each named as its companion's parameter.
+    pub(super) extras: Vec<(String, TensorType)>,
+    /// The number of extra arguments and their [`f32_mask`], when they
+    /// are all numbers (see [`Function::run_numbers`]).
+    pub(super) extras_f32s: Option<(usize, u64)>,
+    /// For the sparse transforms: the pattern of the values output.
+    pub(super) sparse: Option<Arc<Pattern>>,
+    pub(super) exe: OnceLock<Executable>,
+}
+
+impl Function {
+    /// Calls `f` with the executable of transform `t` for `args` (traced,
+    /// transformed and compiled on first use, as [`Function::run`] does)
+    /// and, for the sparse transforms, the pattern of its values output:
+    /// the building block of companions written in other modules
+    /// ([`crate::sparse`]). Runs nothing itself; warm, it takes no lock.
+    pub(crate) fn with_plan<S: StaticArg, R>(
+        &self,
+        t: Transform,
+        args: &[Arg<'_>],
+        statics: &S,
+        tracer: Tracer<S>,
+        f: impl FnOnce(&Executable, Option<&Arc<Pattern>>) -> Result<R>,
+    ) -> Result<R> {
+        if args.len() != self.params.len() {
+            return Err(self.count_mismatch(args.len()));
+        }
+        let mut f = Some(f);
+        let mut run = |e: &Entry| -> Result<R> {
+            let plan = self.plan(e, t)?;
+            let exe = self.executable(plan)?;
+            match f.take() {
+                Some(f) => f(exe, plan.sparse.as_ref()),
+                None => Err(Error::Unsupported("a plan callback ran twice".into())),
+            }
+        };
+        if let Some(r) = self.hot(|e| e.matches(args, statics), &mut run) {
+            return r;
+        }
+        let entry = self.miss(args, statics, tracer)?;
+        run(&entry)
+    }
+
+    /// A plan's executable, compiled on first use.
+    #[inline]
+    pub(super) fn executable<'p>(&self, plan: &'p Plan) -> Result<&'p Executable> {
+        match plan.exe.get() {
+            Some(e) => Ok(e),
+            None => {
+                let e = compile(&plan.graph)?;
+                Ok(plan.exe.get_or_init(|| e))
+            }
+        }
+    }
+
+    pub(super) fn plan<'e>(&self, entry: &'e Entry, t: Transform) -> Result<&'e Plan> {
+        let slot = &entry.plans[t.index()];
+        if let Some(p) = slot.get() {
+            return Ok(p);
+        }
+        let (graph, sparse) = t.apply(&entry.graph, self.wrt).map_err(|e| match (t, e.root()) {
+            (Transform::Grad | Transform::Hessian | Transform::Hvp | Transform::SparseHessian, Error::NotScalar { shape, .. }) => {
+                Error::Unsupported(format!(
+                    "`{}` returns a value of shape {shape}, but gradients and Hessians need a scalar (0-d or one-element) output\n  = help: use `vjp_{0}` with a cotangent, or `jacobian_{0}`",
+                    self.name
+                ))
+            }
+            _ => e,
+        })?;
+        let extras: Vec<(String, TensorType)> = match t {
+            Transform::Jvp | Transform::Hvp => {
+                let prefix = if t == Transform::Jvp {
+                    "tangent_"
+                } else {
+                    "v_"
+                };
+                // As the macro names them (`tangent_y` for `_y`; see
+                // `extra_name` in rlx-macros).
+                let param = |&i: &usize| {
+                    let name = self.params[i].trim_start_matches('_');
+                    let clash = self
+                        .params
+                        .iter()
+                        .enumerate()
+                        .any(|(j, p)| j != i && p.trim_start_matches('_') == name);
+                    let name = if name.is_empty() || clash {
+                        self.params[i]
+                    } else {
+                        name
+                    };
+                    (format!("{prefix}{name}"), entry.types[i].clone())
+                };
+                self.wrt.iter().map(param).collect()
+            }
+            Transform::Vjp => vec![("cotangent".into(), entry.graph.ty(entry.graph.outputs()[0]))],
+            Transform::Call
+            | Transform::Grad
+            | Transform::Jacobian
+            | Transform::Hessian
+            | Transform::BatchJacobian
+            | Transform::SparseJacobian
+            | Transform::ValueAndSparseJacobian
+            | Transform::SparseHessian => Vec::new(),
+        };
+        let plan = Plan {
+            graph,
+            sparse,
+            extras_f32s: f32_mask(extras.iter().map(|(_, t)| t)).map(|m| (extras.len(), m)),
+            extras,
+            exe: OnceLock::new(),
+        };
+        Ok(slot.get_or_init(|| plan))
+    }
+
+    /// Checks the extra arguments against those `plan`'s transform `t` takes.
+    pub(super) fn check_extras(&self, plan: &Plan, t: Transform, extras: &[Arg<'_>]) -> Result<()> {
+        if extras.len() != plan.extras.len() {
+            return Err(Error::CountMismatch {
+                what: match t {
+                    Transform::Vjp => "`cotangent` arguments".into(),
+                    _ => format!("extra arguments of a `{}` companion", self.name),
+                },
+                expected: plan.extras.len(),
+                got: extras.len(),
+            });
+        }
+        for (a, (name, ty)) in extras.iter().zip(&plan.extras) {
+            if !a.matches(ty) {
+                return Err(mismatch(name.clone(), ty, a));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn mismatch(name: String, ty: &TensorType, a: &Arg<'_>) -> Error {
+    Error::InputMismatch {
+        name,
+        expected_shape: ty.shape.clone(),
+        expected_dtype: ty.dtype,
+        got_shape: Shape::new(a.dims()),
+        got_dtype: a.dtype(),
+    }
+}

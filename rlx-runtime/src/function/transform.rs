@@ -1,0 +1,84 @@
+//! The transforms a companion can ask for ([`Transform`]) and how each
+//! turns a signature's traced graph into the graph its plan runs.
+
+use std::sync::Arc;
+
+use rlx_core::autodiff;
+use rlx_core::autodiff::transforms::sparse::{sparse_hessian, sparse_jacobian, SparseProgram};
+use rlx_core::sparsity::Pattern;
+use rlx_core::{Graph, Result};
+
+/// The transforms a companion can ask for; one cached plan each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transform {
+    /// The function itself (plain call).
+    Call,
+    /// Value and gradient (`grad_*`, `value_and_grad_*`).
+    Grad,
+    /// Jacobian-vector product (`jvp_*`): one tangent per differentiated input.
+    Jvp,
+    /// Vector-Jacobian product (`vjp_*`): one cotangent for output 0.
+    Vjp,
+    /// Full Jacobian (`jacobian_*`), mode picked by size.
+    Jacobian,
+    /// Full Hessian (`hessian_*`).
+    Hessian,
+    /// Hessian-vector product (`hvp_*`): one vector per differentiated input.
+    Hvp,
+    /// Per-item Jacobians of a batched function (`batch_jacobian_*`).
+    BatchJacobian,
+    /// Sparse Jacobian values alone (`sparse_jacobian_*`; see [`crate::sparse`]).
+    SparseJacobian,
+    /// The function's outputs and the sparse Jacobian's values
+    /// (`value_and_sparse_jacobian_*`).
+    ValueAndSparseJacobian,
+    /// Sparse Hessian values (`sparse_hessian_*`).
+    SparseHessian,
+}
+
+pub(super) const TRANSFORMS: usize = 11;
+
+impl Transform {
+    pub(super) fn index(self) -> usize {
+        match self {
+            Transform::Call => 0,
+            Transform::Grad => 1,
+            Transform::Jvp => 2,
+            Transform::Vjp => 3,
+            Transform::Jacobian => 4,
+            Transform::Hessian => 5,
+            Transform::Hvp => 6,
+            Transform::BatchJacobian => 7,
+            Transform::SparseJacobian => 8,
+            Transform::ValueAndSparseJacobian => 9,
+            Transform::SparseHessian => 10,
+        }
+    }
+
+    /// The transformed graph and, for the sparse transforms, the pattern
+    /// of the values it computes.
+    pub(super) fn apply(self, g: &Graph, wrt: &[usize]) -> Result<(Graph, Option<Arc<Pattern>>)> {
+        let dense = |r: Result<Graph>| r.map(|g| (g, None));
+        let sparse = |r: Result<SparseProgram>| r.map(|p| (p.graph, Some(Arc::new(p.pattern))));
+        // Without the function's own outputs, what only they need is dropped.
+        let values_only = |r: Result<SparseProgram>| {
+            let (mut g, p) = sparse(r)?;
+            let last = g.outputs().last().copied();
+            g.set_outputs(last.into_iter().collect());
+            Ok((rlx_core::optimize(&g)?, p))
+        };
+        match self {
+            Transform::Call => Ok((g.clone(), None)),
+            Transform::Grad => dense(autodiff::value_and_grad(g, wrt)),
+            Transform::Jvp => dense(autodiff::jvp(g, wrt)),
+            Transform::Vjp => dense(autodiff::vjp(g, wrt)),
+            Transform::Jacobian => dense(autodiff::jacobian(g, wrt)),
+            Transform::Hessian => dense(autodiff::hessian(g, wrt)),
+            Transform::Hvp => dense(autodiff::hvp(g, wrt)),
+            Transform::BatchJacobian => dense(autodiff::batch_jacobian(g, wrt)),
+            Transform::SparseJacobian => values_only(sparse_jacobian(g, wrt, None)),
+            Transform::ValueAndSparseJacobian => sparse(sparse_jacobian(g, wrt, None)),
+            Transform::SparseHessian => values_only(sparse_hessian(g, wrt)),
+        }
+    }
+}
