@@ -114,6 +114,60 @@ fn every_thread_count_gives_the_same_bits() {
     set_num_threads(0);
 }
 
+/// Fusion through movement ops over `[n, 3]`: column slices read in
+/// place, results scattered into a transposed concat (from every part of
+/// a split loop), and a small loop with a folded sum of squares.
+fn movement_graph(n: usize) -> Graph {
+    let mut g = Graph::new();
+    let u = g.input("u", [n, 3], DType::F64);
+    let w = g.input("w", [100, 7], DType::F64);
+    let v: Vec<_> = (0..3).map(|k| g.slice(u, 1, k, 1).unwrap()).collect();
+    let d = g.sub(v[0], v[1]).unwrap();
+    let e = g.exp(d).unwrap();
+    let t = g.tanh(v[2]).unwrap();
+    let p = g.mul(e, t).unwrap();
+    let cat = g.concat(&[e, p, t], 1).unwrap();
+    let tr = g.transpose(cat, &[1, 0]).unwrap();
+    let w2 = g.square(w).unwrap();
+    let ss = g.sum(w2, &[1]).unwrap();
+    g.set_outputs(vec![tr, ss]);
+    g
+}
+
+#[test]
+fn movement_fusion_gives_the_same_bits_for_every_thread_count() {
+    let _g = lock();
+    for n in [20_000, 70_001] {
+        let g = movement_graph(n);
+        let exe = compile(&g).unwrap();
+        let s = exe.stats();
+        assert!(
+            s.views == 3 && s.placed == 4 && s.fused_reductions == 1,
+            "{s:?}"
+        );
+        let u = input(3 * n, 0.5, vec![n, 3], DType::F64);
+        let w = input(700, 2.0, vec![100, 7], DType::F64);
+        set_num_threads(1);
+        let one = bits(&exe.run(&[&u, &w]).unwrap());
+        for threads in 2..=5 {
+            set_num_threads(threads);
+            let many = bits(&exe.run(&[&u, &w]).unwrap());
+            assert!(one == many, "n = {n}, {threads} threads: the bits differ");
+        }
+        let mut outs: Vec<Tensor> = exe
+            .output_types()
+            .iter()
+            .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
+            .collect();
+        set_num_threads(4);
+        exe.run_into(&[&u, &w], &mut outs).unwrap();
+        let count = allocations(|| exe.run_into(&[&u, &w], &mut outs).unwrap());
+        assert_eq!(count, 0, "warm run_into allocated {count} times");
+        assert!(bits(&outs) == one);
+    }
+    set_num_threads(0);
+}
+
 #[test]
 fn the_count_follows_the_api_and_the_environment() {
     let _g = lock();

@@ -188,7 +188,9 @@ fn touches(ins: &Instr, leaves: &[Leaf], r: Reg) -> (bool, bool) {
         Instr::Select { c, a, b, dst } => (*c == r || *a == r || *b == r, *dst == r),
         Instr::Cast { x, dst } => (*x == r, *dst == r),
         Instr::Round { reg, .. } => (*reg == r, *reg == r),
-        Instr::Store { src: s, .. } => (*s == r, false),
+        Instr::Store { src: s, .. }
+        | Instr::Scatter { src: s, .. }
+        | Instr::Fold { src: s, .. } => (*s == r, false),
         Instr::Chain(ch) => {
             let reads = src(ch.start)
                 || ch.stages.iter().any(|st| match st {
@@ -310,7 +312,8 @@ mod tests {
     fn loads_inside_a_run_move_in_front_unless_the_chain_uses_their_register() {
         let leaf = |r: u32| Leaf {
             val: 0,
-            access: Access::Splat,
+            off: 0,
+            access: Access::Splat { whole: true },
             reg: Some(f(r)),
         };
         let leaves = [leaf(2), leaf(1)];

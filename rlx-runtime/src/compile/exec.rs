@@ -176,7 +176,14 @@ pub(crate) fn run(
         let targets = &mut st.taken[..];
         let res = sized.and_then(|()| match &step.kind {
             StepKind::Fused(f) => {
-                f.run(&env, &mut st.regs, targets, &mut st.idx, &mut st.par);
+                f.run(
+                    &env,
+                    &mut st.regs,
+                    targets,
+                    &mut st.idx,
+                    &mut st.par,
+                    &mut st.acc,
+                );
                 Ok(())
             }
             StepKind::Scalar(s) => {

@@ -15,44 +15,23 @@
 //! `bf16`, rounded after each op as the reference kernels do), `f64`,
 //! `i64` and `bool`. Operands from outside the chain ("leaves") are loaded
 //! per block: contiguously, as a splat (filled once per call) or through
-//! broadcast strides.
+//! strides (a broadcast, or a slice or transpose read in place), at an
+//! offset into their storage. Results are stored contiguously or scattered
+//! through strides into the concat or transpose they are placed in (see
+//! `fused_io`), and reductions of results are folded in (see `fold`).
 
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
 use super::chain::{Chain, ChainReal, Resolved, Stage, Start, MAX_STAGES};
-use super::env::{Env, Val};
+use super::env::Env;
+use super::fold::Sink;
+use super::fused_io::{fill, load, scatter, store, Scatter};
+pub(crate) use super::fused_io::{Access, Leaf};
 use super::math::{self, Arg};
 use super::parallel::{self, window, RawTarget, Scratch};
-use super::regs::{Bank, Out, Reg, Registers, Src, BLOCK};
+use super::regs::{reg, reg_mut, Bank, Out, Reg, Registers, Src, BLOCK};
 use crate::storage::Storage;
-
-/// How a leaf operand maps onto the chain's output elements.
-#[derive(Clone, Debug)]
-pub(crate) enum Access {
-    /// Same shape as the output: element `i` is element `i`.
-    Contig,
-    /// One element, broadcast everywhere (loaded once per call).
-    Splat,
-    /// NumPy broadcast: `dims` are the output dims, `strides` the leaf's
-    /// element strides per output axis (0 on broadcast axes).
-    Broadcast {
-        dims: Vec<usize>,
-        strides: Vec<usize>,
-    },
-    /// Element `i` is element `idx[i]` of the leaf (a vector): a gather
-    /// with constant indices, checked when the plan was built.
-    Indexed(std::sync::Arc<[u32]>),
-}
-
-/// An operand from outside the chain.
-#[derive(Clone, Debug)]
-pub(crate) struct Leaf {
-    pub(crate) val: Val,
-    pub(crate) access: Access,
-    /// The register it is loaded into; `None` for a leaf read in place.
-    pub(crate) reg: Option<Reg>,
-}
 
 /// One block-wide instruction.
 #[derive(Clone, Debug)]
@@ -102,6 +81,19 @@ pub(crate) enum Instr {
     },
     /// A run of cheap float ops evaluated in vector registers.
     Chain(Chain),
+    /// Writes a register through `map` into target `target` (a value
+    /// placed in a window of a concat or transpose).
+    Scatter {
+        src: Reg,
+        target: u32,
+        map: Scatter,
+    },
+    /// Combines a register into the accumulators of sink `sink` (a
+    /// reduction folded into the loop; see `fold`).
+    Fold {
+        src: Reg,
+        sink: u32,
+    },
 }
 
 /// A compiled element-wise chain.
@@ -111,6 +103,8 @@ pub(crate) struct FusedStep {
     numel: usize,
     leaves: Vec<Leaf>,
     body: Vec<Instr>,
+    /// Reductions folded into the loop; a loop with sinks runs on one thread.
+    pub(crate) sinks: Vec<Sink>,
     /// Elements per block: [`BLOCK`], or all of them when the body is one
     /// instruction streaming from leaves to a target — no register holds a
     /// per-block value then, so blocks would only add dispatch.
@@ -152,16 +146,6 @@ lanes!(f64, f64, F64);
 lanes!(i64, i64, I64);
 lanes!(bool, bool, Bool);
 
-fn reg<T>(bank: &[T], r: Reg) -> &[T] {
-    let s = r.idx as usize * BLOCK;
-    &bank[s..s + BLOCK]
-}
-
-fn reg_mut<T>(bank: &mut [T], r: Reg) -> &mut [T] {
-    let s = r.idx as usize * BLOCK;
-    &mut bank[s..s + BLOCK]
-}
-
 /// Block context: where the current block starts and how long it is.
 #[derive(Clone, Copy)]
 struct At<'e> {
@@ -202,7 +186,8 @@ impl<'a, T: Lanes> Reader<'a, T> {
             Src::Splat(r) => Arg::Scalar(self.reg(r)[0]),
             Src::Direct(l) => {
                 let leaf = &self.at.leaves[l as usize];
-                Arg::Slice(&T::of(self.at.env.get(leaf.val))[start..start + len])
+                let at = leaf.off + start;
+                Arg::Slice(&T::of(self.at.env.get(leaf.val))[at..at + len])
             }
         }
     }
@@ -246,7 +231,12 @@ fn operands<'a, T: Lanes>(
 
 impl FusedStep {
     /// A step computing `body` over `numel` elements.
-    pub(crate) fn new(numel: usize, leaves: Vec<Leaf>, body: Vec<Instr>) -> FusedStep {
+    pub(crate) fn new(
+        numel: usize,
+        leaves: Vec<Leaf>,
+        body: Vec<Instr>,
+        sinks: Vec<Sink>,
+    ) -> FusedStep {
         let block = match &body[..] {
             [ins] if streams(ins) => numel.max(1),
             _ => BLOCK,
@@ -255,6 +245,7 @@ impl FusedStep {
             numel,
             leaves,
             body,
+            sinks,
             block,
         }
     }
@@ -263,7 +254,8 @@ impl FusedStep {
     /// [`parallel::MIN_PER_PART`] elements per part the output is cut into
     /// block-aligned ranges run on several threads, each with its own
     /// registers from `par`; every element is computed by the same
-    /// instructions as on one thread, so the bits do not change.
+    /// instructions as on one thread, so the bits do not change. `acc` is
+    /// the `f64` scratch of the sinks.
     pub(crate) fn run(
         &self,
         env: &Env<'_>,
@@ -271,26 +263,41 @@ impl FusedStep {
         targets: &mut [Storage],
         idx: &mut [usize],
         par: &mut Scratch,
+        acc: &mut [f64],
     ) {
+        for s in &self.sinks {
+            s.start(acc);
+        }
         // Raw views: parts write disjoint ranges of the same targets.
         par.targets.clear();
         par.targets.extend(targets.iter_mut().map(RawTarget::of));
-        let parts = parallel::parts_for(self.numel);
+        let parts = if self.sinks.is_empty() {
+            parallel::parts_for(self.numel)
+        } else {
+            1
+        };
         if parts > 1 {
             par.lanes(parts);
         }
-        let Scratch { lanes, targets, .. } = par;
-        let views = &targets[..];
+        let Scratch {
+            lanes,
+            targets: views,
+            ..
+        } = par;
         if parts <= 1 {
-            self.run_range(env, regs, views, idx, (0, self.numel));
+            self.run_range(env, regs, views, idx, (0, self.numel), acc);
         } else {
             parallel::for_each_mut(&mut lanes[..parts], &|p, lane| {
                 let range = parallel::part_range(self.numel, parts, p);
-                self.run_range(env, &mut lane.regs, views, &mut lane.idx, range);
+                let no_sinks: &mut [f64] = &mut [];
+                self.run_range(env, &mut lane.regs, views, &mut lane.idx, range, no_sinks);
             });
         }
         // No pointer into the targets outlives the step.
-        targets.clear();
+        views.clear();
+        for s in &self.sinks {
+            s.finish(acc, &mut targets[s.target as usize]);
+        }
     }
 
     /// Runs the chain over elements `lo..hi` (`lo` a multiple of [`BLOCK`]).
@@ -301,13 +308,15 @@ impl FusedStep {
         targets: &[RawTarget],
         idx: &mut [usize],
         (lo, hi): (usize, usize),
+        acc: &mut [f64],
     ) {
         // Splat leaves: fill their registers once, as far as a block reads
         // them (a small value fills a few lanes, not the whole register).
         let lanes = self.block.min(self.numel).min(BLOCK);
         for leaf in &self.leaves {
-            if let (Access::Splat, Some(r)) = (&leaf.access, leaf.reg) {
-                fill(regs, r, env.get(leaf.val), lanes);
+            if let (&Access::Splat { whole }, Some(r)) = (&leaf.access, leaf.reg) {
+                let lanes = if whole { lanes } else { 1 };
+                fill(regs, r, env.get(leaf.val), leaf.off, lanes);
             }
         }
         let mut start = lo;
@@ -321,7 +330,12 @@ impl FusedStep {
             };
             self.prefetch_next(env, start + len, hi);
             for ins in &self.body {
-                exec(ins, at, regs, targets, idx);
+                match *ins {
+                    Instr::Fold { src, sink } => {
+                        self.sinks[sink as usize].fold_reg(regs, src, (start, len), idx, acc)
+                    }
+                    _ => exec(ins, at, regs, targets, idx),
+                }
             }
             start += len;
         }
@@ -338,10 +352,9 @@ impl FusedStep {
         let contiguous = self
             .leaves
             .iter()
-            .filter(|l| matches!(l.access, Access::Contig))
-            .map(|l| env.get(l.val));
-        for st in contiguous {
-            prefetch_block(st, next);
+            .filter(|l| matches!(l.access, Access::Contig));
+        for l in contiguous {
+            prefetch_block(env.get(l.val), l.off + next);
         }
     }
 }
@@ -365,7 +378,9 @@ fn streams(ins: &Instr) -> bool {
         | Instr::Select { .. }
         | Instr::Cast { .. }
         | Instr::Round { .. }
-        | Instr::Store { .. } => false,
+        | Instr::Store { .. }
+        | Instr::Scatter { .. }
+        | Instr::Fold { .. } => false,
     }
 }
 
@@ -412,7 +427,8 @@ fn exec<'e>(
         Instr::Load { leaf } => {
             let leaf = &at.leaves[leaf as usize];
             if let Some(r) = leaf.reg {
-                load(regs, r, &leaf.access, at.env.get(leaf.val), start, len, idx);
+                let src = at.env.get(leaf.val);
+                load(regs, (leaf, r), src, start, len, idx);
             }
         }
         Instr::Unary { op, bank, x, dst } => match bank {
@@ -526,11 +542,17 @@ fn exec<'e>(
         Instr::Store { src, target } => {
             store(regs, src, targets[target as usize], start, len);
         }
+        Instr::Scatter {
+            src,
+            target,
+            ref map,
+        } => scatter(regs, src, map, targets[target as usize], start, len, idx),
         Instr::Chain(ref ch) => match ch.bank {
             Bank::F32 => run_chain::<f32>(ch, at, regs, targets),
             Bank::F64 => run_chain::<f64>(ch, at, regs, targets),
             Bank::I64 | Bank::Bool => unreachable!("chains are formed in float banks only"),
         },
+        Instr::Fold { .. } => unreachable!("folds run in `run_range`, which owns the scratch"),
     }
 }
 
@@ -613,170 +635,5 @@ fn cast(regs: &mut Registers, x: Reg, dst: Reg, len: usize) {
         (Bank::Bool, Bank::F32) => conv!(bool, f32, |v: bool| v as u8 as f32),
         (Bank::Bool, Bank::F64) => conv!(bool, f64, |v: bool| v as u8 as f64),
         (Bank::Bool, Bank::I64) => conv!(bool, i64, |v: bool| v as i64),
-    }
-}
-
-/// Copies `src[pos(i)]` for the block `start..start + len` into `out`,
-/// converting each element with `f`.
-#[inline]
-fn gather<S: Copy, T: Copy>(
-    src: &[S],
-    access: &Access,
-    start: usize,
-    out: &mut [T],
-    idx: &mut [usize],
-    f: impl Fn(S) -> T,
-) {
-    match access {
-        Access::Contig => {
-            let n = out.len();
-            for (o, &v) in out.iter_mut().zip(&src[start..start + n]) {
-                *o = f(v);
-            }
-        }
-        Access::Splat => {
-            out.fill(f(src[0]));
-        }
-        Access::Indexed(ix) => {
-            let n = out.len();
-            for (o, &j) in out.iter_mut().zip(&ix[start..start + n]) {
-                *o = f(src[j as usize]);
-            }
-        }
-        Access::Broadcast { dims, strides } => {
-            let r = dims.len();
-            let idx = &mut idx[..r];
-            // Multi-index of `start`.
-            let mut rem = start;
-            for d in (0..r).rev() {
-                idx[d] = rem % dims[d];
-                rem /= dims[d];
-            }
-            let inner = dims[r - 1];
-            let s_in = strides[r - 1];
-            let mut done = 0;
-            while done < out.len() {
-                let off: usize = idx.iter().zip(strides.iter()).map(|(i, s)| i * s).sum();
-                let run = (inner - idx[r - 1]).min(out.len() - done);
-                let dst = &mut out[done..done + run];
-                if s_in == 0 {
-                    let v = src[off];
-                    dst.iter_mut().for_each(|o| *o = f(v));
-                } else if s_in == 1 {
-                    for (o, &v) in dst.iter_mut().zip(&src[off..off + run]) {
-                        *o = f(v);
-                    }
-                } else {
-                    for (j, o) in dst.iter_mut().enumerate() {
-                        *o = f(src[off + j * s_in]);
-                    }
-                }
-                done += run;
-                // Advance the multi-index by `run` (stays within the row or wraps once).
-                idx[r - 1] += run;
-                let mut d = r - 1;
-                while d > 0 && idx[d] >= dims[d] {
-                    idx[d] = 0;
-                    idx[d - 1] += 1;
-                    d -= 1;
-                }
-            }
-        }
-    }
-}
-
-fn load(
-    regs: &mut Registers,
-    r: Reg,
-    a: &Access,
-    src: &Storage,
-    start: usize,
-    len: usize,
-    idx: &mut [usize],
-) {
-    match src {
-        Storage::F32(v) => gather(
-            v,
-            a,
-            start,
-            &mut reg_mut(&mut regs.f32, r)[..len],
-            idx,
-            |x| x,
-        ),
-        Storage::F16(v) => gather(
-            v,
-            a,
-            start,
-            &mut reg_mut(&mut regs.f32, r)[..len],
-            idx,
-            f16::to_f32,
-        ),
-        Storage::BF16(v) => gather(
-            v,
-            a,
-            start,
-            &mut reg_mut(&mut regs.f32, r)[..len],
-            idx,
-            bf16::to_f32,
-        ),
-        Storage::F64(v) => gather(
-            v,
-            a,
-            start,
-            &mut reg_mut(&mut regs.f64, r)[..len],
-            idx,
-            |x| x,
-        ),
-        Storage::I64(v) => gather(
-            v,
-            a,
-            start,
-            &mut reg_mut(&mut regs.i64, r)[..len],
-            idx,
-            |x| x,
-        ),
-        Storage::Bool(v) => gather(
-            v,
-            a,
-            start,
-            &mut reg_mut(&mut regs.bool, r)[..len],
-            idx,
-            |x| x,
-        ),
-    }
-}
-
-/// Fills the first `lanes` elements of a register with element 0 of `src`
-/// (a splat leaf; blocks read at most `lanes` of them).
-fn fill(regs: &mut Registers, r: Reg, src: &Storage, lanes: usize) {
-    match src {
-        Storage::F32(v) => reg_mut(&mut regs.f32, r)[..lanes].fill(v[0]),
-        Storage::F16(v) => reg_mut(&mut regs.f32, r)[..lanes].fill(v[0].to_f32()),
-        Storage::BF16(v) => reg_mut(&mut regs.f32, r)[..lanes].fill(v[0].to_f32()),
-        Storage::F64(v) => reg_mut(&mut regs.f64, r)[..lanes].fill(v[0]),
-        Storage::I64(v) => reg_mut(&mut regs.i64, r)[..lanes].fill(v[0]),
-        Storage::Bool(v) => reg_mut(&mut regs.bool, r)[..lanes].fill(v[0]),
-    }
-}
-
-fn store(regs: &Registers, src: Reg, dst: RawTarget, start: usize, len: usize) {
-    macro_rules! put {
-        ($bank:ident, $p:expr, $n:expr, $f:expr) => {{
-            let f = $f;
-            let s = &reg(&regs.$bank, src)[..len];
-            // SAFETY: as in `operands`: this part owns the block.
-            let o = unsafe { window($p, $n, start, len) };
-            for (o, &x) in o.iter_mut().zip(s) {
-                *o = f(x);
-            }
-        }};
-    }
-    match dst {
-        RawTarget::F32(p, n) => put!(f32, p, n, |x: f32| x),
-        RawTarget::F16(p, n) => put!(f32, p, n, f16::from_f32),
-        RawTarget::BF16(p, n) => put!(f32, p, n, bf16::from_f32),
-        RawTarget::F64(p, n) => put!(f64, p, n, |x: f64| x),
-        RawTarget::I64(p, n) => put!(i64, p, n, |x: i64| x),
-        RawTarget::Bool(p, n) => put!(bool, p, n, |x: bool| x),
     }
 }

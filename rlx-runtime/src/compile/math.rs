@@ -155,6 +155,23 @@ fn map2<T: Copy, U: Copy>(a: Arg<'_, T>, b: Arg<'_, T>, out: &mut [U], f: impl F
 /// L1 when the rare lanes are looked for.
 const SPLIT_CHUNK: usize = 256;
 
+/// Whether `f(a[i], b[i])` holds for some `i < n`: a branch-free fold over
+/// zipped slices, so that LLVM vectorises it, and removes it for an op
+/// whose `f` is constant `false` (an indexed loop keeps its bounds checks,
+/// and with them an empty loop over every element).
+#[inline(always)]
+fn any2<T: Copy>(a: Arg<'_, T>, b: Arg<'_, T>, n: usize, f: impl Fn(T, T) -> bool) -> bool {
+    match (a, b) {
+        (Arg::Slice(x), Arg::Slice(y)) => x[..n]
+            .iter()
+            .zip(&y[..n])
+            .fold(false, |any, (&p, &q)| any | f(p, q)),
+        (Arg::Slice(x), Arg::Scalar(c)) => x[..n].iter().fold(false, |any, &p| any | f(p, c)),
+        (Arg::Scalar(c), Arg::Slice(y)) => y[..n].iter().fold(false, |any, &q| any | f(c, q)),
+        (Arg::Scalar(c), Arg::Scalar(d)) => n > 0 && f(c, d),
+    }
+}
+
 /// `out[i] = full(a[i], b[i])` for a function that is `core` (branch-free,
 /// vectorised) except where `rare` holds: each chunk is computed with
 /// `core`, then its rare lanes are redone with `full`. Where `rare` is
@@ -174,11 +191,7 @@ fn map2_split<T: Copy, U: Copy>(
         let to = n.min(from + SPLIT_CHUNK);
         let (a, b, out) = (a.sub(from, to), b.sub(from, to), &mut out[from..to]);
         map2(a, b, out, &core);
-        let mut any = false;
-        for i in 0..out.len() {
-            any |= rare(a.at(i), b.at(i));
-        }
-        if any {
+        if any2(a, b, out.len(), &rare) {
             for (i, o) in out.iter_mut().enumerate() {
                 let (x, y) = (a.at(i), b.at(i));
                 if rare(x, y) {

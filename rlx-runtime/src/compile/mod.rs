@@ -38,7 +38,9 @@ mod chain;
 mod chain_form;
 mod env;
 mod exec;
+mod fold;
 mod fused;
+mod fused_io;
 #[cfg(feature = "jit")]
 mod jit;
 mod looping;

@@ -29,6 +29,16 @@ pub struct Options {
     /// subexpressions and constants are folded per element. See
     /// [`PlanStats::scalarized_nodes`](super::PlanStats::scalarized_nodes).
     pub scalarize: bool,
+    /// Fuse movement ops and reductions into the element-wise loops next
+    /// to them: slices and transposes read by fused loops are read in
+    /// place, values used only by a concat or a transpose are written
+    /// straight into it, and reductions of a loop's values are folded
+    /// into that loop (same combine order, so the same bits). Off, each of
+    /// these ops is a step of its own with its own buffer (see
+    /// [`PlanStats::views`](super::PlanStats::views),
+    /// [`placed`](super::PlanStats::placed) and
+    /// [`fused_reductions`](super::PlanStats::fused_reductions)).
+    pub fuse_movement: bool,
 }
 
 impl Default for Options {
@@ -36,6 +46,7 @@ impl Default for Options {
         Options {
             jit: true,
             scalarize: true,
+            fuse_movement: true,
         }
     }
 }

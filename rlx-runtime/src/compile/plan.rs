@@ -147,6 +147,14 @@ pub struct PlanStats {
     /// Of those, nodes evaluated in register chains (runs of cheap float
     /// ops applied in vector registers).
     pub chained_nodes: usize,
+    /// Reductions folded into the fused loop computing their operand
+    /// (the operand is never stored).
+    pub fused_reductions: usize,
+    /// Slices and transposes read in place by fused loops (never copied).
+    pub views: usize,
+    /// Values written in place into the concat or transpose using them
+    /// (never stored on their own).
+    pub placed: usize,
     /// Scalar regions.
     pub scalar_regions: usize,
     /// 0-d nodes inside scalar regions.

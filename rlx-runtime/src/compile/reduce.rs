@@ -36,7 +36,8 @@ pub(crate) struct ReduceStep {
     pub(crate) count: usize,
 }
 
-trait Acc: Copy {
+/// An accumulator type: the identity of each reduction and its combine.
+pub(crate) trait Acc: Copy {
     fn identity(op: ReduceOp) -> Self;
     fn combine(op: ReduceOp, a: Self, x: Self) -> Self;
 }

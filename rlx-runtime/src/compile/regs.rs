@@ -86,3 +86,15 @@ impl Registers {
         }
     }
 }
+
+/// Register `r` of a bank.
+pub(crate) fn reg<T>(bank: &[T], r: Reg) -> &[T] {
+    let s = r.idx as usize * BLOCK;
+    &bank[s..s + BLOCK]
+}
+
+/// Register `r` of a bank, mutably.
+pub(crate) fn reg_mut<T>(bank: &mut [T], r: Reg) -> &mut [T] {
+    let s = r.idx as usize * BLOCK;
+    &mut bank[s..s + BLOCK]
+}

@@ -4,13 +4,14 @@
 //! edge cases; buffer reuse; input and output errors; concurrency.
 //!
 //! Modules by topic: `elementwise`, `reductions_linalg`, `movement`,
-//! `fusion`, `execution`; this file holds the shared `check`.
+//! `fusion`, `fusion_movement`, `execution`; this file holds the shared `check`.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod elementwise;
 mod execution;
 mod fusion;
+mod fusion_movement;
 mod movement;
 mod reductions_linalg;
 

@@ -36,6 +36,10 @@ pub(super) struct Builder<'a> {
     pub(super) indexed: &'a [Option<std::sync::Arc<[u32]>>],
     /// Slices read in place by matrix products: operand node and offset.
     pub(super) windows: &'a [Option<(usize, usize)>],
+    /// Slices and transposes read in place by fused loops.
+    pub(super) views: &'a [Option<super::views::View>],
+    /// Values written in place into a concat or transpose.
+    pub(super) places: &'a [Option<super::places::Place>],
     pub(super) group: &'a [Option<u32>],
     pub(super) stored: &'a [bool],
     pub(super) consts: Vec<Storage>,
@@ -95,13 +99,24 @@ impl Builder<'_> {
     }
 
     pub(super) fn push(&mut self, node: usize, kind: StepKind, reads: Vec<Val>) {
-        let t = self.target(node);
+        self.push_to(node, node, kind, reads);
+    }
+
+    /// A step computing `node` into the buffer of `into` (a value placed in
+    /// a concat or transpose writes there).
+    pub(super) fn push_to(&mut self, node: usize, into: usize, kind: StepKind, reads: Vec<Val>) {
+        let t = self.target(into);
         self.steps.push(Step {
             node: node as u32,
             kind,
             targets: vec![t],
             reads,
         });
+    }
+
+    /// Where node `i` is written: its place, or its own buffer.
+    pub(super) fn dest(&self, i: usize) -> super::places::Place {
+        super::places::dest(self.places, self.g, i)
     }
 
     pub(super) fn rank(&mut self, r: usize) {

@@ -6,6 +6,8 @@
 //! - inputs and constants are read where they are (constants are converted
 //!   to their dtype once, at compile time);
 //! - `Reshape` and `StopGradient` are *aliases*: same elements, same buffer;
+//! - a `Slice` or `Transpose` whose users are all element-wise is a *view*
+//!   (see `views`): the fused loops reading it walk its operand's storage;
 //! - a `Transpose` whose only consumers are matrix products is *virtual*:
 //!   the products read its operand through permuted strides;
 //! - so is a `Slice` that is one contiguous range of its operand (a layer
@@ -22,6 +24,12 @@
 //!   is sealed as soon as a node outside it reads one of its members, which
 //!   keeps "run the whole group at its last member" a valid schedule. A node
 //!   reading several open groups of its shape merges them;
+//! - a float reduction of a member of an open group is folded into that
+//!   group's loop as a *sink* (see `fold`) when the loop is small enough
+//!   to run on one thread;
+//! - a value whose only user is a concat or a copied transpose is *placed*
+//!   (see `places`): its loop or copy writes it straight into the user's
+//!   buffer through strides;
 //! - every other node is its own step.
 //!
 //! Values that outlive their step live in buffer slots. Slots are assigned
@@ -40,8 +48,10 @@
 mod builder;
 mod indexed;
 mod ops;
+mod places;
 mod regions;
 pub(super) mod scalarize;
+mod views;
 
 use rlx_core::{DType, Graph, Literal, NodeId, Op, Result, Shape, TensorType};
 
@@ -131,6 +141,36 @@ fn is_fusable(op: &Op) -> bool {
     )
 }
 
+/// The open group a node folds into as a sink: a float reduction of a
+/// member of that group, over a loop small enough never to be split
+/// across threads (a sink runs on one thread; the bits stay those of one
+/// thread either way).
+fn folds_into(
+    g: &Graph,
+    i: usize,
+    group: &[Option<u32>],
+    groups: &[Group],
+    sink: &[bool],
+) -> Option<u32> {
+    let n = &g.nodes()[i];
+    if !matches!(n.op, Op::Reduce { .. }) {
+        return None;
+    }
+    let x = n.inputs[0].index();
+    let gid = group[x]?;
+    let gr = &groups[gid as usize];
+    let xn = &g.nodes()[x];
+    let float = matches!(n.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16);
+    (float
+        && !sink[x]
+        && !gr.sealed
+        && xn.dtype == n.dtype
+        && xn.shape.rank() > 0
+        && gr.shape == xn.shape
+        && gr.shape.numel() < 2 * super::parallel::MIN_PER_PART)
+        .then_some(gid)
+}
+
 /// Converts a literal to storage of `dtype` and `shape`; a splat of a
 /// shape too large for memory is an error, not an abort.
 fn literal_storage(lit: &Literal, dtype: DType, shape: &Shape) -> Result<Storage> {
@@ -194,22 +234,44 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
     let indexed = indexed::indexed_gathers(g, &live, &users, &is_output, &root);
     let windows = windows(g, &live, &users, &is_output, &virt);
 
+    let fuse = options.fuse_movement;
+    let views = match fuse {
+        true => views::views(g, &users, &is_output, &root, &virt),
+        false => vec![None; nn],
+    };
+
     // Grouping of element-wise nodes.
     let mut group: Vec<Option<u32>> = vec![None; nn];
     let mut groups: Vec<Group> = Vec::new();
     // The last group of 0-d nodes, which an unconnected 0-d node may join.
     let mut last_scalar: Option<u32> = None;
+    // Reductions folded into the loop of their operand (see `fold`): a
+    // sink's value exists only once its loop has run, so its readers
+    // never join that loop (they seal it, as any outside reader does).
+    let mut sink = vec![false; nn];
     for (i, n) in nodes.iter().enumerate() {
         if !live[i] {
+            continue;
+        }
+        if let Some(gid) = folds_into(g, i, &group, &groups, &sink).filter(|_| fuse) {
+            group[i] = Some(gid);
+            groups[gid as usize].members.push(i as u32);
+            sink[i] = true;
             continue;
         }
         let fusable = is_fusable(&n.op);
         let mut joined = None;
         let mut merge: Vec<u32> = Vec::new();
+        let folded: Vec<u32> = n
+            .inputs
+            .iter()
+            .filter(|p| sink[p.index()])
+            .filter_map(|p| group[p.index()])
+            .collect();
         for p in &n.inputs {
             if let Some(gid) = group[p.index()] {
                 let gr = &groups[gid as usize];
-                if fusable && !gr.sealed && gr.shape == n.shape {
+                if fusable && !gr.sealed && gr.shape == n.shape && !folded.contains(&gid) {
                     match joined {
                         None => joined = Some(gid),
                         Some(j) if j != gid && !merge.contains(&gid) => merge.push(gid),
@@ -262,6 +324,10 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
             }
         }
     }
+    let places = match fuse {
+        true => places::places(g, &users, &is_output, &virt, &views, &group, &sink),
+        false => vec![None; nn],
+    };
     let stored: Vec<bool> = (0..nn)
         .map(|i| {
             group[i].is_some()
@@ -275,6 +341,8 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         virt: &virt,
         indexed: &indexed,
         windows: &windows,
+        views: &views,
+        places: &places,
         group: &group,
         stored: &stored,
         consts: Vec::new(),
@@ -360,6 +428,8 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
     b.stats.buffers = slots.len();
     b.stats.virtual_transposes = (0..nn).filter(|&i| virt[i]).count();
     b.stats.indexed_gathers = (0..nn).filter(|&i| live[i] && indexed[i].is_some()).count();
+    b.stats.views = views.iter().filter(|v| v.is_some()).count();
+    b.stats.placed = places.iter().filter(|p| p.is_some()).count();
     let max_targets = b.steps.iter().map(|s| s.targets.len()).max().unwrap_or(0);
     let input_types: Vec<TensorType> = g.inputs().iter().map(|i| g.ty(i.node)).collect();
     let output_types: Vec<TensorType> = g.outputs().iter().map(|&o| g.ty(o)).collect();

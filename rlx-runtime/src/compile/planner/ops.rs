@@ -13,6 +13,26 @@ use crate::compile::plan::{KernelStep, StepKind};
 use crate::compile::reduce::ReduceStep;
 use crate::compile::solve::SolveStep;
 
+/// The output stride of each axis of a reduction's operand `xs` (0 on
+/// the reduced `axes`; `out` is the result's shape), and the number of
+/// operand elements per result element.
+pub(super) fn reduce_strides(xs: &Shape, axes: &[usize], out: &Shape) -> (Vec<usize>, usize) {
+    let os = contiguous(out);
+    let mut out_strides = Vec::with_capacity(xs.rank());
+    let mut kept = 0;
+    let mut count = 1;
+    for d in 0..xs.rank() {
+        if axes.contains(&d) {
+            out_strides.push(0);
+            count *= xs.dim(d);
+        } else {
+            out_strides.push(os[kept]);
+            kept += 1;
+        }
+    }
+    (out_strides, count)
+}
+
 impl Builder<'_> {
     /// The step of a non-element-wise node (one exhaustive table).
     pub(super) fn op_step(&mut self, i: usize, n: &rlx_core::Node) -> Result<()> {
@@ -27,20 +47,24 @@ impl Builder<'_> {
             | Op::Broadcast { .. } => {
                 unreachable!("element-wise nodes are grouped")
             }
+            Op::Slice { .. } | Op::Transpose { .. } if self.views[i].is_some() => {}
             Op::Transpose { perm } => {
-                if !self.virt[i] {
-                    let x = arg(0);
+                // Nothing to copy when the operand was written in place.
+                let x = arg(0);
+                if !self.virt[i] && self.places[x].is_none() {
                     let xs = contiguous(self.shape(x));
                     self.rank(perm.len());
+                    let to = self.dest(i);
                     let part = Strided {
                         src: self.root[x],
                         src_off: 0,
                         src_strides: perm.iter().map(|&p| xs[p]).collect(),
                         dims: n.shape.dims().to_vec(),
-                        dst_off: 0,
-                        dst_strides: contiguous(&n.shape),
+                        dst_off: to.off,
+                        dst_strides: to.strides,
                     };
-                    self.push(i, StepKind::Copy(CopyStep::new(vec![part])), vec![self.root[x]]);
+                    let kind = StepKind::Copy(CopyStep::new(vec![part]));
+                    self.push_to(i, to.node as usize, kind, vec![self.root[x]]);
                 }
             }
             Op::Slice { .. } if self.windows[i].is_some() => {}
@@ -59,42 +83,36 @@ impl Builder<'_> {
                 self.push(i, StepKind::Copy(CopyStep::new(vec![part])), vec![self.root[x]]);
             }
             Op::Concat { axis } => {
-                let os = contiguous(&n.shape);
-                self.rank(os.len());
+                // Operands written in place need no copy.
+                let to = self.dest(i);
+                self.rank(n.shape.rank());
                 let mut at = 0;
                 let mut parts = Vec::new();
                 let mut reads = Vec::new();
                 for p in &n.inputs {
                     let s = self.shape(p.index());
-                    parts.push(Strided {
-                        src: self.root[p.index()],
-                        src_off: 0,
-                        src_strides: contiguous(s),
-                        dims: s.dims().to_vec(),
-                        dst_off: at * os[*axis],
-                        dst_strides: os.clone(),
-                    });
+                    if self.places[p.index()].is_none() {
+                        parts.push(Strided {
+                            src: self.root[p.index()],
+                            src_off: 0,
+                            src_strides: contiguous(s),
+                            dims: s.dims().to_vec(),
+                            dst_off: to.off + at * to.strides[*axis],
+                            dst_strides: to.strides.clone(),
+                        });
+                        reads.push(self.root[p.index()]);
+                    }
                     at += s.dim(*axis);
-                    reads.push(self.root[p.index()]);
                 }
-                self.push(i, StepKind::Copy(CopyStep::new(parts)), reads);
+                if !parts.is_empty() {
+                    let kind = StepKind::Copy(CopyStep::new(parts));
+                    self.push_to(i, to.node as usize, kind, reads);
+                }
             }
             Op::Reduce { op, axes } => {
                 let x = arg(0);
                 let xs = self.shape(x).clone();
-                let os = contiguous(&n.shape);
-                let mut out_strides = Vec::with_capacity(xs.rank());
-                let mut kept = 0;
-                let mut count = 1;
-                for d in 0..xs.rank() {
-                    if axes.contains(&d) {
-                        out_strides.push(0);
-                        count *= xs.dim(d);
-                    } else {
-                        out_strides.push(os[kept]);
-                        kept += 1;
-                    }
-                }
+                let (out_strides, count) = reduce_strides(&xs, axes, &n.shape);
                 self.rank(xs.rank());
                 let step = ReduceStep {
                     x: self.root[x],
@@ -224,37 +242,47 @@ impl Builder<'_> {
         )
     }
 
-    /// Access pattern of leaf `p` inside a loop over `shape`.
-    pub(super) fn access(&mut self, p: usize, shape: &Shape) -> Access {
-        let ps = self.shape(p);
+    /// Where a loop over `shape` reads operand `p`: the value owning its
+    /// storage, the element it starts at, and the access pattern (a view
+    /// is read in place through its strides).
+    pub(super) fn leaf_of(&mut self, p: usize, shape: &Shape) -> (Val, usize, Access) {
         if let Some(ix) = &self.indexed[p] {
-            super::indexed::access(ix)
-        } else if ps.numel() == 1 {
-            Access::Splat
-        } else if ps.numel() == shape.numel() {
-            Access::Contig
-        } else {
-            let r = shape.rank();
-            let pr = ps.rank();
-            let pst = contiguous(ps);
-            let strides: Vec<usize> = (0..r)
-                .map(|d| {
-                    let lead = r - pr;
-                    if d < lead || ps.dim(d - lead) == 1 {
-                        0
-                    } else {
-                        pst[d - lead]
-                    }
-                })
-                .collect();
-            self.rank(r);
-            // Output axes of length 1 dropped, runs of axes merged: a
-            // `[N, 1]` operand of a `[3, N, 1]` loop is read in runs of `N`.
-            let (dims, mut st) = merge_axes(shape.dims(), &[&strides]);
-            Access::Broadcast {
-                dims,
-                strides: st.pop().expect("one stride list"),
-            }
+            // Read through its indices: the gather's operand is never a
+            // view (a view's users are all loop members).
+            return (self.leaf_val(p), 0, super::indexed::access(ix));
         }
+        let ps = self.shape(p).clone();
+        let (val, off, pst) = match &self.views[p] {
+            Some(v) => (v.base, v.off, v.strides.clone()),
+            None => (self.root[p], 0, contiguous(&ps)),
+        };
+        if ps.numel() == 1 {
+            return (val, off, Access::Splat { whole: true });
+        }
+        if ps.numel() == shape.numel() && self.views[p].is_none() {
+            return (val, off, Access::Contig);
+        }
+        let r = shape.rank();
+        let pr = ps.rank();
+        let strides: Vec<usize> = (0..r)
+            .map(|d| {
+                let lead = r - pr;
+                if d < lead || ps.dim(d - lead) == 1 {
+                    0
+                } else {
+                    pst[d - lead]
+                }
+            })
+            .collect();
+        self.rank(r);
+        // Output axes of length 1 dropped, runs of axes merged: a
+        // `[N, 1]` operand of a `[3, N, 1]` loop is read in runs of `N`.
+        let (dims, mut st) = merge_axes(shape.dims(), &[&strides]);
+        let strides = st.pop().expect("one stride list");
+        if strides == [1] {
+            // A contiguous run of the storage (a slice of leading rows).
+            return (val, off, Access::Contig);
+        }
+        (val, off, Access::Broadcast { dims, strides })
     }
 }

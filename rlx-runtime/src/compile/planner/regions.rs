@@ -7,9 +7,13 @@ use std::collections::HashMap;
 use rlx_core::{BinaryOp, CmpOp, DType, Op, Result, UnaryOp};
 
 use super::builder::{Builder, Group};
+use super::ops::reduce_strides;
 use crate::compile::chain_form::form_chains;
 use crate::compile::env::Loc;
+use crate::compile::fold::Sink;
 use crate::compile::fused::{Access, FusedStep, Instr, Leaf};
+use crate::compile::fused_io::Scatter;
+use crate::compile::movement::merge_axes;
 use crate::compile::plan::{Step, StepKind};
 use crate::compile::regs::{Bank, Out, Reg, Src};
 use crate::compile::scalar::ScalarStep;
@@ -79,6 +83,10 @@ impl Builder<'_> {
         let mut body = Vec::new();
         let mut targets = Vec::new();
         let mut reads = Vec::new();
+        let mut sinks = Vec::new();
+        let mut acc_len = 0;
+        let mut placed_target: HashMap<u32, u32> = HashMap::new();
+        let mut splat_leaf: HashMap<u32, usize> = HashMap::new();
         // Splat leaves first: their registers are filled once per call and
         // must never be handed to a per-block value.
         for &m in members {
@@ -88,13 +96,17 @@ impl Builder<'_> {
                     continue;
                 }
                 let reg = ra.alloc(Bank::of(nodes[pi].dtype));
+                let (val, off, _) = self.leaf_of(pi, &gr.shape);
+                // Filled across its lanes only if some op reads it as a block.
                 leaves.push(Leaf {
-                    val: self.leaf_val(pi),
-                    access: Access::Splat,
+                    val,
+                    off,
+                    access: Access::Splat { whole: false },
                     reg: Some(reg),
                 });
-                reads.push(self.leaf_val(pi));
+                reads.push(val);
                 splat_of.insert(p.0, reg);
+                splat_leaf.insert(p.0, leaves.len() - 1);
             }
         }
         for (k, &m) in members.iter().enumerate() {
@@ -107,18 +119,20 @@ impl Builder<'_> {
                     if elementwise_math {
                         Src::Splat(r)
                     } else {
+                        leaves[splat_leaf[&p.0]].access = Access::Splat { whole: true };
                         Src::Reg(r)
                     }
                 } else if let Some(&r) = reg_of.get(&p.0) {
                     Src::Reg(r)
                 } else {
                     debug_assert!(!in_group(pi), "group members precede their users");
-                    let access = self.access(pi, &gr.shape);
+                    let (val, off, access) = self.leaf_of(pi, &gr.shape);
                     let in_place = matches!(access, Access::Contig) && native(nodes[pi].dtype);
                     if elementwise_math && in_place {
                         let l = *direct_of.entry(p.0).or_insert_with(|| {
                             leaves.push(Leaf {
-                                val: self.leaf_val(pi),
+                                val,
+                                off,
                                 access: Access::Contig,
                                 reg: None,
                             });
@@ -128,7 +142,8 @@ impl Builder<'_> {
                     } else {
                         let reg = ra.alloc(Bank::of(nodes[pi].dtype));
                         leaves.push(Leaf {
-                            val: self.leaf_val(pi),
+                            val,
+                            off,
                             access,
                             reg: Some(reg),
                         });
@@ -139,18 +154,47 @@ impl Builder<'_> {
                         Src::Reg(reg)
                     }
                 };
-                reads.push(self.leaf_val(pi));
+                reads.push(match &self.views[pi] {
+                    Some(v) => v.base,
+                    None => self.leaf_val(pi),
+                });
                 srcs.push(src);
             }
             let reg_src = |s: Src| match s {
                 Src::Reg(r) | Src::Splat(r) => r,
                 Src::Direct(_) => unreachable!("only unary and binary ops read leaves in place"),
             };
+            if let Op::Reduce { op, axes } = &n.op {
+                // A sink: fold the operand's register, write the result
+                // after the loop.
+                let xs = nodes[n.inputs[0].index()].shape.clone();
+                let (out_strides, count) = reduce_strides(&xs, axes, &n.shape);
+                self.rank(xs.rank());
+                sinks.push(Sink {
+                    op: *op,
+                    dims: xs.dims().to_vec(),
+                    out_strides,
+                    out_numel: n.shape.numel(),
+                    count,
+                    acc_off: acc_len,
+                    target: targets.len() as u32,
+                });
+                acc_len += Sink::scratch(n.shape.numel());
+                targets.push(self.target(m as usize));
+                body.push(Instr::Fold {
+                    src: reg_src(srcs[0]),
+                    sink: (sinks.len() - 1) as u32,
+                });
+                self.release_operands(n, k, &last_use, &splat_of, &reg_of, &mut ra);
+                continue;
+            }
             let bank = Bank::of(n.dtype);
             let stored = self.stored[m as usize];
             let used_later = last_use.contains_key(&m);
             // Results needed only outside are written straight to their target.
-            let direct_out = elementwise_math && stored && !used_later && native(n.dtype);
+            let placed = self.places[m as usize].clone();
+            let direct_out =
+                elementwise_math && stored && !used_later && native(n.dtype) && placed.is_none();
             let dst = if direct_out {
                 targets.push(self.target(m as usize));
                 Out::Target((targets.len() - 1) as u32)
@@ -199,7 +243,35 @@ impl Builder<'_> {
                         dtype: n.dtype,
                     });
                 }
-                if stored {
+                if let Some(pl) = placed {
+                    // Written through strides into the concat or transpose
+                    // using it; several members may share one destination.
+                    let target = match placed_target.get(&pl.node) {
+                        Some(&t) => t,
+                        None => {
+                            targets.push(self.target(pl.node as usize));
+                            let t = (targets.len() - 1) as u32;
+                            placed_target.insert(pl.node, t);
+                            t
+                        }
+                    };
+                    let (mut dims, mut st) = merge_axes(n.shape.dims(), &[&pl.strides]);
+                    let mut strides = st.pop().expect("one stride list");
+                    if dims.is_empty() {
+                        (dims, strides) = (vec![1], vec![0]);
+                    }
+                    self.rank(dims.len());
+                    let map = Scatter {
+                        off: pl.off,
+                        dims,
+                        strides,
+                    };
+                    body.push(Instr::Scatter {
+                        src: r,
+                        target,
+                        map,
+                    });
+                } else if stored {
                     body.push(Instr::Store {
                         src: r,
                         target: targets.len() as u32,
@@ -211,19 +283,7 @@ impl Builder<'_> {
                     ra.release(r);
                 }
             }
-            // Free registers of operands used for the last time (splats stay).
-            let mut seen: Vec<u32> = Vec::with_capacity(3);
-            for p in &n.inputs {
-                if seen.contains(&p.0) || splat_of.contains_key(&p.0) {
-                    continue;
-                }
-                seen.push(p.0);
-                if last_use.get(&p.0) == Some(&k) {
-                    if let Some(&r) = reg_of.get(&p.0) {
-                        ra.release(r);
-                    }
-                }
-            }
+            self.release_operands(n, k, &last_use, &splat_of, &reg_of, &mut ra);
         }
         for (b, c) in ra.count.iter().enumerate() {
             self.regs[b] = self.regs[b].max(*c);
@@ -231,16 +291,43 @@ impl Builder<'_> {
         reads.sort_unstable();
         reads.dedup();
         let (body, chained) = form_chains(body, &leaves);
+        self.acc_len = self.acc_len.max(acc_len);
+        self.stats.fused_reductions += sinks.len();
         self.stats.fused_loops += 1;
-        self.stats.fused_nodes += members.len();
+        self.stats.fused_nodes += members.len() - sinks.len();
         self.stats.chained_nodes += chained;
         self.steps.push(Step {
             node: gr.members.last().copied().unwrap_or_default(),
-            kind: StepKind::Fused(FusedStep::new(gr.shape.numel(), leaves, body)),
+            kind: StepKind::Fused(FusedStep::new(gr.shape.numel(), leaves, body, sinks)),
             targets,
             reads,
         });
         Ok(())
+    }
+
+    /// Frees the registers of the operands of member `k` (node `n`) used
+    /// for the last time (splats stay).
+    fn release_operands(
+        &self,
+        n: &rlx_core::Node,
+        k: usize,
+        last_use: &HashMap<u32, usize>,
+        splat_of: &HashMap<u32, Reg>,
+        reg_of: &HashMap<u32, Reg>,
+        ra: &mut RegAlloc,
+    ) {
+        let mut seen: Vec<u32> = Vec::with_capacity(3);
+        for p in &n.inputs {
+            if seen.contains(&p.0) || splat_of.contains_key(&p.0) {
+                continue;
+            }
+            seen.push(p.0);
+            if last_use.get(&p.0) == Some(&k) {
+                if let Some(&r) = reg_of.get(&p.0) {
+                    ra.release(r);
+                }
+            }
+        }
     }
 
     fn scalar_step(&mut self, gr: &Group) -> Result<()> {

@@ -1,0 +1,178 @@
+//! Reductions folded into the fused loop that computes their operand.
+//!
+//! A reduction whose operand is a member of a fused element-wise loop
+//! (one that is never split across threads) becomes a [`Sink`] of that
+//! loop: each block of the operand, still in its register, is combined
+//! into the reduction's accumulators, so the operand is never stored and
+//! read back (a sum of squares reads its input once).
+//!
+//! The combine order is exactly `ReduceStep`'s: the operand is walked in
+//! row-major order; a reduced innermost axis goes into eight interleaved
+//! partial results per row, folded into the row's accumulator before the
+//! row's remainder; a kept innermost axis combines element by element. So
+//! a folded reduction gives the same bits as the reduction step, whatever
+//! the block boundaries.
+
+use rlx_core::ReduceOp;
+
+use super::fused_io::for_runs;
+use super::reduce::{write_f64, Acc};
+use super::regs::{Bank, Reg, Registers, BLOCK};
+use crate::storage::Storage;
+
+/// Interleaved partial results of a reduced innermost axis.
+const LANES: usize = 8;
+
+/// A reduction folded into a fused loop over its operand.
+#[derive(Clone, Debug)]
+pub(crate) struct Sink {
+    pub(crate) op: ReduceOp,
+    /// The operand's dims (the loop's shape).
+    pub(crate) dims: Vec<usize>,
+    /// Output stride per operand axis (0 on reduced axes).
+    pub(crate) out_strides: Vec<usize>,
+    pub(crate) out_numel: usize,
+    /// Operand elements per output element (for the mean).
+    pub(crate) count: usize,
+    /// Where this sink's accumulators (`out_numel` of them, then the
+    /// partial results of the current row) start in the `f64` scratch.
+    pub(crate) acc_off: usize,
+    /// The step target receiving the result.
+    pub(crate) target: u32,
+}
+
+impl Sink {
+    /// `f64` scratch elements the sink uses.
+    pub(crate) fn scratch(op_numel: usize) -> usize {
+        op_numel + LANES
+    }
+
+    /// Sets the accumulators to the identity (before the loop).
+    pub(crate) fn start(&self, acc: &mut [f64]) {
+        acc[self.acc_off..self.acc_off + self.out_numel].fill(f64::identity(self.op));
+    }
+
+    /// Folds the block `start..start + len` of the operand, held in
+    /// register `src`.
+    pub(crate) fn fold_reg(
+        &self,
+        regs: &Registers,
+        src: Reg,
+        (start, len): (usize, usize),
+        idx: &mut [usize],
+        acc: &mut [f64],
+    ) {
+        let at = src.idx as usize * BLOCK;
+        match src.bank {
+            Bank::F64 => self.fold(&regs.f64[at..at + len], |v| v, (start, idx), acc),
+            Bank::F32 => self.fold(&regs.f32[at..at + len], |v| v as f64, (start, idx), acc),
+            Bank::I64 | Bank::Bool => unreachable!("only float reductions are folded"),
+        }
+    }
+
+    fn fold<T: Copy>(
+        &self,
+        vals: &[T],
+        to: impl Fn(T) -> f64,
+        at: (usize, &mut [usize]),
+        acc: &mut [f64],
+    ) {
+        // One monomorphic loop per reduction: each closure names its op, so
+        // the combine is inlined, not dispatched per element.
+        macro_rules! with {
+            ($op:expr) => {
+                self.fold_with(
+                    vals,
+                    to,
+                    at,
+                    acc,
+                    |a, x| f64::combine($op, a, x),
+                    f64::identity($op),
+                )
+            };
+        }
+        match self.op {
+            ReduceOp::Sum => with!(ReduceOp::Sum),
+            ReduceOp::Mean => with!(ReduceOp::Mean),
+            ReduceOp::Prod => with!(ReduceOp::Prod),
+            ReduceOp::Max => with!(ReduceOp::Max),
+            ReduceOp::Min => with!(ReduceOp::Min),
+        }
+    }
+
+    #[inline(always)]
+    fn fold_with<T: Copy>(
+        &self,
+        vals: &[T],
+        to: impl Fn(T) -> f64,
+        (start, idx): (usize, &mut [usize]),
+        acc: &mut [f64],
+        combine: impl Fn(f64, f64) -> f64,
+        identity: f64,
+    ) {
+        let (acc, lanes) = acc[self.acc_off..self.acc_off + Sink::scratch(self.out_numel)]
+            .split_at_mut(self.out_numel);
+        let r = self.dims.len();
+        let inner = self.dims[r - 1];
+        let s_in = self.out_strides[r - 1];
+        let full = inner - inner % LANES;
+        // Runs along the innermost axis: the first may start mid-row, the
+        // others start a row.
+        let mut pos = start % inner;
+        for_runs(
+            &self.dims,
+            &self.out_strides,
+            start,
+            vals.len(),
+            idx,
+            |done, o, run| {
+                let seg = &vals[done..done + run];
+                if s_in != 0 {
+                    for (j, &v) in seg.iter().enumerate() {
+                        let t = o + j * s_in;
+                        acc[t] = combine(acc[t], to(v));
+                    }
+                } else {
+                    if pos == 0 && full > 0 {
+                        lanes.fill(identity);
+                    }
+                    let in_lanes = full.saturating_sub(pos).min(run);
+                    for (j, &v) in seg[..in_lanes].iter().enumerate() {
+                        let l = (pos + j) % LANES;
+                        lanes[l] = combine(lanes[l], to(v));
+                    }
+                    let end = pos + run;
+                    let mut a = acc[o];
+                    // The partial results join the accumulator once per row,
+                    // where the row's remainder starts (or at its end). A row
+                    // shorter than the lanes has only identities there, and
+                    // combining the identity a second time changes nothing.
+                    if pos <= full && (full < end || end == inner) {
+                        if full == 0 {
+                            a = combine(a, identity);
+                        } else {
+                            for &l in lanes.iter() {
+                                a = combine(a, l);
+                            }
+                        }
+                    }
+                    for &v in &seg[in_lanes..] {
+                        a = combine(a, to(v));
+                    }
+                    acc[o] = a;
+                }
+                pos = 0;
+            },
+        );
+    }
+
+    /// Writes the result (after the loop).
+    pub(crate) fn finish(&self, acc: &mut [f64], out: &mut Storage) {
+        let a = &mut acc[self.acc_off..self.acc_off + self.out_numel];
+        if let ReduceOp::Mean = self.op {
+            let c = self.count as f64;
+            a.iter_mut().for_each(|x| *x /= c);
+        }
+        write_f64(a, out, 0);
+    }
+}

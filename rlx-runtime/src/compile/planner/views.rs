@@ -1,0 +1,74 @@
+//! Movement ops read in place by fused loops.
+//!
+//! A `Slice` or `Transpose` whose users are all element-wise nodes (so all
+//! members of fused loops) or views themselves gets no step and no buffer: it is a *view*, an
+//! offset and one element stride per axis into the storage of the value it
+//! was cut from, and the loops reading it walk that storage by index
+//! arithmetic. Views compose (a slice of a transposed slice is one view).
+//! A view with any other user (a reduction, a product, a graph output...)
+//! is copied as before, once, and every user reads the copy.
+
+use rlx_core::{Graph, Op};
+
+use super::builder::contiguous;
+
+/// Where the elements of a view live: element `i` (a multi-index over the
+/// view's dims) is element `off + Σ i_d·strides[d]` of `base`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct View {
+    /// The value owning the storage (an alias root, never itself a view).
+    pub(super) base: u32,
+    pub(super) off: usize,
+    pub(super) strides: Vec<usize>,
+}
+
+/// The view of every node read in place (`None` for the others).
+///
+/// `users[i]` lists the live users of node `i`, `root` resolves aliases,
+/// `virt` marks transposes read in place by matrix products (left to them).
+pub(super) fn views(
+    g: &Graph,
+    users: &[Vec<u32>],
+    is_output: &[bool],
+    root: &[u32],
+    virt: &[bool],
+) -> Vec<Option<View>> {
+    let nodes = g.nodes();
+    // Which nodes are views: every user is a loop member or itself a view
+    // (users come later, so decide from the last node back).
+    let mut is_view = vec![false; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        let n = &nodes[i];
+        let movement = matches!(n.op, Op::Slice { .. } | Op::Transpose { .. });
+        let read_in_place = !users[i].is_empty()
+            && users[i].iter().all(|&u| {
+                let un = &nodes[u as usize];
+                is_view[u as usize] || (super::is_fusable(&un.op) && un.shape.rank() > 0)
+            });
+        is_view[i] = movement && !is_output[i] && !virt[i] && read_in_place && n.shape.numel() > 0;
+    }
+    let mut views: Vec<Option<View>> = vec![None; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if !is_view[i] {
+            continue;
+        }
+        let x = n.inputs[0].index();
+        let from = views[x].clone().unwrap_or_else(|| View {
+            base: root[x],
+            off: 0,
+            strides: contiguous(&nodes[x].shape),
+        });
+        views[i] = Some(match &n.op {
+            Op::Slice { axis, start, .. } => View {
+                off: from.off + start * from.strides[*axis],
+                ..from
+            },
+            Op::Transpose { perm } => View {
+                strides: perm.iter().map(|&p| from.strides[p]).collect(),
+                ..from
+            },
+            _ => unreachable!("only slices and transposes are views"),
+        });
+    }
+    views
+}

@@ -1,0 +1,351 @@
+//! Fusion through movement ops and reductions (issue #16): slices and
+//! transposes read in place, values written in place into the concat or
+//! transpose using them, reductions folded into the loop computing their
+//! operand. Every fused plan is compared bit for bit with the same graph
+//! planned without this fusion (`Options::fuse_movement` off: the
+//! operation order is the same, so the bits must be), and with the naive
+//! evaluator and the interpreter through `check`. The plans of a few
+//! derivative graphs are pinned by their counts.
+
+use proptest::prelude::*;
+use rlx_core::autodiff::{batch_jacobian, hvp, value_and_grad};
+
+use super::{check, general, tol};
+use crate::common::{assert_same_values, tensor, values};
+use rlx_runtime::compile::{compile_with, Options};
+use rlx_runtime::{DType, Executable, Graph, NodeId, ReduceOp, Tensor};
+
+/// `g` planned without fusion through movement ops and reductions.
+fn unfused(g: &Graph) -> Executable {
+    let options = Options {
+        scalarize: false,
+        fuse_movement: false,
+        ..Options::default()
+    };
+    compile_with(g, &options).unwrap()
+}
+
+/// Checks `g` against the references, and its fused plan against the
+/// unfused one bit for bit; returns the fused plan.
+fn check_fused(g: &Graph, inputs: &[&Tensor], rtol: f64, what: &str) -> Executable {
+    let exe = check(g, inputs, rtol, what);
+    let fused = exe.run(inputs).unwrap();
+    let plain = unfused(g).run(inputs).unwrap();
+    for (j, (a, b)) in fused.iter().zip(&plain).enumerate() {
+        assert_same_values(a, b, &format!("{what}: output {j} fused vs unfused"));
+    }
+    exe
+}
+
+/// Σ_i 100 (x_{i+1} − x_i²)² + (1 − x_i)² over `x: [n]`.
+fn rosenbrock(n: usize) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input("x", [n], DType::F64);
+    let a = g.slice(x, 0, 0, n - 1).unwrap();
+    let b = g.slice(x, 0, 1, n - 1).unwrap();
+    let a2 = g.square(a).unwrap();
+    let d = g.sub(b, a2).unwrap();
+    let d2 = g.square(d).unwrap();
+    let hundred = g.scalar(100.0, DType::F64);
+    let t = g.mul(d2, hundred).unwrap();
+    let one = g.scalar(1.0, DType::F64);
+    let c = g.sub(one, a).unwrap();
+    let c2 = g.square(c).unwrap();
+    let s = g.add(t, c2).unwrap();
+    let f = g.sum_all(s).unwrap();
+    g.set_outputs(vec![f]);
+    g
+}
+
+#[test]
+fn rosenbrock_hvp_reads_slices_in_place_and_folds_its_sum() {
+    let n = 1000;
+    let h = hvp(&rosenbrock(n), &[0]).unwrap();
+    let x = tensor(&values(n, 1, -1.2, 1.2), &[n], DType::F64);
+    let v = tensor(&values(n, 2, -1.0, 1.0), &[n], DType::F64);
+    let exe = check_fused(&h, &[&x, &v], 1e-9, "rosenbrock hvp");
+    let s = exe.stats();
+    // The four slices (of x and of v) are never copied; the value's sum is
+    // folded into the loop over the 999 pairs, which also writes both
+    // pads (the slices' cotangents, concats with a zero) in place. What
+    // remains: that loop, the zero element of each pad, and the loop
+    // adding the pads.
+    assert_eq!(s.views, 4, "{s:?}");
+    assert_eq!(s.fused_reductions, 1, "{s:?}");
+    assert_eq!(s.placed, 2, "{s:?}");
+    assert_eq!(s.fused_loops, 2, "{s:?}");
+    assert_eq!(s.steps, 4, "{s:?}");
+    let before = unfused(&h).stats();
+    assert_eq!(before.steps, 10, "{before:?}");
+    assert!(s.buffers < before.buffers, "{s:?} vs {before:?}");
+}
+
+/// The 3-terminal device of `rlx-core/tests/medium_graphs.rs`, `[n, 3]` →
+/// `[n, 3]`: column slices, `exp`, `tanh`, products, a concat.
+fn device(n: usize) -> Graph {
+    let mut g = Graph::new();
+    let u = g.input("u", [n, 3], DType::F64);
+    let v: Vec<_> = (0..3).map(|k| g.slice(u, 1, k, 1).unwrap()).collect();
+    let d = g.sub(v[0], v[1]).unwrap();
+    let e = g.exp(d).unwrap();
+    let s = g.sub(v[1], v[2]).unwrap();
+    let t = g.tanh(s).unwrap();
+    let it = g.mul(t, v[0]).unwrap();
+    let il = g.mul(v[0], v[2]).unwrap();
+    let i0 = g.add(e, il).unwrap();
+    let i1 = g.sub(it, e).unwrap();
+    let i2 = g.neg(it).unwrap();
+    let c = g.concat(&[i0, i1, i2], 1).unwrap();
+    g.set_outputs(vec![c]);
+    g
+}
+
+#[test]
+fn device_batch_jacobian_is_loops_only() {
+    let n = 3000;
+    let j = batch_jacobian(&device(n), &[0]).unwrap();
+    let u = tensor(&values(3 * n, 3, -0.2, 0.2), &[n, 3], DType::F64);
+    let exe = check_fused(&j, &[&u], 1e-9, "device batch_jacobian");
+    let s = exe.stats();
+    // Column slices are read in place; the currents and the Jacobian
+    // blocks are written straight into the concatenated (and, for the
+    // Jacobian, transposed) outputs: no copy step is left.
+    assert_eq!(s.views, 3, "{s:?}");
+    assert_eq!(s.steps, s.fused_loops, "{s:?}");
+    let before = unfused(&j).stats();
+    assert!(
+        s.steps + 5 <= before.steps && s.buffers < before.buffers,
+        "{s:?} vs {before:?}"
+    );
+}
+
+#[test]
+fn concat_of_elementwise_results_is_one_loop_without_buffers() {
+    for dtype in [DType::F64, DType::F32, DType::F16] {
+        let mut g = Graph::new();
+        let x = g.input("x", [700, 3], dtype);
+        let a = g.exp(x).unwrap();
+        let b = g.sin(x).unwrap();
+        let c = g.mul(a, b).unwrap();
+        // Pieces on the middle axis of a transposed result.
+        let cat = g.concat(&[a, c, b], 1).unwrap();
+        let t = g.transpose(cat, &[1, 0]).unwrap();
+        g.set_outputs(vec![t]);
+        let xv = tensor(&values(2100, 5, -1.0, 1.0), &[700, 3], dtype);
+        let exe = check_fused(&g, &[&xv], tol(dtype), &format!("concat {dtype}"));
+        let s = exe.stats();
+        assert_eq!((s.steps, s.fused_loops), (1, 1), "{s:?}");
+        // `cat` and its three pieces live in the output.
+        assert_eq!((s.placed, s.buffers), (4, 0), "{s:?}");
+    }
+}
+
+/// ½ Σ_{i≠j} 4 (r⁻¹² − r⁻⁶) over `p: [n, 3]` in the broadcast form.
+fn lj(n: usize) -> Graph {
+    let mut g = Graph::new();
+    let p = g.input("p", [n, 3], DType::F64);
+    let eye = g.input("eye", [n, n], DType::F64);
+    let a = g.reshape(p, [n, 1, 3]).unwrap();
+    let b = g.reshape(p, [1, n, 3]).unwrap();
+    let d = g.sub(a, b).unwrap();
+    let d2 = g.square(d).unwrap();
+    let r2 = g.sum(d2, &[2]).unwrap();
+    let r2 = g.add(r2, eye).unwrap();
+    let s3 = g.powi(r2, -3).unwrap();
+    let s6 = g.square(s3).unwrap();
+    let e = g.sub(s6, s3).unwrap();
+    let two = g.scalar(2.0, DType::F64);
+    let e = g.mul(e, two).unwrap();
+    let f = g.sum_all(e).unwrap();
+    g.set_outputs(vec![f]);
+    g
+}
+
+#[test]
+fn lj_gradient_folds_every_reduction() {
+    let n = 40;
+    let vg = value_and_grad(&lj(n), &[0]).unwrap();
+    let p: Vec<f64> = (0..3 * n)
+        .map(|k| 1.2 * [k / 3 % 4, k / 12 % 4, k / 48][k % 3] as f64)
+        .zip(values(3 * n, 4, -0.1, 0.1))
+        .map(|(a, b)| a + b)
+        .collect();
+    let eye: Vec<f64> = (0..n * n).map(|k| (k / n == k % n) as u8 as f64).collect();
+    let pt = tensor(&p, &[n, 3], DType::F64);
+    let et = tensor(&eye, &[n, n], DType::F64);
+    let exe = check_fused(&vg, &[&pt, &et], 1e-9, "lj value_and_grad");
+    let s = exe.stats();
+    // r² (a sum over the last axis), the energy, and the two halves of the
+    // gradient (sums over either particle axis) are folded into the loops
+    // computing their operands.
+    assert_eq!(s.fused_reductions, 4, "{s:?}");
+    assert_eq!(s.steps, s.fused_loops, "{s:?}");
+    assert!(s.steps <= 4, "{s:?}");
+}
+
+#[test]
+fn folded_reductions_give_the_reduction_steps_bits_across_blocks() {
+    // Rows that end mid-block, rows longer than a block, rows shorter than
+    // the eight partial results, kept inner axes; every reduction.
+    let shapes: [(&[usize], &[usize]); 7] = [
+        (&[2500], &[0]),
+        (&[3, 1500], &[1]),
+        (&[3, 1500], &[0]),
+        (&[700, 3], &[1]),
+        (&[40, 30, 7], &[0, 2]),
+        (&[5, 13, 16], &[1]),
+        (&[9, 8, 4], &[0, 1, 2]),
+    ];
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Prod,
+    ];
+    for dtype in [DType::F64, DType::F32] {
+        for (dims, axes) in shapes {
+            for op in ops {
+                let mut g = Graph::new();
+                let x = g.input("x", dims, dtype);
+                let a = g.sin(x).unwrap();
+                let one = g.scalar(1.0, dtype);
+                let b = g.add(a, one).unwrap();
+                let r = g.reduce(op, b, axes).unwrap();
+                let c = g.mul(b, b).unwrap();
+                g.set_outputs(vec![r, c]);
+                let n: usize = dims.iter().product();
+                let xv = tensor(&values(n, 7, -2.0, 2.0), dims, dtype);
+                let what = format!("{op:?} over {axes:?} of {dims:?} {dtype}");
+                let exe = check_fused(&g, &[&xv], 1e-4, &what);
+                assert_eq!(exe.stats().fused_reductions, 1, "{what}");
+                assert_eq!(exe.stats().steps, 1, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_reader_of_a_folded_reduction_never_joins_its_loop() {
+    // `x - mean(x)` has the loop's shape, but the mean exists only once
+    // the loop has run.
+    let mut g = Graph::new();
+    let x = g.input("x", [3000], DType::F64);
+    let e = g.exp(x).unwrap();
+    let m = g.reduce(ReduceOp::Mean, e, &[0]).unwrap();
+    let c = g.sub(e, m).unwrap();
+    let c2 = g.square(c).unwrap();
+    let var = g.reduce(ReduceOp::Mean, c2, &[0]).unwrap();
+    g.set_outputs(vec![var, c]);
+    let xv = tensor(&values(3000, 8, -1.0, 1.0), &[3000], DType::F64);
+    let exe = check_fused(&g, &[&xv], 1e-12, "centred");
+    assert_eq!(exe.stats().fused_loops, 2, "{:?}", exe.stats());
+    assert_eq!(exe.stats().fused_reductions, 2, "{:?}", exe.stats());
+}
+
+#[test]
+fn views_of_views_and_shared_pieces() {
+    // A slice of a transpose of a slice, read by a loop; a piece read by
+    // its own loop after being placed; a concat that is also an output.
+    let mut g = Graph::new();
+    let x = g.input("x", [6, 50, 4], DType::F64);
+    let s = g.slice(x, 0, 1, 4).unwrap();
+    let t = g.transpose(s, &[2, 0, 1]).unwrap();
+    let u = g.slice(t, 2, 10, 30).unwrap();
+    let a = g.tanh(u).unwrap();
+    let b = g.mul(a, a).unwrap();
+    let c = g.add(b, a).unwrap();
+    let cat = g.concat(&[a, c], 0).unwrap();
+    let total = g.sum_all(cat).unwrap();
+    g.set_outputs(vec![cat, total]);
+    let xv = tensor(&values(1200, 9, -1.0, 1.0), &[6, 50, 4], DType::F64);
+    let exe = check_fused(&g, &[&xv], 1e-12, "views of views");
+    let s = exe.stats();
+    assert_eq!((s.views, s.placed), (3, 2), "{s:?}");
+}
+
+/// One op of a random graph, applied to pool values picked by `pick`.
+fn random_op(g: &mut Graph, pool: &[NodeId], op: u8, pick: &[usize]) -> Option<NodeId> {
+    let a = pool[pick[0] % pool.len()];
+    let b = pool[pick[1] % pool.len()];
+    let dims = g.shape(a).dims().to_vec();
+    let r = dims.len();
+    let made = match op % 11 {
+        0 => g.add(a, b),
+        1 => g.mul(a, b),
+        2 => g.tanh(a),
+        3 => {
+            let n = g.neg(a).ok()?;
+            g.exp(n)
+        }
+        4 if r > 0 => {
+            let axis = pick[2] % r;
+            let len = dims[axis];
+            let start = pick[3] % len;
+            g.slice(a, axis, start, (len - start).min(1 + pick[4] % len))
+        }
+        5 if r > 1 => {
+            let mut perm: Vec<usize> = (0..r).collect();
+            perm.rotate_left(1 + pick[2] % (r - 1));
+            g.transpose(a, &perm)
+        }
+        6 if r > 0 => {
+            let s = g.sin(a).ok()?;
+            g.concat(&[a, s, a], pick[2] % r)
+        }
+        7 if r > 0 => {
+            let op = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Mean][pick[3] % 3];
+            g.reduce(op, a, &[pick[2] % r])
+        }
+        8 => {
+            let mut to = vec![2];
+            to.extend(&dims);
+            g.broadcast(a, to)
+        }
+        9 => g.reshape(a, [dims.iter().product::<usize>()]),
+        _ => g.sub(a, b),
+    };
+    made.ok()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 120, ..ProptestConfig::default() })]
+
+    /// Random graphs mixing element-wise ops, slices, transposes, concats,
+    /// broadcasts, reshapes and reductions: the fused plan equals the
+    /// unfused one bit for bit, and the references within rounding.
+    #[test]
+    fn random_movement_graphs_fuse_exactly(
+        ops in proptest::collection::vec((any::<u8>(), proptest::collection::vec(0usize..1000, 5)), 4..18),
+        outs in proptest::collection::vec(0usize..1000, 1..4),
+        seed in 0u64..1000,
+    ) {
+        let mut g = Graph::new();
+        let x = g.input("x", [6, 5, 4], DType::F64);
+        let y = g.input("y", [5, 4], DType::F64);
+        let mut pool = vec![x, y];
+        for (op, pick) in &ops {
+            if let Some(v) = random_op(&mut g, &pool, *op, pick) {
+                if g.shape(v).numel() <= 4096 {
+                    pool.push(v);
+                }
+            }
+        }
+        let outputs: Vec<NodeId> = outs.iter().map(|o| pool[o % pool.len()]).collect();
+        g.set_outputs(outputs);
+        let xv = tensor(&values(120, seed, -1.0, 1.0), &[6, 5, 4], DType::F64);
+        let yv = tensor(&values(20, seed + 1, -1.0, 1.0), &[5, 4], DType::F64);
+        check_fused(&g, &[&xv, &yv], 1e-9, &format!("random graph:\n{g}"));
+    }
+}
+
+#[test]
+fn fused_plans_keep_their_structure_without_scalarisation() {
+    // `general` (used by `check`) and the default compile agree on the
+    // fused counts for a graph too large to scalarise.
+    let g = rosenbrock(2000);
+    let a = general(&g).stats();
+    let b = rlx_runtime::compile(&g).unwrap().stats();
+    assert_eq!((a.views, a.fused_reductions), (b.views, b.fused_reductions));
+    assert_eq!((a.views, a.fused_reductions), (2, 1), "{a:?}");
+}
