@@ -4,7 +4,18 @@
 //! kernel's error at run time.
 
 use rlx_core::{DType, Error, Graph, Literal};
-use rlx_runtime::{compile, interpret, Tensor};
+use rlx_runtime::compile::{compile_with, Options};
+use rlx_runtime::{interpret, Executable, Tensor};
+
+/// `g` planned as a general plan (small graphs would otherwise be
+/// scalarised, and a scalar program has no fused loops to read indices).
+fn general(g: &Graph) -> Executable {
+    let options = Options {
+        scalarize: false,
+        ..Options::default()
+    };
+    compile_with(g, &options).unwrap()
+}
 
 /// `y = exp(gather(x, idx)) · c + gather(x, idx)`, `x: [n]`, `idx: [k]`.
 fn graph(n: usize, idx: Vec<i64>) -> Graph {
@@ -31,7 +42,7 @@ fn indexed_gathers_equal_the_interpreter_at_every_size() {
         let g = graph(n, idx);
         let x: Vec<f64> = (0..n).map(|j| (j as f64 * 0.37).sin()).collect();
         let x = Tensor::from_slice(&x, [n]);
-        let exe = compile(&g).unwrap();
+        let exe = general(&g);
         assert_eq!(exe.stats().indexed_gathers, 1, "n = {n}, k = {k}");
         let got = exe.run(&[&x]).unwrap()[0].to_vec::<f64>().unwrap();
         let want = interpret(&g, &[&x]).unwrap()[0].to_vec::<f64>().unwrap();
@@ -50,7 +61,7 @@ fn a_gather_read_by_another_op_or_returned_keeps_its_step() {
     let gx = g.gather(x, i, 0).unwrap();
     let s = g.sin(gx).unwrap();
     g.set_outputs(vec![s, gx]);
-    let exe = compile(&g).unwrap();
+    let exe = general(&g);
     assert_eq!(exe.stats().indexed_gathers, 0);
     let x = Tensor::from_slice(&[0.5f64, 1.0, 1.5, 2.0], [4]);
     let out = exe.run(&[&x]).unwrap();
@@ -64,7 +75,7 @@ fn a_gather_read_by_another_op_or_returned_keeps_its_step() {
 #[test]
 fn an_index_out_of_range_is_still_reported_when_the_graph_runs() {
     let g = graph(4, vec![0, 4, 1]);
-    let exe = compile(&g).unwrap();
+    let exe = general(&g);
     assert_eq!(exe.stats().indexed_gathers, 0);
     let x = Tensor::from_slice(&[0.0f64, 1.0, 2.0, 3.0], [4]);
     let err = exe.run(&[&x]).unwrap_err();
