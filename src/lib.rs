@@ -82,7 +82,7 @@ pub mod __private {
         plain, select, skip, take, Arg, Function, Transform, Values,
     };
     pub use rlx_runtime::rewritten::{
-        number_arg, number_of, operand, scalar_param, Kind, NumberArg,
+        number_arg, number_of, operand, pass_number, scalar_param, Kind, NumberArg,
     };
     pub use rlx_runtime::trace::Trace;
 }

@@ -128,6 +128,54 @@ fn two_body_num(x: &[f64], eps: f64) -> f64 {
     lj_num(r) + 4.0 * eps * (s.powi(12) - s.powi(6)) + 0.5 * (r - 1.0).powi(2) + lj_num(1.5)
 }
 
+/// A chain of bonds: `f64` parameters, and a number computed from them, are
+/// passed by value to calls in every iteration, as they would be as `f64`s.
+#[differentiable]
+fn bond_chain(x: &Tensor, eps: f64, sigma: f64) -> f64 {
+    let reach = sigma * 1.5;
+    let mut total = x.slice(0, 0, 1).sum_all() * 0.0;
+    for i in 0..3 {
+        let r = (x.slice(0, i + 1, 1) - x.slice(0, i, 1)).sum_all();
+        total = total + pair(&r, eps, sigma) + 0.01 * r.powf(reach) + r.hypot(eps);
+    }
+    total + lj(sigma) + lj(reach)
+}
+
+fn bond_chain_num(x: &[f64], eps: f64, sigma: f64) -> f64 {
+    let reach = sigma * 1.5;
+    let pair = |r: f64| {
+        let s = sigma / r;
+        4.0 * eps * (s.powi(12) - s.powi(6))
+    };
+    let bonds: f64 = (0..3)
+        .map(|i| {
+            let r = x[i + 1] - x[i];
+            pair(r) + 0.01 * r.powf(reach) + r.hypot(eps)
+        })
+        .sum();
+    bonds + lj_num(sigma) + lj_num(reach)
+}
+
+#[test]
+fn numbers_are_passed_to_calls_by_value_as_often_as_needed() {
+    let (x0, eps, sigma) = ([0.0, 1.1, 2.3, 3.2], 0.8, 1.05);
+    let x = t(&x0);
+    close(
+        bond_chain(&x, eps, sigma),
+        bond_chain_num(&x0, eps, sigma),
+        1e-12,
+        "value",
+    );
+    let f = |v: &[f64]| bond_chain_num(&v[..4], v[4], v[5]);
+    let want = fd_grad(f, &[x0[0], x0[1], x0[2], x0[3], eps, sigma]);
+    let (gx, ge, gs) = grad_bond_chain(&x, eps, sigma).unwrap();
+    for (i, g) in vals(&gx).into_iter().enumerate() {
+        close(g, want[i], FD_TOL, "d/dx");
+    }
+    close(ge, want[4], FD_TOL, "d/deps");
+    close(gs, want[5], FD_TOL, "d/dsigma");
+}
+
 /// Per-row energies (a helper of numbers applied to a column).
 #[differentiable]
 fn rows(x: &Tensor) -> Tensor {

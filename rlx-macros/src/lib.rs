@@ -58,9 +58,16 @@ fn differentiable_impl(
         return Ok(out);
     }
     let mut body = (*func.item.block).clone();
+    let numbers: Vec<&syn::Ident> = func
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, parse::Kind::Float(_)))
+        .map(|p| &p.ident)
+        .collect();
     rewrite::rewrite(
         &mut body,
         traced::Taint::new(func.runtime().map(|p| &p.ident)),
+        &numbers,
     );
     Ok(expand::expand(&func, &body))
 }

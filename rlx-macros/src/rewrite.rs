@@ -7,18 +7,22 @@
 //! the original syntax, so a static value wrongly judged traced still gets
 //! the right result.
 
+use std::collections::HashSet;
+
 use proc_macro2::Span;
 use quote::quote_spanned;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{BinOp, Block, Expr, Stmt};
 
-use crate::traced::{assigned_name, Taint};
+use crate::traced::{assigned_name, pat_names, Taint};
 
-/// Rewrites `block` in place; `taint` holds the traced parameter names.
-pub fn rewrite(block: &mut Block, taint: Taint) {
+/// Rewrites `block` in place; `taint` holds the traced parameter names and
+/// `numbers` the names of the `f32`/`f64` parameters.
+pub fn rewrite(block: &mut Block, taint: Taint, numbers: &[&syn::Ident]) {
     Rewriter {
         taint,
+        numbers: numbers.iter().map(|i| i.to_string()).collect(),
         closure_depth: 0,
     }
     .visit_block_mut(block);
@@ -26,6 +30,12 @@ pub fn rewrite(block: &mut Block, taint: Taint) {
 
 struct Rewriter {
     taint: Taint,
+    /// Names the user wrote as numbers: `f32`/`f64` parameters (of the
+    /// function or of a closure) and locals computed from them by
+    /// arithmetic. Inside the body they hold `Tensor`s, which are not
+    /// `Copy`; as arguments of a call they are passed by value as a number
+    /// would be (see [`Rewriter::pass_number`]).
+    numbers: HashSet<String>,
     /// How many closures enclose the current expression (a `return` in
     /// one leaves the closure, not the body).
     closure_depth: usize,
@@ -62,6 +72,16 @@ fn float_name(ty: &syn::Type) -> Option<&'static str> {
     }
 }
 
+/// Whether `f` is one of the macro's own helpers (`::rlx::__private::..`),
+/// whose arguments are already what they should be.
+fn is_private_call(f: &Expr) -> bool {
+    let Expr::Path(p) = f else { return false };
+    let mut segs = p.path.segments.iter();
+    p.path.leading_colon.is_some()
+        && segs.next().is_some_and(|s| s.ident == "rlx")
+        && segs.next().is_some_and(|s| s.ident == "__private")
+}
+
 fn cmp_helper(op: &BinOp) -> Option<(&'static str, Span)> {
     Some(match op {
         BinOp::Lt(t) => ("lt", t.span),
@@ -81,6 +101,8 @@ impl VisitMut for Rewriter {
         for s in &mut b.stmts {
             match s {
                 Stmt::Local(l) => {
+                    // judged before the initialiser is rewritten
+                    let number = self.number_init(l);
                     if let Some(init) = &mut l.init {
                         self.visit_expr_mut(&mut init.expr);
                         if let Some((_, d)) = &mut init.diverge {
@@ -88,6 +110,7 @@ impl VisitMut for Rewriter {
                         }
                     }
                     self.taint.bind_local(l);
+                    self.bind_numbers(l, number);
                 }
                 Stmt::Item(_) => {}
                 Stmt::Expr(e, _) => self.visit_expr_mut(e),
@@ -114,6 +137,20 @@ impl VisitMut for Rewriter {
                 syn::visit_mut::visit_expr_unary_mut(self, u);
                 self.borrow_operand(&mut u.expr);
             }
+            // `f(k)`, `x.powf(k)` with `k` written as a number  →
+            // `f(::rlx::__private::pass_number(&k))`: the `Tensor` is cloned (a
+            // handle, not the data), so `k` can be passed again, as an `f64`
+            // can.
+            Expr::Call(c) => {
+                syn::visit_mut::visit_expr_call_mut(self, c);
+                if !is_private_call(&c.func) {
+                    c.args.iter_mut().for_each(|a| self.pass_number(a));
+                }
+            }
+            Expr::MethodCall(m) => {
+                syn::visit_mut::visit_expr_method_call_mut(self, m);
+                m.args.iter_mut().for_each(|a| self.pass_number(a));
+            }
             // `return e` in the body (not in a closure)  →
             // `return Ok(e)`: the body runs in a closure returning
             // `rlx::Result`, so that `?` works in it.
@@ -132,6 +169,7 @@ impl VisitMut for Rewriter {
             // helper closure takes tensors (and still numbers).
             Expr::Closure(c) => {
                 let saved = self.taint.clone();
+                let saved_numbers = self.numbers.clone();
                 let mut prelude: Vec<Stmt> = Vec::new();
                 for input in c.inputs.iter_mut() {
                     let syn::Pat::Type(pt) = input else { continue };
@@ -144,6 +182,7 @@ impl VisitMut for Rewriter {
                         let #m #id: ::rlx::Tensor = ::rlx::__private::scalar_param::<#f, _>(#id);
                     ));
                     self.taint.add(id.to_string());
+                    self.numbers.insert(id.to_string());
                     *input = syn::Pat::Ident(syn::PatIdent {
                         mutability: None,
                         ..pi.clone()
@@ -170,6 +209,7 @@ impl VisitMut for Rewriter {
                 syn::visit_mut::visit_expr_closure_mut(self, c);
                 self.closure_depth -= 1;
                 self.taint = saved;
+                self.numbers = saved_numbers;
             }
             // `a > b`  →  `::rlx::__private::gt(&(a), &(b))` (a mask for
             // tensors, a `bool` for plain values); `a && b` →
@@ -224,6 +264,9 @@ impl VisitMut for Rewriter {
                 self.visit_expr_mut(&mut f.expr);
                 let traced = self.taint.expr(&f.expr);
                 self.taint.bind_pat(&f.pat, traced);
+                for n in pat_names(&f.pat) {
+                    self.numbers.remove(&n);
+                }
                 self.visit_block_mut(&mut f.body);
             }
             Expr::Assign(a) => {
@@ -245,6 +288,59 @@ impl VisitMut for Rewriter {
 }
 
 impl Rewriter {
+    /// `k` (a name written as a number) → `::rlx::__private::pass_number(&k)`.
+    fn pass_number(&self, e: &mut Expr) {
+        let Expr::Path(p) = e else { return };
+        if p.qself.is_some() {
+            return;
+        }
+        let Some(id) = p.path.get_ident() else { return };
+        if !self.numbers.contains(&id.to_string()) {
+            return;
+        }
+        let span = p.span();
+        *e = syn::parse_quote_spanned!(span=> ::rlx::__private::pass_number(&#p));
+    }
+
+    /// Whether `let pat = init;` binds a single name to arithmetic on
+    /// numbers (`let r2 = dx * dx + dy * dy;`), which is a number too.
+    fn number_init(&self, l: &syn::Local) -> bool {
+        pat_names(&l.pat).len() == 1
+            && l.init
+                .as_ref()
+                .is_some_and(|i| i.diverge.is_none() && self.arithmetic(&i.expr))
+    }
+
+    /// After `let pat = init;`: records a number (see [`Self::number_init`]);
+    /// any other binding shadows the names it binds.
+    fn bind_numbers(&mut self, l: &syn::Local, number: bool) {
+        for n in pat_names(&l.pat) {
+            if number {
+                self.numbers.insert(n);
+            } else {
+                self.numbers.remove(&n);
+            }
+        }
+    }
+
+    /// Whether `e` is arithmetic (`+ - * /`, negation, parentheses) whose
+    /// leaves include a name written as a number: its value is a number for
+    /// the user and a `Tensor` in the body.
+    fn arithmetic(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Binary(b) if borrows_operands(&b.op) => {
+                self.arithmetic(&b.left) || self.arithmetic(&b.right)
+            }
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => self.arithmetic(&u.expr),
+            Expr::Paren(p) => self.arithmetic(&p.expr),
+            Expr::Path(p) => p
+                .path
+                .get_ident()
+                .is_some_and(|i| self.numbers.contains(&i.to_string())),
+            _ => false,
+        }
+    }
+
     /// `x` (a traced name) → `::rlx::__private::operand(&x)`.
     fn borrow_operand(&self, e: &mut Expr) {
         if !self.taint.expr(e) {
@@ -270,7 +366,7 @@ mod tests {
             .iter()
             .map(|n| syn::Ident::new(n, Span::call_site()))
             .collect();
-        rewrite(&mut b, Taint::new(&ids));
+        rewrite(&mut b, Taint::new(&ids), &ids.iter().collect::<Vec<_>>());
         b.to_token_stream().to_string()
     }
 
@@ -354,5 +450,28 @@ mod tests {
         let out = run("{ let h = |r: f64| -> f64 { r * r }; h(x) }", &["x"]);
         assert!(out.contains("| r | -> :: rlx :: Tensor"), "{out}");
         assert!(out.contains("scalar_param :: < f64 , _ > (r)"), "{out}");
+    }
+
+    #[test]
+    fn numbers_passed_to_calls_are_not_moved() {
+        let out = run(
+            "{ let r2 = x * x; let v = vec![1.0]; let s = f(x, r2, v, &x); s + x.powf(x) + g(x.sin()) }",
+            &["x"],
+        );
+        assert!(
+            out.contains("f (:: rlx :: __private :: pass_number (& x) , :: rlx :: __private :: pass_number (& r2) , v , & x)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("powf (:: rlx :: __private :: pass_number (& x))"),
+            "{out}"
+        );
+        assert!(out.contains("g (x . sin ())"), "{out}");
+    }
+
+    #[test]
+    fn a_shadowed_number_is_moved_as_written() {
+        let out = run("{ let x = vec![2.0]; f(x) }", &["x"]);
+        assert!(out.contains("f (x)"), "{out}");
     }
 }

@@ -119,6 +119,13 @@ impl<'ast> Visit<'ast> for Mentions<'_> {
     fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
+/// The names bound by `pat`.
+pub fn pat_names(pat: &Pat) -> Vec<String> {
+    let mut names = Vec::new();
+    collect_pat(pat, &mut names);
+    names
+}
+
 fn collect_pat(pat: &Pat, out: &mut Vec<String>) {
     match pat {
         Pat::Ident(p) => {

@@ -5,6 +5,9 @@
 //! - [`operand`]: a traced name used as an operand of `+ - * /` is
 //!   borrowed when it is a `Tensor` (not `Copy`) and copied otherwise, so
 //!   `x * x - x` compiles as it does for `f64`;
+//! - [`pass_number`]: a name written as a number (an `f64` parameter,
+//!   arithmetic on one) passed to a call is cloned when it is a `Tensor`,
+//!   so `f(k); f(k)` compiles as it does for `k: f64`;
 //! - [`scalar_param`]: a closure parameter written `r: f64` takes a
 //!   `Tensor` (inside traced code a number is a 0-d tensor) or a number;
 //! - [`NumberArg`] and [`Kind`]: the plain call of a `#[differentiable]`
@@ -64,6 +67,56 @@ impl<T: Copy> Operand for T {
 #[inline]
 pub fn operand<T: Operand>(t: &T) -> T::Out<'_> {
     t.operand()
+}
+
+/// What a name written as a number becomes when it is passed to a call in
+/// a `#[differentiable]` body: a `Tensor` is cloned (a cheap handle for a
+/// traced value), any `Copy` value is copied, so `f(k); f(k)` compiles as
+/// it does for `k: f64`.
+///
+/// ```
+/// use rlx_runtime::rewritten::pass_number;
+/// use rlx_runtime::Tensor;
+/// fn twice(k: Tensor) -> Tensor {
+///     &k + &k
+/// }
+/// let k = Tensor::scalar(1.5f64);
+/// let a = twice(pass_number(&k));
+/// let b = twice(pass_number(&k)); // `k` is not moved
+/// assert_eq!((a + b).item::<f64>().unwrap(), 6.0);
+/// assert_eq!(pass_number(&2.0f64), 2.0);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is passed to a call in a `#[differentiable]` body as a number, but it is neither a `Tensor` nor `Copy`",
+    note = "the macro passes names written as numbers by value without moving them; write `x.clone()` for other types"
+)]
+pub trait PassNumber {
+    /// The value passed: a clone of a `Tensor`, a copy of a `Copy` value.
+    type Out;
+    /// The argument.
+    fn pass_number(&self) -> Self::Out;
+}
+
+impl PassNumber for Tensor {
+    type Out = Tensor;
+    #[inline]
+    fn pass_number(&self) -> Tensor {
+        self.clone()
+    }
+}
+
+impl<T: Copy> PassNumber for T {
+    type Out = T;
+    #[inline]
+    fn pass_number(&self) -> T {
+        *self
+    }
+}
+
+/// The rewritten argument `k` of a call (see [`PassNumber`]).
+#[inline]
+pub fn pass_number<T: PassNumber>(t: &T) -> T::Out {
+    t.pass_number()
 }
 
 /// A value passed for a closure parameter declared `f64` (or `f32`) in a
