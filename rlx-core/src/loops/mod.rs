@@ -26,8 +26,9 @@
 //! xs).., k̄ (float invariants)..]`. Its `vjp` graph is the body's
 //! reverse-mode step `[c, x, k, c̄', ȳ] → [c̄, x̄, k̄]`; the runtime runs it
 //! backwards over carries it recomputes from at most `checkpoints` stored
-//! ones ([`schedule`], binomial checkpointing). Its own derivatives come from
-//! its [`lower`]ing into two scans that store every carry.
+//! ones ([`schedule`], binomial checkpointing). Its own derivatives are
+//! adjoints of the scan's JVP, checkpointed too; its [`lower`]ing into two
+//! scans that store every carry says what it computes.
 //!
 //! Invariants (checked by [`LoopOp::scan`] and [`LoopOp::adjoint`], re-checked
 //! by `Graph::verify` through [`infer`](crate::infer())): the body verifies;
