@@ -97,6 +97,32 @@ fn rows(n: usize, m: usize) -> Tensor {
     )
 }
 
+/// Checks a batch Jacobian `bj` (`[n, item]`) against the unrolled loop's
+/// and against `per_item(row i)` (shaped `[1, out.., 1, in..]`) for each row
+/// of `s`; returns its values.
+fn check_batch(
+    bj: &Tensor,
+    unrolled: &Tensor,
+    s: &Tensor,
+    per_item: impl Fn(&Tensor) -> rlx::Result<Tensor>,
+) -> Vec<f64> {
+    close("unrolled", &v(bj), &v(unrolled), 1e-13);
+    let bj = v(bj);
+    let n = s.shape().dim(0);
+    let item = bj.len() / n;
+    for i in 0..n {
+        let j = per_item(&s.slice(0, i, 1)).unwrap();
+        assert_eq!(j.shape().numel(), item);
+        close(
+            &format!("row {i}"),
+            &bj[i * item..(i + 1) * item],
+            &v(&j),
+            1e-13,
+        );
+    }
+    bj
+}
+
 #[test]
 fn forward_batch_jacobian_through_a_loop_matches_per_item_jacobians() {
     // one item: 2 outputs, 2 inputs: forward mode
@@ -104,19 +130,8 @@ fn forward_batch_jacobian_through_a_loop_matches_per_item_jacobians() {
     let s = rows(n, m);
     let bj = batch_jacobian_pendula(&s).unwrap();
     assert_eq!(bj.shape().dims(), &[n, 2, m]);
-    close(
-        "unrolled",
-        &v(&bj),
-        &v(&batch_jacobian_pendula_unrolled(&s).unwrap()),
-        1e-13,
-    );
-    let bj = v(&bj);
-    for i in 0..n {
-        let row = s.slice(0, i, 1);
-        let j = jacobian_pendula(&row).unwrap();
-        assert_eq!(j.shape().dims(), &[1, 2, 1, m]);
-        close(&format!("row {i}"), &bj[i * 4..i * 4 + 4], &v(&j), 1e-13);
-    }
+    let unrolled = batch_jacobian_pendula_unrolled(&s).unwrap();
+    check_batch(&bj, &unrolled, &s, jacobian_pendula);
 }
 
 #[test]
@@ -126,19 +141,11 @@ fn reverse_batch_jacobian_through_a_loop_matches_per_item_jacobians() {
     let s = rows(n, m);
     let bj = batch_jacobian_energies(&s).unwrap();
     assert_eq!(bj.shape().dims(), &[n, m]);
-    close(
-        "unrolled",
-        &v(&bj),
-        &v(&batch_jacobian_energies_unrolled(&s).unwrap()),
-        1e-13,
-    );
-    let bj = v(&bj);
+    let unrolled = batch_jacobian_energies_unrolled(&s).unwrap();
+    let bj = check_batch(&bj, &unrolled, &s, jacobian_energies);
+    // and central differences
     for i in 0..n {
         let row = s.slice(0, i, 1);
-        let j = jacobian_energies(&row).unwrap();
-        assert_eq!(j.shape().dims(), &[1, 1, m]);
-        close(&format!("row {i}"), &bj[i * m..(i + 1) * m], &v(&j), 1e-13);
-        // and central differences
         let e = 1e-6;
         for c in 0..m {
             let at = |d: f64| {
