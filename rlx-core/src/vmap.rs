@@ -33,7 +33,7 @@
 //! | scatter_add | operand and updates broadcast to `[B, ..]`; batched `idx`: see below |
 //! | solve | the unbatched side broadcast to `[B, ..]` (solve does not broadcast) |
 //! | custom | see below |
-//! | loop | a loop of the batched body, every carry batched (see `batch_loop`) |
+//! | loop | a loop of the batched body, every carry batched; an adjoint stays an adjoint (see `loops`) |
 //! | input, constant | never batched |
 //!
 //! Custom ops with a batched operand are replaced by their inlined, batched
@@ -47,6 +47,8 @@
 //! `[size * n, ..]` operand at `idx + item * n`; an index that is out of
 //! range for one item then reads or writes a neighbouring item instead of
 //! failing (the runtime's range check sees only the flattened axis).
+
+mod loops;
 
 use crate::{DType, Error, Graph, Literal, Node, NodeId, Op, Result, Shape};
 
@@ -305,58 +307,8 @@ fn batch_node(
             let inner = vmap(&flat, &flags, size)?;
             Ok(out.inline(&inner, &ids)?[0])
         }
-        Op::Loop(l) => batch_loop(out, l, args, size),
+        Op::Loop(l) => loops::batch_loop(out, l, args, size),
     }
-}
-
-/// A loop per item: a scan of the batched body, whose carries are all
-/// batched and whose batched per-step inputs are stepped along axis 1
-/// (`[B, T, ..] -> [T, B, ..]`). Its packed result `[c(T): [B, ..], ys:
-/// [T, B, ..]]` is re-packed per item into `[B, n]`. An adjoint is batched
-/// through its [`lower_adjoint`](crate::loops::lower::lower_adjoint) form.
-fn batch_loop(
-    out: &mut Graph,
-    l: &crate::LoopOp,
-    args: &[(NodeId, bool)],
-    size: usize,
-) -> Result<NodeId> {
-    crate::loops::lower::no_spine(l)?;
-    let ids: Vec<NodeId> = args.iter().map(|a| a.0).collect();
-    if let crate::LoopKind::Adjoint { .. } = l.kind {
-        let inner = crate::loops::lower::lower_adjoint(l)?;
-        let flags: Vec<bool> = args.iter().map(|a| a.1).collect();
-        let b = vmap(&inner, &flags, size)?;
-        return Ok(out.inline(&b, &ids)?[0]);
-    }
-    let (c, k) = (l.carries, l.xs);
-    let mut ops = Vec::with_capacity(args.len());
-    let mut flags = Vec::with_capacity(args.len());
-    for (i, &a) in args.iter().enumerate() {
-        if i < c {
-            ops.push(materialize(out, a, size)?);
-            flags.push(true);
-        } else if i < c + k && a.1 {
-            ops.push(move_axis(out, a.0, 1, 0)?);
-            flags.push(true);
-        } else {
-            ops.push(a.0);
-            flags.push(a.1);
-        }
-    }
-    let body = vmap(&l.body, &flags, size)?;
-    let bl = crate::loops::lower::forward_like(l, l.name.clone(), body, c, k)?;
-    let node = out.looped(bl.clone(), &ops)?;
-    let pieces = crate::loops::unpack(out, node, &bl.segments())?;
-    let mut rows = Vec::with_capacity(pieces.len());
-    for (i, &p) in pieces.iter().enumerate() {
-        let p = if i < c { p } else { move_axis(out, p, 1, 0)? };
-        let n = out.shape(p).numel() / size.max(1);
-        rows.push(out.reshape(p, [size, n])?);
-    }
-    if rows.len() == 1 {
-        return Ok(rows[0]);
-    }
-    out.concat(&rows, 1)
 }
 
 /// `gather(x, idx, axis)` per item. `x: [pre, n, rest]` (`axis = len(pre)`),

@@ -183,7 +183,9 @@ pub struct Scan {
 }
 
 impl Scan {
-    /// The defaults: forward, `⌈√T⌉` checkpoints.
+    /// The defaults: forward; every carry stored when the `T` carries take
+    /// at most 16 MiB, else `⌈√T⌉` checkpoints
+    /// ([`default_budget`](rlx_core::loops::default_budget)).
     pub fn new() -> Scan {
         Scan::default()
     }
@@ -191,9 +193,9 @@ impl Scan {
     /// Reverse mode (`grad_`, `vjp_`, ...) stores at most `n` carries at once
     /// and recomputes the others from them (binomial checkpointing): `n = T`
     /// stores every carry and runs each step once more; `n = 1` stores only
-    /// the first and recomputes `T²/2` steps. The default `⌈√T⌉` evaluates
-    /// each step at most three times in the reverse sweep. Must be in
-    /// `1..=T`.
+    /// the first and recomputes `T²/2` steps; `⌈√T⌉` evaluates each step at
+    /// most three times in the reverse sweep. The default is `T` when the
+    /// carries fit in 16 MiB, else `⌈√T⌉`. Must be in `1..=T`.
     pub fn checkpoints(mut self, n: usize) -> Scan {
         self.checkpoints = Some(n);
         self

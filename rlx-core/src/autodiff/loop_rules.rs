@@ -6,13 +6,21 @@
 //! - VJP of a scan: an [`Adjoint`](crate::LoopKind::Adjoint) loop over the
 //!   body's VJP, which the runtime runs backwards with binomial checkpoints
 //!   (the scan's `checkpoints` budget).
-//! - Rules of an adjoint (grad of grad, `hvp`, `hessian`): those of its
-//!   [`lower_adjoint`] form, two scans that store every carry, inlined and
-//!   differentiated in place (as a custom op without rules is).
+//! - Rules of an adjoint (grad of grad, `hvp`, `hessian`): adjoints of the
+//!   JVP scan, so second-order derivatives keep checkpointing (at most
+//!   `checkpoints` stored pairs `(c, ċ)`). Write `F` for the scan's map
+//!   `z = (c(0), xs, k) ↦ (c(T), ys)`, `J` for its Jacobian and `H` for its
+//!   second derivative. The adjoint computes `A(z, v) = vᵀ J(z)`. The adjoint
+//!   of the JVP scan `(z, ż) ↦ (F(z), J(z) ż)` with cotangents `(a, b)`
+//!   gives `(aᵀ J + bᵀ H[ż], bᵀ J)`. Hence
+//!   - the JVP of `A` along `(ż, v̇)`, `v̇ᵀ J + vᵀ H[ż]`, is its `z` part
+//!     for `a = v̇, b = v`;
+//!   - the VJP of `A` with cotangent `w` is `z̄ = vᵀ H[w]`, its `z` part for
+//!     `ż = w, a = 0, b = v`, and `v̄ = J w`, the JVP scan's tangent.
 
-use super::{backward, forward, jvp_nodes, proxy, vjp_nodes};
-use crate::loops::lower::{declare_like, forward_like, lower_adjoint, no_spine};
-use crate::loops::{unpack, LoopKind, LoopOp, LoopRef};
+use super::{jvp_nodes, vjp_nodes};
+use crate::loops::lower::{declare_like, forward_like, no_spine};
+use crate::loops::{pack, unpack, LoopKind, LoopOp, LoopRef};
 use crate::{Graph, NodeId, Result};
 
 /// The VJP rule of a loop node with operands `x` and cotangent `ct`.
@@ -23,52 +31,108 @@ pub(crate) fn vjp(
     ct: NodeId,
 ) -> Result<Vec<Option<NodeId>>> {
     no_spine(l)?;
-    match l.kind {
+    let (c, k) = (l.carries, l.xs);
+    let n_in = l.body.inputs().len();
+    let mut out: Vec<Option<NodeId>> = vec![None; x.len()];
+    let cts = unpack(g, ct, &l.segments())?;
+    let bars = match l.kind {
         LoopKind::Scan => {
-            let (c, k) = (l.carries, l.xs);
-            let cts = unpack(g, ct, &l.segments())?;
             let adj = LoopOp::adjoint(l, body_vjp(l)?)?;
             let mut ops = x.to_vec();
             ops.extend(cts);
             let a = g.looped(adj.clone(), &ops)?;
-            let bars = unpack(g, a, &adj.segments())?;
-            let mut out: Vec<Option<NodeId>> = vec![None; x.len()];
-            for (o, &b) in out.iter_mut().zip(&bars[..c]) {
-                *o = Some(b);
-            }
-            let fx = l.float_xs();
-            for (n, &j) in fx.iter().enumerate() {
-                out[c + j] = Some(bars[c + n]);
-            }
-            for (n, &j) in l.float_consts().iter().enumerate() {
-                out[c + k + j] = Some(bars[c + fx.len() + n]);
-            }
-            Ok(out)
+            unpack(g, a, &adj.segments())?
         }
         LoopKind::Adjoint { .. } => {
-            let inner = lower_adjoint(l)?;
-            let proxies: Vec<NodeId> = x.iter().map(|&xi| proxy(g, xi)).collect();
-            let lo = g.len();
-            let out = g.inline(&inner, &proxies)?[0];
-            backward(g, &[out], &[ct], &proxies, lo)
+            // ż = w (the cotangent of the adjoint's result), a = 0, b = v.
+            let fx = l.float_xs();
+            let fk = l.float_consts();
+            let mut w: Vec<Option<NodeId>> = vec![None; n_in];
+            for (i, &p) in cts[..c].iter().enumerate() {
+                w[i] = Some(p);
+            }
+            for (n, &j) in fx.iter().enumerate() {
+                w[c + j] = Some(cts[c + n]);
+            }
+            for (n, &j) in fk.iter().enumerate() {
+                w[c + k + j] = Some(cts[c + fx.len() + n]);
+            }
+            let (jl, ops) = jvp_scan(g, l, &x[..n_in], &w)?;
+            // v̄ = J w: the JVP scan's tangent [ċ(T).., ẏs..].
+            let node = g.looped(jl.clone(), &ops)?;
+            let pieces = unpack(g, node, &jl.segments())?;
+            let p = l.ys();
+            for i in 0..c {
+                out[n_in + i] = Some(pieces[c + i]);
+            }
+            for j in 0..p {
+                out[n_in + c + j] = Some(pieces[2 * c + p + j]);
+            }
+            adjoint_of_jvp(g, l, &jl, ops, &x[n_in..], None)?
         }
+    };
+    for (o, &b) in out.iter_mut().zip(&bars[..c]) {
+        *o = Some(b);
     }
+    let fx = l.float_xs();
+    for (n, &j) in fx.iter().enumerate() {
+        out[c + j] = Some(bars[c + n]);
+    }
+    for (n, &j) in l.float_consts().iter().enumerate() {
+        out[c + k + j] = Some(bars[c + fx.len() + n]);
+    }
+    Ok(out)
 }
 
 /// The JVP rule of a loop node with operands `x` and their tangents.
 pub(crate) fn jvp(
     g: &mut Graph,
-    l: &LoopOp,
+    l: &LoopRef,
     x: &[NodeId],
     tangents: &[Option<NodeId>],
 ) -> Result<Option<NodeId>> {
     no_spine(l)?;
+    let n_in = l.body.inputs().len();
     if let LoopKind::Adjoint { .. } = l.kind {
-        let inner = lower_adjoint(l)?;
-        let proxies: Vec<NodeId> = x.iter().map(|&xi| proxy(g, xi)).collect();
-        let out = g.inline(&inner, &proxies)?[0];
-        return Ok(forward(g, &proxies, tangents, &[out])?[0]);
+        // a = v̇ (the tangents of the cotangent operands), b = v.
+        let (jl, ops) = jvp_scan(g, l, &x[..n_in], &tangents[..n_in])?;
+        let bars = adjoint_of_jvp(g, l, &jl, ops, &x[n_in..], Some(&tangents[n_in..]))?;
+        return Ok(Some(pack(g, &bars)?));
     }
+    let (jl, ops) = jvp_scan(g, l, x, tangents)?;
+    let c = l.carries;
+    let node = g.looped(jl.clone(), &ops)?;
+    // [c(T).., ċ(T).., ys.., ẏs..]: the tangent is pieces c..2c and the last p.
+    let seg: Vec<usize> = jl.segments().iter().map(|t| t.shape.numel()).collect();
+    let p = l.ys();
+    let off_c: usize = seg[..c].iter().sum();
+    let len_c: usize = seg[c..2 * c].iter().sum();
+    let off_y: usize = seg[..2 * c + p].iter().sum();
+    let len_y: usize = seg[2 * c + p..].iter().sum();
+    let mut parts = Vec::new();
+    if len_c > 0 {
+        parts.push(g.slice(node, 0, off_c, len_c)?);
+    }
+    if len_y > 0 {
+        parts.push(g.slice(node, 0, off_y, len_y)?);
+    }
+    Ok(Some(match parts.len() {
+        1 => parts[0],
+        _ => g.concat(&parts, 0)?,
+    }))
+}
+
+/// The JVP scan of `l`'s body (a scan, or the primal of an adjoint) over the
+/// operands `x = [c(0).., xs.., k..]` with `tangents`, and its operands
+/// `[c(0).., ċ(0).., xs.., ẋs.., k.., k̇..]` (tangents only for the
+/// floating-point per-step inputs and invariants that have one; every carry
+/// gets one, zero if none is given).
+fn jvp_scan(
+    g: &mut Graph,
+    l: &LoopOp,
+    x: &[NodeId],
+    tangents: &[Option<NodeId>],
+) -> Result<(LoopRef, Vec<NodeId>)> {
     let (c, k) = (l.carries, l.xs);
     let n_in = l.body.inputs().len();
     let float = |i: usize| g.dtype(x[i]).is_float();
@@ -114,27 +178,50 @@ pub(crate) fn jvp(
     }
     ops.extend_from_slice(&x[c..c + k]);
     ops.extend(tx.iter().map(|&i| tangents[i].expect("filtered")));
-    ops.extend_from_slice(&x[c + k..]);
+    ops.extend_from_slice(&x[c + k..n_in]);
     ops.extend(tk.iter().map(|&i| tangents[i].expect("filtered")));
-    let node = g.looped(jl.clone(), &ops)?;
-    // [c(T).., ċ(T).., ys.., ẏs..]: the tangent is pieces c..2c and the last p.
-    let seg: Vec<usize> = jl.segments().iter().map(|t| t.shape.numel()).collect();
-    let p = l.ys();
-    let off_c: usize = seg[..c].iter().sum();
-    let len_c: usize = seg[c..2 * c].iter().sum();
-    let off_y: usize = seg[..2 * c + p].iter().sum();
-    let len_y: usize = seg[2 * c + p..].iter().sum();
-    let mut parts = Vec::new();
-    if len_c > 0 {
-        parts.push(g.slice(node, 0, off_c, len_c)?);
+    Ok((jl, ops))
+}
+
+/// The adjoint of the JVP scan `jl` (operands `ops`) of the adjoint `l`,
+/// with cotangents `a` on its primal results and `b = v` (`l`'s cotangent
+/// operands `[c̄(T).., ȳs..]`) on its tangent results; `a` is `v̇` (the
+/// tangents of `v`, zero where missing) or, when `None`, zero. Returns the
+/// `z` part of its result laid out as `l`'s: `[c̄(0).., x̄s (float xs)..,
+/// k̄ (float invariants)..]`.
+fn adjoint_of_jvp(
+    g: &mut Graph,
+    l: &LoopOp,
+    jl: &LoopRef,
+    mut ops: Vec<NodeId>,
+    v: &[NodeId],
+    v_dot: Option<&[Option<NodeId>]>,
+) -> Result<Vec<NodeId>> {
+    let (c, p) = (l.carries, l.ys());
+    let a = |g: &mut Graph, i: usize| match v_dot.and_then(|t| t[i]) {
+        Some(t) => t,
+        None => g.zeros_like(v[i]),
+    };
+    // [c'.., ċ'.., y.., ẏ..]
+    for i in 0..c {
+        let ai = a(g, i);
+        ops.push(ai);
     }
-    if len_y > 0 {
-        parts.push(g.slice(node, 0, off_y, len_y)?);
+    ops.extend_from_slice(&v[..c]);
+    for j in 0..p {
+        let aj = a(g, c + j);
+        ops.push(aj);
     }
-    Ok(Some(match parts.len() {
-        1 => parts[0],
-        _ => g.concat(&parts, 0)?,
-    }))
+    ops.extend_from_slice(&v[c..c + p]);
+    let adj = LoopOp::adjoint(jl, body_vjp(jl)?)?;
+    let node = g.looped(adj.clone(), &ops)?;
+    // [c̄.., c̄ of ċ.., x̄.., x̄ of ẋ.., k̄.., k̄ of k̇..]
+    let pieces = unpack(g, node, &adj.segments())?;
+    let (fx, jfx) = (l.float_xs().len(), jl.float_xs().len());
+    let mut z = pieces[..c].to_vec();
+    z.extend_from_slice(&pieces[2 * c..2 * c + fx]);
+    z.extend_from_slice(&pieces[2 * c + jfx..][..l.float_consts().len()]);
+    Ok(z)
 }
 
 /// The body's reverse-mode step `[c, x, k, c̄', ȳ] → [c̄, x̄ (float x), k̄ (float k)]`.

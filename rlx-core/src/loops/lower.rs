@@ -1,9 +1,9 @@
-//! An adjoint loop written as two scans, for the transforms of an adjoint
-//! (its own derivatives and batching).
+//! An adjoint loop written as two scans, a reference for its meaning.
 //!
-//! The runtime runs an [`LoopKind::Adjoint`] with checkpoints. Its
-//! derivatives (grad of grad, Hessians) and its batched form are taken of
-//! this equivalent graph instead, which stores every carry:
+//! The runtime runs an [`LoopKind::Adjoint`] with checkpoints; its
+//! derivatives and batched form are adjoints again (see
+//! `autodiff::loop_rules` and `vmap`). This equivalent graph, which stores
+//! every carry, is what the reference interpreter of the tests runs:
 //!
 //! ```text
 //! F: forward scan   c(t+1), C[s(t)] = body(c(t), xs[s(t)], k), c(t)     (C stacks the carries)

@@ -26,8 +26,9 @@
 //! xs).., k̄ (float invariants)..]`. Its `vjp` graph is the body's
 //! reverse-mode step `[c, x, k, c̄', ȳ] → [c̄, x̄, k̄]`; the runtime runs it
 //! backwards over carries it recomputes from at most `checkpoints` stored
-//! ones ([`schedule`], binomial checkpointing). Its own derivatives come from
-//! its [`lower`]ing into two scans that store every carry.
+//! ones ([`schedule`], binomial checkpointing). Its own derivatives are
+//! adjoints of the scan's JVP, checkpointed too; its [`lower`]ing into two
+//! scans that store every carry says what it computes.
 //!
 //! Invariants (checked by [`LoopOp::scan`] and [`LoopOp::adjoint`], re-checked
 //! by `Graph::verify` through [`infer`](crate::infer())): the body verifies;
@@ -128,7 +129,35 @@ impl fmt::Display for LoopRef {
     }
 }
 
-/// The default checkpoint budget for `length` steps: `⌈√T⌉` stored carries.
+/// The bytes of carries the default budget stores all of (16 MiB): a loop
+/// whose `T` carries fit stores every one of them, as JAX's `scan` does.
+pub const STORE_ALL_BYTES: usize = 16 << 20;
+
+/// The default checkpoint budget of a loop of `length` steps whose carries
+/// take `carry_bytes` bytes: every carry (`length`) when the `length`
+/// carries take at most [`STORE_ALL_BYTES`], else
+/// [`default_checkpoints`]`(length)` = `⌈√T⌉`. Storing every carry runs
+/// the body once forward and once in the reverse sweep; `⌈√T⌉` bounds memory
+/// for long or large loops at the price of recomputing each step up to
+/// three more times.
+///
+/// ```
+/// use rlx_core::loops::default_budget;
+/// // an LSTM's state: 1025 f64, 1024 steps: 8.4 MB, stored
+/// assert_eq!(default_budget(1024, 1025 * 8), 1024);
+/// // 64 f64 over 10⁵ steps: 51 MB, checkpointed
+/// assert_eq!(default_budget(100_000, 64 * 8), 317);
+/// ```
+pub fn default_budget(length: usize, carry_bytes: usize) -> usize {
+    if length.saturating_mul(carry_bytes) <= STORE_ALL_BYTES {
+        length.max(1)
+    } else {
+        default_checkpoints(length)
+    }
+}
+
+/// `⌈√T⌉` stored carries for `length` steps: the budget of a loop too long
+/// or too large to store every carry (see [`default_budget`]).
 ///
 /// ```
 /// assert_eq!(rlx_core::loops::default_checkpoints(100_000), 317);
@@ -145,7 +174,7 @@ pub fn default_checkpoints(length: usize) -> usize {
 impl LoopOp {
     /// A forward loop, validated against the conventions of the module docs.
     /// `checkpoints` is the budget of its reverse mode (default
-    /// [`default_checkpoints`]).
+    /// [`default_budget`]).
     ///
     /// ```
     /// use rlx_core::{DType, Graph, LoopOp};
@@ -167,17 +196,25 @@ impl LoopOp {
         reverse: bool,
         checkpoints: Option<usize>,
     ) -> Result<LoopRef> {
-        let l = LoopOp {
+        let mut l = LoopOp {
             name: name.into(),
             body,
             carries,
             xs,
             length,
             reverse,
-            checkpoints: checkpoints.unwrap_or_else(|| default_checkpoints(length)),
+            checkpoints: checkpoints.unwrap_or(1),
             spine: 0,
             kind: LoopKind::Scan,
         };
+        if checkpoints.is_none() && length > 0 && l.body.inputs().len() >= carries {
+            let bytes = l
+                .carry_types()
+                .iter()
+                .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
+                .fold(0usize, usize::saturating_add);
+            l.checkpoints = default_budget(length, bytes);
+        }
         l.validate()?;
         Ok(LoopRef(Arc::new(l)))
     }
@@ -491,7 +528,7 @@ pub fn check_checkpoints(name: &str, checkpoints: usize, length: usize) -> Resul
         return Err(Error::InvalidArgument {
             op: "loop",
             message: format!(
-                "{name}: a checkpoint budget of {checkpoints} for a loop of {length} steps\n  = note: the reverse sweep stores between 1 (recompute everything) and {length} (store every carry) carries\n  = help: give a budget in 1..={length}, or leave it to the default ⌈√T⌉ = {}",
+                "{name}: a checkpoint budget of {checkpoints} for a loop of {length} steps\n  = note: the reverse sweep stores between 1 (recompute everything) and {length} (store every carry) carries\n  = help: give a budget in 1..={length}, or leave it to the default (every carry when they fit in 16 MiB, else ⌈√T⌉ = {})",
                 default_checkpoints(length)
             ),
         });
@@ -559,7 +596,8 @@ mod tests {
                 TensorType::new([5, 2], DType::F64)
             ]
         );
-        assert_eq!(l.checkpoints, default_checkpoints(5));
+        // 5 carries of 2 f64 fit: all stored
+        assert_eq!(l.checkpoints, 5);
         let mut g = Graph::new();
         let c0 = g.input("c0", [2], DType::F64);
         let xs = g.input("xs", [5, 2], DType::F64);
