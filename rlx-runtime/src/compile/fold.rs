@@ -15,7 +15,7 @@
 
 use rlx_core::ReduceOp;
 
-use super::fused_io::for_runs;
+use super::fused_io::{for_row_groups, for_runs, repeated_short_rows};
 use super::reduce::{write_f64, Acc};
 use super::regs::{Bank, Reg, Registers, BLOCK};
 use crate::storage::Storage;
@@ -116,6 +116,45 @@ impl Sink {
         let inner = self.dims[r - 1];
         let s_in = self.out_strides[r - 1];
         let full = inner - inner % LANES;
+        if repeated_short_rows(&self.dims, &self.out_strides) {
+            // Short kept rows summed over the next axis out (the middle
+            // axis of `[n, n, 3]`): each group of rows combines into the
+            // same few accumulators, held in registers while it lasts.
+            // Every accumulator still takes its elements in order.
+            macro_rules! columns {
+                ($n:literal) => {
+                    for_row_groups::<$n>(
+                        &self.dims,
+                        &self.out_strides,
+                        start,
+                        vals.len(),
+                        |done, o, count| {
+                            if count == 0 {
+                                acc[o] = combine(acc[o], to(vals[done]));
+                                return;
+                            }
+                            let mut a: [f64; $n] = std::array::from_fn(|k| acc[o + k * s_in]);
+                            for row in vals[done..done + count * $n].chunks_exact($n) {
+                                for k in 0..$n {
+                                    a[k] = combine(a[k], to(row[k]));
+                                }
+                            }
+                            for (k, &a) in a.iter().enumerate() {
+                                acc[o + k * s_in] = a;
+                            }
+                        },
+                    )
+                };
+            }
+            match inner {
+                1 => columns!(1),
+                2 => columns!(2),
+                3 => columns!(3),
+                4 => columns!(4),
+                _ => unreachable!("short rows have 1 to SHORT_ROW elements"),
+            }
+            return;
+        }
         // Runs along the innermost axis: the first may start mid-row, the
         // others start a row.
         let mut pos = start % inner;
