@@ -79,8 +79,9 @@ fn gather<S: Copy, T: Copy>(
                 *o = f(src[j as usize]);
             }
         }
-        Access::Broadcast { dims, strides } if repeated_short_rows(dims, strides) => {
-            let s_in = strides[strides.len() - 1];
+        Access::Broadcast { dims, strides } if short_rows(dims) => {
+            let r = strides.len();
+            let (s_row, s_in) = (strides[r - 2], strides[r - 1]);
             macro_rules! rows {
                 ($n:literal) => {
                     for_row_groups::<$n>(dims, strides, start, out.len(), |done, off, count| {
@@ -88,14 +89,22 @@ fn gather<S: Copy, T: Copy>(
                             out[done] = f(src[off]);
                             return;
                         }
-                        let row: [T; $n] = std::array::from_fn(|k| f(src[off + k * s_in]));
-                        for o in out[done..done + count * $n].chunks_exact_mut($n) {
-                            o.copy_from_slice(&row);
+                        let row = |j: usize| -> [T; $n] {
+                            std::array::from_fn(|k| f(src[off + j * s_row + k * s_in]))
+                        };
+                        let out = out[done..done + count * $n].chunks_exact_mut($n);
+                        if s_row == 0 {
+                            // The same row repeated (`x: [n, 1, 3]` in `[n, n, 3]`).
+                            let row = row(0);
+                            out.for_each(|o| o.copy_from_slice(&row));
+                        } else {
+                            out.enumerate()
+                                .for_each(|(j, o)| o.copy_from_slice(&row(j)));
                         }
                     })
                 };
             }
-            match dims[dims.len() - 1] {
+            match dims[r - 1] {
                 1 => rows!(1),
                 2 => rows!(2),
                 3 => rows!(3),
@@ -187,26 +196,26 @@ pub(crate) fn for_runs(
     }
 }
 
-/// Whether a loop over `dims` with `strides` walks rows of at most
-/// [`SHORT_ROW`] elements that repeat along the next axis out (its stride
-/// is 0), so [`for_row_groups`] applies: the `[n, 1, 3]` operand of an
-/// `[n, n, 3]` broadcast, a sum over the middle axis of `[n, n, 3]`.
-pub(crate) fn repeated_short_rows(dims: &[usize], strides: &[usize]) -> bool {
+/// Whether a loop over `dims` walks rows (its innermost axis) of at most
+/// [`SHORT_ROW`] elements, which [`for_row_groups`] takes a few at a time:
+/// the `[n, 1, 3]` operand of an `[n, n, 3]` broadcast, a sum over the
+/// last or the middle axis of `[n, n, 3]`.
+pub(crate) fn short_rows(dims: &[usize]) -> bool {
     let r = dims.len();
-    r >= 2 && dims[r - 1] <= SHORT_ROW && strides[r - 1] != 0 && strides[r - 2] == 0
+    r >= 2 && dims[r - 1] <= SHORT_ROW
 }
 
 /// The longest row [`for_row_groups`] takes.
 pub(crate) const SHORT_ROW: usize = 4;
 
 /// Walks the elements `start..start + len` of a loop over `dims` whose
-/// rows (innermost axis) have `N` elements and repeat along the next axis
-/// out (`strides[r - 2] == 0`, see [`repeated_short_rows`]), in order:
-/// `f(done, off, count)` gets `count` whole rows at the same offsets from
-/// block position `done` (element `k` of each at `off + k ·
-/// strides[r - 1]`), or with `count == 0` one element at `off` of a row
-/// the block boundary cuts. A short row then costs a few straight-line
-/// loads or combines (`N` is a constant), not a run of [`for_runs`] each.
+/// rows (innermost axis) have `N` elements (see [`short_rows`]), in
+/// order: `f(done, off, count)` gets `count` whole consecutive rows of
+/// one sweep of axis `r - 2` from block position `done` (element `k` of
+/// row `j` at `off + j · strides[r - 2] + k · strides[r - 1]`), or with
+/// `count == 0` one element at `off` of a row the block boundary cuts. A
+/// short row then costs a few straight-line loads or combines (`N` is a
+/// constant), not a run of [`for_runs`] each.
 #[inline(always)]
 pub(crate) fn for_row_groups<const N: usize>(
     dims: &[usize],
@@ -216,7 +225,7 @@ pub(crate) fn for_row_groups<const N: usize>(
     mut f: impl FnMut(usize, usize, usize),
 ) {
     let r = dims.len();
-    debug_assert!(dims[r - 1] == N && strides[r - 2] == 0);
+    debug_assert!(r >= 2 && dims[r - 1] == N);
     // Element offset of global element `g` (a multi-index walk).
     let offset = |mut g: usize| {
         let mut off = 0;
@@ -235,7 +244,7 @@ pub(crate) fn for_row_groups<const N: usize>(
             done += 1;
             continue;
         }
-        // Whole rows to the end of this group or the block's last whole row.
+        // Whole rows to the end of this sweep or the block's last whole row.
         let end = (start + len).min((g / group + 1) * group);
         let count = (end - g) / N;
         f(done, offset(g), count);

@@ -190,8 +190,12 @@ fn folded_reductions_give_the_reduction_steps_bits_across_blocks() {
     // over the axis before them (held in registers, rows cut by blocks);
     // kept axes merged, and a kept inner axis of length 1 (not merged
     // away); every reduction.
-    let shapes: [(&[usize], &[usize]); 13] = [
+    let shapes: [(&[usize], &[usize]); 17] = [
         (&[70, 30, 3], &[1]),
+        (&[40, 30, 3], &[2]),
+        (&[40, 30, 2], &[1, 2]),
+        (&[7, 50, 1, 4], &[0, 3]),
+        (&[7, 300, 1], &[2]),
         (&[9, 200, 2], &[1]),
         (&[5, 300, 4], &[0, 1]),
         (&[3, 700, 1], &[1]),
