@@ -133,7 +133,7 @@ impl Sink {
                         |done, o, count| {
                             if count == 0 {
                                 let mut a = acc[o];
-                                if s_in == 0 && (start + done) % $n == 0 {
+                                if s_in == 0 && (start + done) % inner == 0 {
                                     a = combine(a, identity);
                                 }
                                 acc[o] = combine(a, to(vals[done]));
