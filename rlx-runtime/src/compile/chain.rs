@@ -120,6 +120,8 @@ pub(crate) enum ChainBinary {
     Div,
     Min,
     Max,
+    /// `0 · x = 0` for every `x` (the product of derivative rules).
+    MulZero,
 }
 
 impl ChainBinary {
@@ -132,6 +134,7 @@ impl ChainBinary {
             BinaryOp::Div => ChainBinary::Div,
             BinaryOp::Min => ChainBinary::Min,
             BinaryOp::Max => ChainBinary::Max,
+            BinaryOp::MulZero => ChainBinary::MulZero,
             _ => return None,
         })
     }
@@ -145,6 +148,7 @@ impl ChainBinary {
             ChainBinary::Div => BinaryOp::Div,
             ChainBinary::Min => BinaryOp::Min,
             ChainBinary::Max => BinaryOp::Max,
+            ChainBinary::MulZero => BinaryOp::MulZero,
         }
     }
 }
@@ -325,6 +329,7 @@ fn apply<T: Real, const L: usize>(v: &mut [T; L], stage: &Resolved<'_, T>, at: u
                 ChainBinary::Div => lanes!(BinaryOp::Div),
                 ChainBinary::Min => lanes!(BinaryOp::Min),
                 ChainBinary::Max => lanes!(BinaryOp::Max),
+                ChainBinary::MulZero => lanes!(BinaryOp::MulZero),
             }
         }
     }
@@ -368,13 +373,14 @@ mod tests {
         ChainUnary::Square,
         ChainUnary::Relu,
     ];
-    const ALL_BINARY: [ChainBinary; 6] = [
+    const ALL_BINARY: [ChainBinary; 7] = [
         ChainBinary::Add,
         ChainBinary::Sub,
         ChainBinary::Mul,
         ChainBinary::Div,
         ChainBinary::Min,
         ChainBinary::Max,
+        ChainBinary::MulZero,
     ];
 
     /// Awkward values: NaN, signed zeros, infinities, negatives (for sqrt),

@@ -111,16 +111,25 @@ fn begin(ins: &Instr) -> Option<Chain> {
             a,
             b,
             dst,
-        } if float(bank) => Some(Chain {
-            bank,
-            start: a,
-            stages: vec![Stage::Binary {
-                op: ChainBinary::of(op)?,
-                operand: b,
-                value_first: true,
-            }],
-            dst,
-        }),
+        } if float(bank) => {
+            // Start from a register operand where there is one: the
+            // running value then leaves that register free for a later
+            // stage's destination (`c · r5 → r4; w · r4 → r5` chains).
+            let (start, operand, value_first) = match (a, b) {
+                (Src::Splat(_) | Src::Direct(_), Src::Reg(_)) => (b, a, false),
+                _ => (a, b, true),
+            };
+            Some(Chain {
+                bank,
+                start,
+                stages: vec![Stage::Binary {
+                    op: ChainBinary::of(op)?,
+                    operand,
+                    value_first,
+                }],
+                dst,
+            })
+        }
         _ => None,
     }
 }
@@ -288,13 +297,39 @@ mod tests {
         let body = vec![
             bin(
                 BinaryOp::Mul,
-                Src::Direct(0),
+                Src::Reg(f(2)),
                 Src::Reg(f(3)),
                 Out::Reg(f(1)),
             ),
             un(UnaryOp::Neg, Src::Reg(f(1)), Out::Reg(f(3))),
         ];
         assert_eq!(form_chains(body, &[]).1, 0);
+        // Unless that operand is a register the chain can start from: it
+        // then runs in place, `r3 = -(x0 · r3)` with the operands in their
+        // original order.
+        let body = vec![
+            bin(
+                BinaryOp::Mul,
+                Src::Direct(0),
+                Src::Reg(f(3)),
+                Out::Reg(f(1)),
+            ),
+            un(UnaryOp::Neg, Src::Reg(f(1)), Out::Reg(f(3))),
+        ];
+        let (got, n) = form_chains(body, &[]);
+        assert_eq!(n, 2);
+        let [Instr::Chain(ch)] = &got[..] else {
+            panic!("one chain: {got:?}")
+        };
+        assert!(ch.in_place());
+        assert_eq!(
+            ch.stages[0],
+            Stage::Binary {
+                op: ChainBinary::Mul,
+                operand: Src::Direct(0),
+                value_first: false
+            }
+        );
         // Both operands are the running value.
         let body = vec![
             un(UnaryOp::Neg, Src::Direct(0), Out::Reg(f(1))),

@@ -15,7 +15,7 @@
 
 use rlx_core::ReduceOp;
 
-use super::fused_io::for_runs;
+use super::fused_io::{for_row_groups, for_runs, short_rows};
 use super::reduce::{write_f64, Acc};
 use super::regs::{Bank, Reg, Registers, BLOCK};
 use crate::storage::Storage;
@@ -116,6 +116,73 @@ impl Sink {
         let inner = self.dims[r - 1];
         let s_in = self.out_strides[r - 1];
         let full = inner - inner % LANES;
+        if short_rows(&self.dims) {
+            // Rows of a few elements: whole rows a sweep at a time, in
+            // registers where they combine into the same accumulators.
+            // Every accumulator still takes its elements in order, and a
+            // reduced row still starts with the identity (the partial
+            // results of a row shorter than `LANES` hold only that).
+            let q = self.out_strides[r - 2];
+            macro_rules! rows {
+                ($n:literal) => {
+                    for_row_groups::<$n>(
+                        &self.dims,
+                        &self.out_strides,
+                        start,
+                        vals.len(),
+                        |done, o, count| {
+                            if count == 0 {
+                                let mut a = acc[o];
+                                if s_in == 0 && (start + done) % inner == 0 {
+                                    a = combine(a, identity);
+                                }
+                                acc[o] = combine(a, to(vals[done]));
+                                return;
+                            }
+                            let rows = vals[done..done + count * $n].chunks_exact($n);
+                            if s_in == 0 {
+                                // A reduced row: one accumulator per row.
+                                for (j, row) in rows.enumerate() {
+                                    let t = o + j * q;
+                                    let mut a = combine(acc[t], identity);
+                                    for &v in row {
+                                        a = combine(a, to(v));
+                                    }
+                                    acc[t] = a;
+                                }
+                            } else if q == 0 {
+                                // Kept rows summed over the axis before
+                                // them: the same accumulators for every row.
+                                let mut a: [f64; $n] = std::array::from_fn(|k| acc[o + k * s_in]);
+                                for row in rows {
+                                    for k in 0..$n {
+                                        a[k] = combine(a[k], to(row[k]));
+                                    }
+                                }
+                                for (k, &a) in a.iter().enumerate() {
+                                    acc[o + k * s_in] = a;
+                                }
+                            } else {
+                                for (j, row) in rows.enumerate() {
+                                    for (k, &v) in row.iter().enumerate() {
+                                        let t = o + j * q + k * s_in;
+                                        acc[t] = combine(acc[t], to(v));
+                                    }
+                                }
+                            }
+                        },
+                    )
+                };
+            }
+            match inner {
+                1 => rows!(1),
+                2 => rows!(2),
+                3 => rows!(3),
+                4 => rows!(4),
+                _ => unreachable!("short rows have 1 to SHORT_ROW elements"),
+            }
+            return;
+        }
         // Runs along the innermost axis: the first may start mid-row, the
         // others start a row.
         let mut pos = start % inner;

@@ -79,6 +79,39 @@ fn gather<S: Copy, T: Copy>(
                 *o = f(src[j as usize]);
             }
         }
+        Access::Broadcast { dims, strides } if short_rows(dims) => {
+            let r = strides.len();
+            let (s_row, s_in) = (strides[r - 2], strides[r - 1]);
+            macro_rules! rows {
+                ($n:literal) => {
+                    for_row_groups::<$n>(dims, strides, start, out.len(), |done, off, count| {
+                        if count == 0 {
+                            out[done] = f(src[off]);
+                            return;
+                        }
+                        let row = |j: usize| -> [T; $n] {
+                            std::array::from_fn(|k| f(src[off + j * s_row + k * s_in]))
+                        };
+                        let out = out[done..done + count * $n].chunks_exact_mut($n);
+                        if s_row == 0 {
+                            // The same row repeated (`x: [n, 1, 3]` in `[n, n, 3]`).
+                            let row = row(0);
+                            out.for_each(|o| o.copy_from_slice(&row));
+                        } else {
+                            out.enumerate()
+                                .for_each(|(j, o)| o.copy_from_slice(&row(j)));
+                        }
+                    })
+                };
+            }
+            match dims[r - 1] {
+                1 => rows!(1),
+                2 => rows!(2),
+                3 => rows!(3),
+                4 => rows!(4),
+                _ => unreachable!("short rows have 1 to SHORT_ROW elements"),
+            }
+        }
         Access::Broadcast { dims, strides } => {
             let s_in = strides[strides.len() - 1];
             for_runs(dims, strides, start, out.len(), idx, |done, off, run| {
@@ -105,7 +138,10 @@ fn gather<S: Copy, T: Copy>(
 /// runs along the innermost axis: `f(done, off, run)` gets `run`
 /// consecutive elements from block position `done`, the first at `off`,
 /// the others `strides[last]` apart. Inlined, so that `f` is too: runs
-/// can be a few elements long.
+/// can be a few elements long (a `[n, n, 3]` broadcast reads rows of 3),
+/// so the offset is carried from run to run like an odometer (one add per
+/// run, one more per wrapped axis) instead of recomputed from the
+/// multi-index.
 #[inline(always)]
 pub(crate) fn for_runs(
     dims: &[usize],
@@ -115,29 +151,104 @@ pub(crate) fn for_runs(
     idx: &mut [usize],
     mut f: impl FnMut(usize, usize, usize),
 ) {
+    if len == 0 {
+        return;
+    }
     let r = dims.len();
     let idx = &mut idx[..r];
-    // Multi-index of `start`.
+    // Multi-index and offset of `start`.
     let mut rem = start;
+    let mut off = 0;
     for d in (0..r).rev() {
         idx[d] = rem % dims[d];
         rem /= dims[d];
+        off += idx[d] * strides[d];
     }
-    let inner = dims[r - 1];
+    let (inner, s_in) = (dims[r - 1], strides[r - 1]);
+    // The first run may start mid-row; every later one starts a row.
+    let mut run = (inner - idx[r - 1]).min(len);
     let mut done = 0;
-    while done < len {
-        let off: usize = idx.iter().zip(strides.iter()).map(|(i, s)| i * s).sum();
-        let run = (inner - idx[r - 1]).min(len - done);
+    loop {
         f(done, off, run);
         done += run;
-        // Advance the multi-index by `run` (stays within the row or wraps once).
-        idx[r - 1] += run;
-        let mut d = r - 1;
-        while d > 0 && idx[d] >= dims[d] {
-            idx[d] = 0;
-            idx[d - 1] += 1;
-            d -= 1;
+        if done >= len {
+            break;
         }
+        // Wrap to the start of the next row: back along the innermost
+        // axis, then carry into the outer axes.
+        // (`done < len` means the run ended its row, and a rank-1 loop
+        // has one row.)
+        debug_assert!(r > 1 && idx[r - 1] + run == inner);
+        off -= idx[r - 1] * s_in;
+        idx[r - 1] = 0;
+        let mut d = r - 1;
+        loop {
+            d -= 1;
+            idx[d] += 1;
+            off += strides[d];
+            if idx[d] < dims[d] || d == 0 {
+                break;
+            }
+            off -= dims[d] * strides[d];
+            idx[d] = 0;
+        }
+        run = inner.min(len - done);
+    }
+}
+
+/// Whether a loop over `dims` walks rows (its innermost axis) of at most
+/// [`SHORT_ROW`] elements, which [`for_row_groups`] takes a few at a time:
+/// the `[n, 1, 3]` operand of an `[n, n, 3]` broadcast, a sum over the
+/// last or the middle axis of `[n, n, 3]`.
+pub(crate) fn short_rows(dims: &[usize]) -> bool {
+    let r = dims.len();
+    r >= 2 && dims[r - 1] <= SHORT_ROW
+}
+
+/// The longest row [`for_row_groups`] takes.
+pub(crate) const SHORT_ROW: usize = 4;
+
+/// Walks the elements `start..start + len` of a loop over `dims` whose
+/// rows (innermost axis) have `N` elements (see [`short_rows`]), in
+/// order: `f(done, off, count)` gets `count` whole consecutive rows of
+/// one sweep of axis `r - 2` from block position `done` (element `k` of
+/// row `j` at `off + j · strides[r - 2] + k · strides[r - 1]`), or with
+/// `count == 0` one element at `off` of a row the block boundary cuts. A
+/// short row then costs a few straight-line loads or combines (`N` is a
+/// constant), not a run of [`for_runs`] each.
+#[inline(always)]
+pub(crate) fn for_row_groups<const N: usize>(
+    dims: &[usize],
+    strides: &[usize],
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let r = dims.len();
+    debug_assert!(r >= 2 && dims[r - 1] == N);
+    // Element offset of global element `g` (a multi-index walk).
+    let offset = |mut g: usize| {
+        let mut off = 0;
+        for d in (0..r).rev() {
+            off += (g % dims[d]) * strides[d];
+            g /= dims[d];
+        }
+        off
+    };
+    let group = dims[r - 2] * N;
+    let mut done = 0;
+    while done < len {
+        let g = start + done;
+        if g % N != 0 || len - done < N {
+            f(done, offset(g), 0);
+            done += 1;
+            continue;
+        }
+        // Whole rows to the end of this sweep or the block's last whole row.
+        let end = (start + len).min((g / group + 1) * group);
+        let count = (end - g) / N;
+        f(done, offset(g), count);
+        done += count * N;
     }
 }
 
@@ -152,55 +263,25 @@ pub(crate) fn load(
     idx: &mut [usize],
 ) {
     let (a, off) = (&leaf.access, leaf.off);
+    macro_rules! get {
+        ($v:expr, $bank:ident, $f:expr) => {
+            gather(
+                &$v[off..],
+                a,
+                start,
+                &mut reg_mut(&mut regs.$bank, r)[..len],
+                idx,
+                $f,
+            )
+        };
+    }
     match src {
-        Storage::F32(v) => gather(
-            &v[off..],
-            a,
-            start,
-            &mut reg_mut(&mut regs.f32, r)[..len],
-            idx,
-            |x| x,
-        ),
-        Storage::F16(v) => gather(
-            &v[off..],
-            a,
-            start,
-            &mut reg_mut(&mut regs.f32, r)[..len],
-            idx,
-            f16::to_f32,
-        ),
-        Storage::BF16(v) => gather(
-            &v[off..],
-            a,
-            start,
-            &mut reg_mut(&mut regs.f32, r)[..len],
-            idx,
-            bf16::to_f32,
-        ),
-        Storage::F64(v) => gather(
-            &v[off..],
-            a,
-            start,
-            &mut reg_mut(&mut regs.f64, r)[..len],
-            idx,
-            |x| x,
-        ),
-        Storage::I64(v) => gather(
-            &v[off..],
-            a,
-            start,
-            &mut reg_mut(&mut regs.i64, r)[..len],
-            idx,
-            |x| x,
-        ),
-        Storage::Bool(v) => gather(
-            &v[off..],
-            a,
-            start,
-            &mut reg_mut(&mut regs.bool, r)[..len],
-            idx,
-            |x| x,
-        ),
+        Storage::F32(v) => get!(v, f32, |x| x),
+        Storage::F16(v) => get!(v, f32, f16::to_f32),
+        Storage::BF16(v) => get!(v, f32, bf16::to_f32),
+        Storage::F64(v) => get!(v, f64, |x| x),
+        Storage::I64(v) => get!(v, i64, |x| x),
+        Storage::Bool(v) => get!(v, bool, |x| x),
     }
 }
 
@@ -284,5 +365,51 @@ pub(crate) fn scatter(
         RawTarget::F64(p, n) => put!(f64, p, n, |x: f64| x),
         RawTarget::I64(p, n) => put!(i64, p, n, |x: i64| x),
         RawTarget::Bool(p, n) => put!(bool, p, n, |x: bool| x),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `for_runs` visits exactly the elements `start..start + len` in
+    /// order, each at `Σ i_d·strides[d]` of its multi-index, for every
+    /// block start and length over shapes with short and long rows.
+    #[test]
+    fn runs_carry_offsets_like_the_multi_index() {
+        let cases: &[(&[usize], &[usize])] = &[
+            (&[7], &[3]),
+            (&[64, 64, 3], &[3, 0, 1]),
+            (&[4, 1, 5], &[0, 9, 2]),
+            (&[3, 2, 2, 3], &[1, 40, 7, 13]),
+            (&[2, 3], &[0, 0]),
+        ];
+        for &(dims, strides) in cases {
+            let numel: usize = dims.iter().product();
+            let want: Vec<usize> = (0..numel)
+                .map(|mut i| {
+                    let mut off = 0;
+                    for d in (0..dims.len()).rev() {
+                        off += (i % dims[d]) * strides[d];
+                        i /= dims[d];
+                    }
+                    off
+                })
+                .collect();
+            let s_in = strides[strides.len() - 1];
+            for start in 0..numel {
+                for len in [0, 1, 2, 5, 17, numel - start] {
+                    let len = len.min(numel - start);
+                    let mut got = Vec::new();
+                    let mut idx = vec![0; dims.len()];
+                    for_runs(dims, strides, start, len, &mut idx, |done, off, run| {
+                        assert_eq!(done, got.len(), "runs are consecutive");
+                        assert!(run > 0, "no empty runs");
+                        got.extend((0..run).map(|j| off + j * s_in));
+                    });
+                    assert_eq!(got, want[start..start + len], "{dims:?} {start}+{len}");
+                }
+            }
+        }
     }
 }

@@ -252,6 +252,9 @@ mod wide {
 
 #[inline(always)]
 fn unary_block_portable<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
+    if let UnaryOp::Powi(n) = op {
+        return powi_block(n, a, out);
+    }
     macro_rules! body {
         ($k:expr) => {
             map2_split(
@@ -265,6 +268,23 @@ fn unary_block_portable<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
         };
     }
     each_unary!(op, body)
+}
+
+/// `out[i] = a[i]^n`: one loop per small exponent with `n` a constant, so
+/// the square-and-multiply of [`Real::powi`] unrolls into a few vector
+/// multiplies (the same operations in the same order as with `n` known
+/// only at run time, hence the same bits); other exponents loop over it.
+#[inline(always)]
+fn powi_block<T: Real>(n: i32, a: Arg<'_, T>, out: &mut [T]) {
+    macro_rules! by {
+        ($($k:literal)*) => {
+            match n {
+                $($k => map1(a, out, |x| x.powi($k)),)*
+                _ => map1(a, out, |x| x.powi(n)),
+            }
+        };
+    }
+    by!(-8 -7 -6 -5 -4 -3 -2 -1 0 1 2 3 4 5 6 7 8)
 }
 
 #[inline(always)]

@@ -7,7 +7,7 @@ use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
 use super::env::Val;
-use super::math;
+use super::math::{self, Real};
 
 /// How a register's value is computed and rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,30 +277,11 @@ pub(crate) fn unary_instr(op: UnaryOp, ty: SType, x: u32, dst: u32) -> SInstr {
     }
 }
 
-/// `x^n` as `f64::powi` computes it at run time (compiler-builtins'
-/// `__powidf2`: square-and-multiply over `|n|`, then one reciprocal for a
-/// negative `n`), so results are bit-identical to the reference kernels,
-/// without the call.
+/// `x^n` as `f64::powi` computes it at run time (see [`Real::powi`]), so
+/// results are bit-identical to the reference kernels, without the call.
 #[inline(always)]
 pub(crate) fn powi_f64(x: f64, n: i32) -> f64 {
-    let mut a = x;
-    let mut b = n.unsigned_abs();
-    let mut r = 1.0;
-    loop {
-        if b & 1 != 0 {
-            r *= a;
-        }
-        b >>= 1;
-        if b == 0 {
-            break;
-        }
-        a *= a;
-    }
-    if n < 0 {
-        1.0 / r
-    } else {
-        r
-    }
+    Real::powi(x, n)
 }
 
 /// The instruction computing `dst = op(a, b)` on values of type `ty`.

@@ -118,9 +118,34 @@ macro_rules! real {
                 self as f64
             }
             forward!($t; tan(), sinh(), cosh(), asin(), acos(), atan(), atan2(x: $t), sqrt(),
-                floor(), ceil(), round(), powi(n: i32));
+                floor(), ceil(), round());
             via!($t; exp = vmath::exp, exp_m1 = vmath::expm1, ln = vmath::ln,
                 ln_1p = vmath::log1p, tanh = vmath::tanh, erfc = $erfc);
+            /// Square-and-multiply over `|n|`, then one reciprocal for a
+            /// negative `n`: the algorithm `powi` runs for an exponent
+            /// known only at run time (compiler-builtins' `__powidf2` and
+            /// `__powisf2`), so results are bit-identical to it, written
+            /// out so that it inlines (and unrolls for a constant `n`)
+            /// instead of being a call per element.
+            #[inline(always)]
+            fn powi(self, n: i32) -> $t {
+                let (mut a, mut b, mut r) = (self, n.unsigned_abs(), 1.0 as $t);
+                loop {
+                    if b & 1 != 0 {
+                        r *= a;
+                    }
+                    b >>= 1;
+                    if b == 0 {
+                        break;
+                    }
+                    a *= a;
+                }
+                if n < 0 {
+                    1.0 / r
+                } else {
+                    r
+                }
+            }
             #[inline(always)]
             fn powf(self, e: $t) -> $t {
                 VFloat::pow(self, e)
@@ -596,5 +621,47 @@ mod tests {
         assert_eq!(inv, [0, -1, 0, 1, 0]);
         assert_eq!(unary_i64(UnaryOp::Powi(-2), -1), 1);
         assert_eq!(binary_i64(BinaryOp::Div, 7, -2), -3);
+    }
+
+    /// `Real::powi` is written out (so that it inlines and unrolls) but
+    /// must give the bits of `powi` with an exponent known only at run
+    /// time (compiler-builtins' `__powidf2`/`__powisf2`), which the
+    /// reference evaluators use: every exponent in -40..=40 over values
+    /// spanning underflow, overflow, signed zeros, infinities and NaN.
+    #[test]
+    fn powi_is_bit_identical_to_the_run_time_powi() {
+        let mut xs: Vec<f64> = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE,
+            5e-324,
+            1e300,
+            -1e-300,
+        ];
+        xs.extend((0..400).map(|i| {
+            let t = i as f64 / 399.0;
+            (-1f64).powi(i) * (10f64).powf(-30.0 + 60.0 * t) * (1.0 + 0.37 * t)
+        }));
+        for n in -40..=40 {
+            let rt = std::hint::black_box(n);
+            for &x in &xs {
+                let (got, want) = (Real::powi(x, n), x.powi(rt));
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "{x:e}^{n}: {got:e} vs {want:e}"
+                );
+                let x = x as f32;
+                let (got, want) = (Real::powi(x, n), x.powi(rt));
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "{x:e}^{n} (f32): {got:e} vs {want:e}"
+                );
+            }
+        }
     }
 }

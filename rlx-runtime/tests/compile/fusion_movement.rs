@@ -167,8 +167,21 @@ fn lj_gradient_folds_every_reduction() {
 #[test]
 fn folded_reductions_give_the_reduction_steps_bits_across_blocks() {
     // Rows that end mid-block, rows longer than a block, rows shorter than
-    // the eight partial results, kept inner axes; every reduction.
-    let shapes: [(&[usize], &[usize]); 7] = [
+    // the eight partial results, kept inner axes; short kept rows summed
+    // over the axis before them (held in registers, rows cut by blocks);
+    // kept axes merged, and a kept inner axis of length 1 (not merged
+    // away); every reduction.
+    let shapes: [(&[usize], &[usize]); 17] = [
+        (&[70, 30, 3], &[1]),
+        (&[40, 30, 3], &[2]),
+        (&[40, 30, 2], &[1, 2]),
+        (&[7, 50, 1, 4], &[0, 3]),
+        (&[7, 300, 1], &[2]),
+        (&[9, 200, 2], &[1]),
+        (&[5, 300, 4], &[0, 1]),
+        (&[3, 700, 1], &[1]),
+        (&[40, 30, 3], &[0]),
+        (&[700, 5, 1], &[0]),
         (&[2500], &[0]),
         (&[3, 1500], &[1]),
         (&[3, 1500], &[0]),
@@ -202,6 +215,32 @@ fn folded_reductions_give_the_reduction_steps_bits_across_blocks() {
                 assert_eq!(exe.stats().fused_reductions, 1, "{what}");
                 assert_eq!(exe.stats().steps, 1, "{what}");
             }
+        }
+    }
+}
+
+#[test]
+fn short_rows_broadcast_along_the_axis_before_them_across_blocks() {
+    // `x: [n, 1, k]` read by a loop over `[n, m, k]` repeats each row of
+    // `k ≤ 4` elements `m` times; `y: [n, m, 1]` repeats each element `k`
+    // times. The 1024-element blocks cut rows of 3.
+    for dtype in [DType::F64, DType::F32] {
+        for k in 1..=5 {
+            let (n, m) = (37, 29);
+            let mut g = Graph::new();
+            let x = g.input("x", [n, 1, k], dtype);
+            let y = g.input("y", [n, m, 1], dtype);
+            let z = g.input("z", [1, m, k], dtype);
+            let a = g.mul(x, y).unwrap();
+            let b = g.sub(a, z).unwrap();
+            let c = g.sin(b).unwrap();
+            g.set_outputs(vec![c]);
+            let xv = tensor(&values(n * k, 1, -2.0, 2.0), &[n, 1, k], dtype);
+            let yv = tensor(&values(n * m, 2, -2.0, 2.0), &[n, m, 1], dtype);
+            let zv = tensor(&values(m * k, 3, -2.0, 2.0), &[1, m, k], dtype);
+            let what = format!("rows of {k} {dtype}");
+            let exe = check_fused(&g, &[&xv, &yv, &zv], 1e-5, &what);
+            assert_eq!(exe.stats().steps, 1, "{what}");
         }
     }
 }

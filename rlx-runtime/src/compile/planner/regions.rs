@@ -170,9 +170,10 @@ impl Builder<'_> {
                 let xs = nodes[n.inputs[0].index()].shape.clone();
                 let (out_strides, count) = reduce_strides(&xs, axes, &n.shape);
                 self.rank(xs.rank());
+                let (dims, out_strides) = sink_axes(xs.dims(), out_strides);
                 sinks.push(Sink {
                     op: *op,
-                    dims: xs.dims().to_vec(),
+                    dims,
                     out_strides,
                     out_numel: n.shape.numel(),
                     count,
@@ -461,4 +462,23 @@ impl ElementWise {
             | Op::Loop(_)) => unreachable!("`{}` is not element-wise", other.name()),
         }
     }
+}
+
+/// The dims and output strides a sink walks: with the innermost axis kept,
+/// every element combines into its own accumulator in row-major order, so
+/// axes the accumulators step through as one are merged (a sum over the
+/// first axis of `[n, m, 3]` walks rows of `3m`, not of 3) without
+/// changing any result. A reduced innermost axis keeps its rows: they set
+/// the partial results the combine order follows (see `fold`).
+fn sink_axes(dims: &[usize], out_strides: Vec<usize>) -> (Vec<usize>, Vec<usize>) {
+    if out_strides.last().is_some_and(|&s| s != 0) {
+        let (d, mut s) = merge_axes(dims, &[&out_strides]);
+        let s = s.pop().expect("one stride list");
+        // (Dropping a kept axis of length 1 could leave a reduced axis
+        // innermost, which would change the order: keep the dims then.)
+        if s.last().is_some_and(|&x| x != 0) {
+            return (d, s);
+        }
+    }
+    (dims.to_vec(), out_strides)
 }
