@@ -35,11 +35,14 @@ use rlx::sparse::Pattern;
 mod arrow;
 #[path = "common/circuit.rs"]
 mod circuit;
+#[path = "common/stencil.rs"]
+mod stencil;
 use arrow::{sparse_jacobian_arrow, sparse_jacobian_into_arrow};
 use circuit::{
     grid_residual, sparse_jacobian_into_ladder, sparse_jacobian_ladder, I_SAT, R, R_LEAK, R_LOAD,
     R_SOURCE, V_T,
 };
+use stencil::{sparse_jacobian_into_stencil, sparse_jacobian_stencil, stencil_hand, stencil_rows};
 
 /// The analytic ladder Jacobian written into `values` (the CSC order of
 /// the tridiagonal pattern: column j holds rows j-1, j, j+1).
@@ -59,48 +62,6 @@ fn ladder_hand(v: &[f64], values: &mut [f64]) {
             values[k] = -1.0 / R;
             k += 1;
         }
-    }
-}
-
-/// `Δu - u³` with zero boundary values (5-point stencil).
-#[differentiable]
-fn stencil(u: &Tensor, k: usize) -> Tensor {
-    let zr = Tensor::zeros([1, k], DType::F64);
-    let rows = Tensor::concat(&[&zr, u, &zr], 0);
-    let zc = Tensor::zeros([k + 2, 1], DType::F64);
-    let p = Tensor::concat(&[&zc, &rows, &zc], 1);
-    let nb = |di: usize, dj: usize| p.slice(0, di, k).slice(1, dj, k);
-    nb(0, 1) + nb(2, 1) + nb(1, 0) + nb(1, 2) - u * 4.0 - u.powi(3)
-}
-
-/// Visits the 5-point-stencil entries of column `c = i k + j` in CSC
-/// (increasing row) order, calling `f(row)`.
-fn stencil_rows(k: usize, c: usize, mut f: impl FnMut(usize)) {
-    let (i, j) = (c / k, c % k);
-    if i > 0 {
-        f(c - k);
-    }
-    if j > 0 {
-        f(c - 1);
-    }
-    f(c);
-    if j + 1 < k {
-        f(c + 1);
-    }
-    if i + 1 < k {
-        f(c + k);
-    }
-}
-
-/// The analytic Jacobian of `stencil`: 1 off the diagonal, `-4 - 3u²` on it.
-fn stencil_hand(u: &[f64], k: usize, values: &mut [f64]) {
-    let mut p = 0;
-    for (c, &uc) in u.iter().enumerate() {
-        let d = -4.0 - 3.0 * uc * uc;
-        stencil_rows(k, c, |r| {
-            values[p] = if r == c { d } else { 1.0 };
-            p += 1;
-        });
     }
 }
 

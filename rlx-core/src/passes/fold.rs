@@ -2,7 +2,8 @@
 //!
 //! A node whose operands are all constants is replaced by a constant when
 //! the op is element-wise or moves data (reshape, broadcast, transpose,
-//! slice, concat, select, stop_gradient) and the result has at most
+//! slice, concat, gather, select, stop_gradient) or is a float
+//! `scatter_add` (added in the kernel's order) and the result has at most
 //! [`MAX_FOLD_ELEMENTS`] elements, or is a splat (every operand a splat
 //! gives a splat of any size).
 //!
@@ -159,9 +160,23 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId], limit: usize) -> Option<
             let count: usize = axes.iter().map(|&a| xs.dim(a)).product();
             Some(splat(reduce_splat(*op, get(lit, xdt, 0), count, dt)?, dt))
         }
+        Op::Gather { axis } => {
+            // Element `(o, i, q)` of `[outer, count, inner]` reads
+            // `(o, idx[i], q)` of `x` (`[outer, size, inner]`); a bad
+            // index is left to the kernel, which reports it.
+            let (xs, (idx, is, _)) = (ops[0].1, ops[1]);
+            let (size, count) = (xs.dim(*axis), is.numel());
+            let inner: usize = xs.dims()[axis + 1..].iter().product();
+            movement(&ops, shape, dt, limit, |f| {
+                let (q, rest) = (f % inner, f / inner);
+                let (i, o) = (rest % count, rest / count);
+                let j = idx.get_i64(i);
+                (j >= 0 && (j as u64) < size as u64)
+                    .then(|| (0, (o * size + j as usize) * inner + q))
+            })
+        }
+        Op::ScatterAdd { axis } => scatter_add(&ops, *axis, dt, limit),
         Op::MatMul
-        | Op::Gather { .. }
-        | Op::ScatterAdd { .. }
         | Op::Softmax { .. }
         | Op::LogSoftmax { .. }
         | Op::Solve
@@ -171,6 +186,34 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId], limit: usize) -> Option<
 }
 
 type Operand<'a> = (&'a Literal, &'a Shape, DType);
+
+/// Folds `scatter_add(operand, idx, updates)` along `axis`: the operand,
+/// then each update added at its index in the kernel's order (updates in
+/// row-major order), at the kernel's precision. A bad index is left for
+/// the kernel to report.
+fn scatter_add(ops: &[Operand<'_>], axis: usize, dt: DType, limit: usize) -> Option<Literal> {
+    let [(x, xs, _), (idx, is, _), (upd, us, _)] = ops else {
+        return None;
+    };
+    let n = xs.numel();
+    if n > limit || !dt.is_float() {
+        return None;
+    }
+    let (size, count) = (xs.dim(axis), is.numel());
+    let inner: usize = xs.dims()[axis + 1..].iter().product();
+    let mut vals: Vec<V> = (0..n).map(|i| get(x, dt, i)).collect();
+    for u in 0..us.numel() {
+        let (q, rest) = (u % inner, u / inner);
+        let (i, o) = (rest % count, rest / count);
+        let j = idx.get_i64(i);
+        if j < 0 || j as u64 >= size as u64 {
+            return None;
+        }
+        let at = (o * size + j as usize) * inner + q;
+        vals[at] = binary(BinaryOp::Add, vals[at], get(upd, dt, u), dt)?;
+    }
+    array(vals, dt)
+}
 
 fn get(lit: &Literal, dt: DType, i: usize) -> V {
     if dt == DType::I64 {

@@ -13,7 +13,15 @@ use super::operand::{dtype_error, same_dtype, Operand};
 use super::scalar::Float;
 use crate::storage::Storage;
 
-fn indices<'a>(op: &'static str, axis: usize, size: usize, idx: Operand<'a>) -> Result<&'a [i64]> {
+/// The indices, checked to lie in `0..size`; `sorted`: they are known
+/// never to decrease (then the first and last are checked).
+fn indices<'a>(
+    op: &'static str,
+    axis: usize,
+    size: usize,
+    idx: Operand<'a>,
+    sorted: impl FnOnce(&[i64]) -> bool,
+) -> Result<&'a [i64]> {
     let Storage::I64(ix) = idx.storage else {
         return Err(Error::UnsupportedDType {
             op,
@@ -21,7 +29,12 @@ fn indices<'a>(op: &'static str, axis: usize, size: usize, idx: Operand<'a>) -> 
             expected: "i64 indices",
         });
     };
-    if let Some(&bad) = ix.iter().find(|&&i| i < 0 || i as u64 >= size as u64) {
+    let in_range = |i: i64| i >= 0 && (i as u64) < size as u64;
+    let ends = [ix.first(), ix.last()];
+    if sorted(ix) && ends.iter().flatten().all(|&&i| in_range(i)) {
+        return Ok(ix);
+    }
+    if let Some(&bad) = ix.iter().find(|&&i| !in_range(i)) {
         return Err(Error::IndexOutOfRange {
             op,
             index: bad,
@@ -50,7 +63,7 @@ pub(super) fn gather(
 ) -> Result<()> {
     check_axis("gather", axis, x)?;
     let (outer, size, inner) = split_at_axis(x.dims(), axis);
-    let ix = indices("gather", axis, size, idx)?;
+    let ix = indices("gather", axis, size, idx, |_| false)?;
     let count = ix.len();
     let err = dtype_error("gather", x.storage.dtype(), out.dtype());
     same_dtype!(Err(err); (x.storage, out) => |v, o| {
@@ -77,6 +90,60 @@ pub(super) fn gather(
         Ok(())
     })
 }
+
+/// `o = x`, then `upd` (laid out `[outer, count, inner]`) added into `o`
+/// (`[outer, size, inner]`) at `ix` (`is_sorted`: `ix` never decreases).
+fn copy_and_scatter<T: Copy>(
+    split: (usize, usize, usize),
+    is_sorted: bool,
+    ix: &[i64],
+    x: &[T],
+    upd: &[T],
+    o: &mut [T],
+    add: impl Fn(T, T) -> T,
+) {
+    // Nothing to write (`outer` may be huge then).
+    if o.is_empty() {
+        return;
+    }
+    // Sorted element indices (a sparse derivative's computed entries among
+    // its constant ones): one pass in cache-sized chunks, each copied and
+    // then added into while it is in the cache. Equal indices are
+    // adjacent, so they accumulate in the same order as below.
+    if split.2 == 1 && is_sorted {
+        let (outer, size, _) = split;
+        let count = ix.len();
+        for b in 0..outer {
+            let (x, o) = (
+                &x[b * size..(b + 1) * size],
+                &mut o[b * size..(b + 1) * size],
+            );
+            let upd = &upd[b * count..(b + 1) * count];
+            let mut k = 0;
+            for lo in (0..size).step_by(SCATTER_CHUNK) {
+                let hi = (lo + SCATTER_CHUNK).min(size);
+                o[lo..hi].copy_from_slice(&x[lo..hi]);
+                while k < count && (ix[k] as usize) < hi {
+                    let j = ix[k] as usize;
+                    o[j] = add(o[j], upd[k]);
+                    k += 1;
+                }
+            }
+        }
+        return;
+    }
+    o.copy_from_slice(x);
+    scatter(split, ix, upd, o, add);
+}
+
+/// Whether `ix` never decreases (one branch-free pass).
+fn sorted(ix: &[i64]) -> bool {
+    ix.windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]))
+}
+
+/// Elements per chunk of [`copy_and_scatter`]'s sorted pass (32 KiB of
+/// `f64`: within the L1 cache).
+const SCATTER_CHUNK: usize = 4096;
 
 /// Adds `upd` (laid out `[outer, count, inner]`) into `o` (`[outer, size, inner]`).
 fn scatter<T: Copy>(
@@ -115,7 +182,12 @@ pub(super) fn scatter_add(
 ) -> Result<()> {
     check_axis("scatter_add", axis, operand)?;
     let split = split_at_axis(operand.dims(), axis);
-    let ix = indices("scatter_add", axis, split.1, idx)?;
+    // Sorted indices (checked once, here) are added in one pass.
+    let mut is_sorted = false;
+    let ix = indices("scatter_add", axis, split.1, idx, |ix| {
+        is_sorted = sorted(ix);
+        is_sorted
+    })?;
     if updates.storage.len() != split.0 * ix.len() * split.2 {
         return Err(Error::ShapeMismatch {
             op: "scatter_add",
@@ -131,29 +203,23 @@ pub(super) fn scatter_add(
     );
     match (operand.storage, updates.storage, out) {
         (Storage::F32(x), Storage::F32(u), Storage::F32(o)) => {
-            o.copy_from_slice(x);
-            scatter(split, ix, u, o, float_add);
+            copy_and_scatter(split, is_sorted, ix, x, u, o, float_add);
         }
         (Storage::F64(x), Storage::F64(u), Storage::F64(o)) => {
-            o.copy_from_slice(x);
-            scatter(split, ix, u, o, float_add);
+            copy_and_scatter(split, is_sorted, ix, x, u, o, float_add);
         }
         (Storage::F16(x), Storage::F16(u), Storage::F16(o)) => {
-            o.copy_from_slice(x);
-            scatter(split, ix, u, o, float_add);
+            copy_and_scatter(split, is_sorted, ix, x, u, o, float_add);
         }
         (Storage::BF16(x), Storage::BF16(u), Storage::BF16(o)) => {
-            o.copy_from_slice(x);
-            scatter(split, ix, u, o, float_add);
+            copy_and_scatter(split, is_sorted, ix, x, u, o, float_add);
         }
         (Storage::I64(x), Storage::I64(u), Storage::I64(o)) => {
-            o.copy_from_slice(x);
-            scatter(split, ix, u, o, i64::wrapping_add);
+            copy_and_scatter(split, is_sorted, ix, x, u, o, i64::wrapping_add);
         }
         // Booleans add as logical or (saturating 0/1 arithmetic).
         (Storage::Bool(x), Storage::Bool(u), Storage::Bool(o)) => {
-            o.copy_from_slice(x);
-            scatter(split, ix, u, o, |a, b| a || b);
+            copy_and_scatter(split, is_sorted, ix, x, u, o, |a, b| a || b);
         }
         _ => return Err(err),
     }

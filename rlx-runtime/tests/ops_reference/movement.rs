@@ -122,6 +122,49 @@ fn gather_and_scatter_add() {
     assert_eq!(vals(&g), vec![3.0, 4.0]);
 }
 
+/// Sorted element indices take the kernel's one-pass path (chunks of 4096
+/// elements copied, then added into): indices at and across chunk edges,
+/// repeats, several rows, against the element-by-element definition.
+#[test]
+fn scatter_add_with_sorted_indices() {
+    let mut rng = Rng(43);
+    let idx_vals = [0i64, 0, 5, 4095, 4096, 4096, 8191, 8192, 8999];
+    let n = idx_vals.len();
+    for dt in [DType::F64, DType::F32] {
+        let dims = [2usize, 9000];
+        let x = tensor(&rng.vec(2 * 9000), &dims, dt);
+        let upd = tensor(&rng.vec(2 * n), &[2, n], dt);
+        let (mut want, uv) = (vals(&x), vals(&upd));
+        for row in 0..2 {
+            for (k, &j) in idx_vals.iter().enumerate() {
+                want[row * 9000 + j as usize] += uv[row * n + k];
+            }
+        }
+        let idx = Tensor::from_slice(&idx_vals, [n]);
+        let got = x.scatter_add(&idx, &upd, 1);
+        assert_close(&got, &want, &dims, dt, "scatter_add (sorted)");
+    }
+    // Sorted but out of range at either end.
+    let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]);
+    let upd = Tensor::from_slice(&[1.0f64, 1.0], [2]);
+    for bad in [[-1i64, 0], [0, 3]] {
+        let e = x
+            .try_scatter_add(&Tensor::from_slice(&bad, [2]), &upd, 0)
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::IndexOutOfRange {
+                    op: "scatter_add",
+                    size: 3,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn index_out_of_range_is_an_error() {
     let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]);

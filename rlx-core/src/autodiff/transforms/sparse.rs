@@ -20,6 +20,8 @@ use crate::sparsity::sets::broadcast_map;
 use crate::sparsity::{hessian_pattern, jacobian_pattern, Pattern};
 use crate::{DType, Error, Graph, Literal, NodeId, Op, Result};
 
+mod constant_entries;
+
 /// How a sparse derivative is compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SparseMode {
@@ -203,13 +205,16 @@ pub fn sparse_hessian(g: &Graph, wrt: &[usize]) -> Result<SparseProgram> {
 
 /// Folds what depends on the seed matrix alone (the tangents of linear
 /// parts: a stencil's Laplacian, constant couplings), up to tensors of the
-/// seed products' size (twice, for padded intermediates), so that a call only computes what depends on the
-/// inputs. The usual cleanup limits folding to small tensors.
+/// seed products' size (twice, for padded intermediates), so that a call
+/// only computes what depends on the inputs; then computes only the
+/// entries read, and those of them that depend on the inputs (see
+/// [`constant_entries`]). The usual cleanup limits folding to small
+/// tensors.
 fn fold_seeds(r: Graph, size: usize) -> Result<Graph> {
     // Padding (concat) makes intermediates a little larger than the products.
     let folded =
         crate::passes::fold::fold_constants_up_to(&crate::passes::optimize(&r)?, 2 * size)?;
-    gather_early(folded)
+    constant_entries::split(gather_early(folded)?)
 }
 
 /// Moves the decompressing `gather` (the last output) up through
@@ -291,16 +296,30 @@ fn push_gather(g: &mut Graph, x: NodeId, idx: &[usize], memo: &mut Memo) -> Resu
         }
         Op::Reshape { .. } => operand(g, node.inputs[0], false)?,
         Op::Broadcast { .. } => operand(g, node.inputs[0], true)?,
+        // A gather placed by an earlier push: one gather of its source.
+        Op::Gather { axis: 0 } if g.shape(node.inputs[0]).rank() == 1 => {
+            match &g.node(node.inputs[1]).op {
+                Op::Constant(lit) => {
+                    let inner: Vec<usize> = idx.iter().map(|&i| lit.get_i64(i) as usize).collect();
+                    leaf(g, node.inputs[0], &inner)?
+                }
+                _ => leaf(g, x, idx)?,
+            }
+        }
         _ => leaf(g, x, idx)?,
     };
     memo.entry(x).or_default().push((idx.to_vec(), y));
     Ok(y)
 }
 
-/// `gather(reshape(x, [numel]), idx)`.
+/// `gather(reshape(x, [numel]), idx)`, or the reshape alone when `idx`
+/// reads every element in order.
 fn leaf(g: &mut Graph, x: NodeId, idx: &[usize]) -> Result<NodeId> {
     let n = g.shape(x).numel();
     let flat = g.reshape(x, [n])?;
+    if idx.len() == n && idx.iter().enumerate().all(|(k, &i)| k == i) {
+        return Ok(flat);
+    }
     let v: Vec<i64> = idx.iter().map(|&i| i as i64).collect();
     let c = g.constant(Literal::I64(v.into()), [idx.len()], DType::I64)?;
     g.gather(flat, c, 0)
