@@ -401,3 +401,34 @@ fn eager_fast_path_leaves_errors_to_the_general_path() {
     let out = Tensor::apply(Op::Binary(BinaryOp::Sub), &[&col, &v]).unwrap();
     assert_eq!(values(&out), [0.0, -1.0, 1.0, 0.0]);
 }
+
+/// An eager solve of a small `f64` system gives the bits of the general
+/// kernel (the same system with more right-hand sides than a small tensor
+/// holds), and a singular system is still the general path's error.
+#[test]
+fn eager_small_solve_equals_the_general_kernel() {
+    let systems: [(usize, Vec<f64>); 3] = [
+        (2, vec![4.0, 1.0, 2.0, 3.0]),
+        (3, vec![0.5, 2.0, -1.0, 3.0, 0.25, 1.5, -2.0, 1.0, 4.0]),
+        (2, vec![1.0, -1e3, 2.0, 1.0 - 1e-3]),
+    ];
+    for (n, a) in systems {
+        let am = Tensor::from_slice(&a, [n, n]);
+        let rhs: Vec<f64> = (0..n).map(|i| 0.3 + i as f64 * 1.7).collect();
+        let small = am.try_solve(&Tensor::from_slice(&rhs, [n, 1])).unwrap();
+        // Column 0 is `rhs`, the other 8 columns something else.
+        let wide: Vec<f64> = (0..n * 9)
+            .map(|e| if e % 9 == 0 { rhs[e / 9] } else { e as f64 })
+            .collect();
+        let big = am.try_solve(&Tensor::from_slice(&wide, [n, 9])).unwrap();
+        let col: Vec<f64> = values(&big).chunks(9).map(|r| r[0]).collect();
+        assert_eq!(small.shape().dims(), &[n, 1]);
+        same(&col, &values(&small), &format!("solve {n}×{n}"));
+    }
+    let singular = Tensor::from_slice(&[1.0, 2.0, 2.0, 4.0], [2, 2]);
+    let e = singular
+        .try_solve(&Tensor::from_slice(&[1.0, 1.0], [2, 1]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("singular"), "{e}");
+}

@@ -8,6 +8,7 @@ use rlx_core::{infer, BinaryOp, Op, Result, Shape, TensorType};
 
 use crate::buffer::{Buffer, OWNED_MAX};
 use crate::context;
+use crate::kernels::solve::solve_eager;
 use crate::kernels::{eval_into, scalar, Operand};
 use crate::storage::{allocate, Storage};
 use crate::tensor::{Concrete, Repr, Tensor};
@@ -129,8 +130,9 @@ fn eval_with(
 /// machinery (type inference, a zeroed result, the broadcasting kernels),
 /// which costs several times the op itself on a 2-element tensor (a
 /// Newton step on a 2-state ODE is made of them): a reshape to a shape of
-/// as many elements, and a binary arithmetic op on two `f64` tensors of at
-/// most [`OWNED_MAX`] elements with equal shapes or one 0-d operand.
+/// as many elements, a binary arithmetic op on two `f64` tensors of at
+/// most [`OWNED_MAX`] elements with equal shapes or one 0-d operand, and
+/// a solve of a small `f64` system.
 /// `None` for everything else, including every input that is an error:
 /// the general path then reports it.
 ///
@@ -161,6 +163,22 @@ fn eval_small(op: &Op, inputs: &[&Concrete]) -> Option<(Buffer, Shape)> {
                 return None;
             };
             Some((Buffer::new(Storage::F64(values)), shape.clone()))
+        }
+        // A small `f64` system `[n, n] x = [n, k]`: the eager kernel on a
+        // fresh result, without inferring the type (the kernel checks the
+        // shapes). A singular or malformed system goes the general way,
+        // which reports it.
+        (Op::Solve, [a, b]) if b.storage.len() <= OWNED_MAX && b.shape.rank() == 2 => {
+            let (Storage::F64(_), Storage::F64(_)) = (&*a.storage, &*b.storage) else {
+                return None;
+            };
+            let mut out = Storage::F64(vec![0.0; b.storage.len()]);
+            let (oa, ob) = (
+                Operand::new(&a.storage, &a.shape),
+                Operand::new(&b.storage, &b.shape),
+            );
+            solve_eager(oa, ob, &mut out).ok()?;
+            Some((Buffer::new(out), b.shape.clone()))
         }
         _ => None,
     }
