@@ -16,7 +16,7 @@ use rlx::core::autodiff;
 use rlx::prelude::*;
 use rlx::runtime::compile::{compile_with, Options};
 use rlx::runtime::Storage;
-use rlx::{Executable, Graph};
+use rlx::{BinaryOp, Executable, Graph, Op, Result};
 
 /// The LJ energy of three particles in 2-D over one `[6]` tensor, with a
 /// spring between particles 0 and 2 scaled by `k`.
@@ -324,4 +324,99 @@ fn what_the_fast_path_declines_takes_the_general_path() {
     let (e, _) = value_and_grad_lj(&p, 5.0).unwrap();
     assert!(e.is_traced());
     drop(t);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// An eager binary op on small `f64` tensors (equal shapes, or a 0-d
+    /// operand on either side) gives the bits of the general kernel: the
+    /// same values padded past the small-tensor threshold (17 elements)
+    /// take the general path, and their first elements must agree.
+    #[test]
+    fn eager_binary_ops_on_small_tensors_equal_the_general_kernel(
+        a in prop::collection::vec(prop_oneof![-3.0f64..3.0, Just(0.0), Just(f64::INFINITY)], 1..=16),
+        b in prop::collection::vec(prop_oneof![-3.0f64..3.0, Just(0.0), Just(-0.0)], 16),
+        s in -2.0f64..2.0,
+    ) {
+        let n = a.len();
+        let pad = |v: &[f64]| {
+            let mut p = v.to_vec();
+            p.resize(17, 1.0);
+            Tensor::from_slice(&p, [17])
+        };
+        let (x, y) = (Tensor::from_slice(&a, [n]), Tensor::from_slice(&b[..n], [n]));
+        let (bx, by) = (pad(&a), pad(&b[..n]));
+        let k = Tensor::scalar(s);
+        // Every arithmetic binary op (the logical ones take `bool`s).
+        for op in BinaryOp::ALL.into_iter().filter(|b| !matches!(b, BinaryOp::And | BinaryOp::Or)) {
+            let bin = |l: &Tensor, r: &Tensor| Tensor::apply(Op::Binary(op), &[l, r]).unwrap();
+            let cases = [
+                (bin(&x, &y), bin(&bx, &by), "equal shapes"),
+                (bin(&x, &k), bin(&bx, &k), "0-d right"),
+                (bin(&k, &y), bin(&k, &by), "0-d left"),
+            ];
+            for (small, big, what) in cases {
+                prop_assert_eq!(small.shape().dims(), &[n]);
+                same(&values(&big)[..n], &values(&small), &format!("{op:?} {what}"));
+            }
+        }
+        let r = x.reshape([n, 1]);
+        prop_assert_eq!(r.shape().dims(), &[n, 1]);
+        same(&a, &values(&r), "reshape");
+    }
+}
+
+/// What the eager fast path cannot judge still gets the general path's
+/// errors: shapes that do not match or broadcast, a reshape to another
+/// element count, `&&` on floats, mixed dtypes.
+#[test]
+fn eager_fast_path_leaves_errors_to_the_general_path() {
+    let v = Tensor::from_slice(&[1.0, 2.0], [2]);
+    let w = Tensor::from_slice(&[1.0, 2.0, 3.0], [3]);
+    let f = Tensor::from_slice(&[1.0f32, 2.0], [2]);
+    let err = |r: Result<Tensor>| r.err().map(|e| e.to_string()).unwrap_or_default();
+    let e = err(Tensor::apply(Op::Binary(BinaryOp::Add), &[&v, &w]));
+    assert!(e.contains("[2]") && e.contains("[3]"), "{e}");
+    let e = err(v.try_reshape([3]));
+    assert!(e.contains("reshape") && e.contains("2 elements"), "{e}");
+    let e = err(Tensor::apply(Op::Binary(BinaryOp::And), &[&v, &v]));
+    assert!(e.contains("bool"), "{e}");
+    let e = err(Tensor::apply(Op::Binary(BinaryOp::Mul), &[&v, &f]));
+    assert!(e.contains("f32") && e.contains("f64"), "{e}");
+    // Broadcasting other than a 0-d operand is the general kernel's.
+    let col = Tensor::from_slice(&[1.0, 2.0], [2, 1]);
+    let out = Tensor::apply(Op::Binary(BinaryOp::Sub), &[&col, &v]).unwrap();
+    assert_eq!(values(&out), [0.0, -1.0, 1.0, 0.0]);
+}
+
+/// An eager solve of a small `f64` system gives the bits of the general
+/// kernel (the same system with more right-hand sides than a small tensor
+/// holds), and a singular system is still the general path's error.
+#[test]
+fn eager_small_solve_equals_the_general_kernel() {
+    let systems: [(usize, Vec<f64>); 3] = [
+        (2, vec![4.0, 1.0, 2.0, 3.0]),
+        (3, vec![0.5, 2.0, -1.0, 3.0, 0.25, 1.5, -2.0, 1.0, 4.0]),
+        (2, vec![1.0, -1e3, 2.0, 1.0 - 1e-3]),
+    ];
+    for (n, a) in systems {
+        let am = Tensor::from_slice(&a, [n, n]);
+        let rhs: Vec<f64> = (0..n).map(|i| 0.3 + i as f64 * 1.7).collect();
+        let small = am.try_solve(&Tensor::from_slice(&rhs, [n, 1])).unwrap();
+        // Column 0 is `rhs`, the other 8 columns something else.
+        let wide: Vec<f64> = (0..n * 9)
+            .map(|e| if e % 9 == 0 { rhs[e / 9] } else { e as f64 })
+            .collect();
+        let big = am.try_solve(&Tensor::from_slice(&wide, [n, 9])).unwrap();
+        let col: Vec<f64> = values(&big).chunks(9).map(|r| r[0]).collect();
+        assert_eq!(small.shape().dims(), &[n, 1]);
+        same(&col, &values(&small), &format!("solve {n}×{n}"));
+    }
+    let singular = Tensor::from_slice(&[1.0, 2.0, 2.0, 4.0], [2, 2]);
+    let e = singular
+        .try_solve(&Tensor::from_slice(&[1.0, 1.0], [2, 1]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("singular"), "{e}");
 }

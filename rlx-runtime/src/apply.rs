@@ -4,14 +4,16 @@
 
 use std::panic::Location;
 
-use rlx_core::{infer, Op, Result, TensorType};
+use rlx_core::{infer, BinaryOp, Op, Result, Shape, TensorType};
 
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, OWNED_MAX};
 use crate::context;
-use crate::kernels::{eval_into, Operand};
-use crate::storage::allocate;
+use crate::kernels::solve::solve_eager;
+use crate::kernels::{eval_into, scalar, Operand};
+use crate::storage::{allocate, Storage};
 use crate::tensor::{Concrete, Repr, Tensor};
 use crate::trace;
+use crate::value::same_dims;
 
 impl Tensor {
     /// Applies a primitive op: records it when an operand is traced,
@@ -87,7 +89,6 @@ fn eval_with(
     tys: &[&TensorType],
     operands: &[Operand<'_>],
 ) -> Result<Tensor> {
-    let out = infer(op, tys)?;
     // A value computed from a tensor captured from outside the current trace
     // is itself captured: it keeps that foreign origin, so that the trace
     // still refuses it (see `crate::trace`).
@@ -97,6 +98,16 @@ fn eval_with(
         .map(|c| c.origin)
         .find(|&o| o != here)
         .unwrap_or(here);
+    if let Some((storage, shape)) = eval_small(op, inputs) {
+        return Ok(Tensor {
+            repr: Repr::Concrete(Concrete {
+                storage,
+                shape,
+                origin,
+            }),
+        });
+    }
+    let out = infer(op, tys)?;
     // Ops that keep the values as they are share the storage (a small
     // tensor's is copied, see `crate::buffer`).
     let storage = if matches!(op, Op::Reshape { .. } | Op::StopGradient) {
@@ -113,4 +124,62 @@ fn eval_with(
             origin,
         }),
     })
+}
+
+/// The eager ops on small tensors that need none of the general path's
+/// machinery (type inference, a zeroed result, the broadcasting kernels),
+/// which costs several times the op itself on a 2-element tensor (a
+/// Newton step on a 2-state ODE is made of them): a reshape to a shape of
+/// as many elements, a binary arithmetic op on two `f64` tensors of at
+/// most [`OWNED_MAX`] elements with equal shapes or one 0-d operand, and
+/// a solve of a small `f64` system.
+/// `None` for everything else, including every input that is an error:
+/// the general path then reports it.
+///
+/// The values are those of the general kernels: the same scalar function
+/// ([`scalar::binary`]) on the same elements.
+#[inline]
+fn eval_small(op: &Op, inputs: &[&Concrete]) -> Option<(Buffer, Shape)> {
+    match (op, inputs) {
+        (Op::Reshape { shape }, [x]) => {
+            let ok = shape.fits(x.storage.dtype()) && shape.numel() == x.shape.numel();
+            ok.then(|| (x.storage.clone(), shape.clone()))
+        }
+        (Op::Binary(b), [x, y]) if !matches!(b, BinaryOp::And | BinaryOp::Or) => {
+            let (Storage::F64(p), Storage::F64(q)) = (&*x.storage, &*y.storage) else {
+                return None;
+            };
+            if p.len() > OWNED_MAX || q.len() > OWNED_MAX {
+                return None;
+            }
+            let f = |u, v| scalar::binary(*b, u, v);
+            let (values, shape): (Vec<f64>, _) = if same_dims(x.shape.dims(), y.shape.dims()) {
+                (p.iter().zip(q).map(|(&u, &v)| f(u, v)).collect(), &x.shape)
+            } else if y.shape.rank() == 0 {
+                (p.iter().map(|&u| f(u, q[0])).collect(), &x.shape)
+            } else if x.shape.rank() == 0 {
+                (q.iter().map(|&v| f(p[0], v)).collect(), &y.shape)
+            } else {
+                return None;
+            };
+            Some((Buffer::new(Storage::F64(values)), shape.clone()))
+        }
+        // A small `f64` system `[n, n] x = [n, k]`: the eager kernel on a
+        // fresh result, without inferring the type (the kernel checks the
+        // shapes). A singular or malformed system goes the general way,
+        // which reports it.
+        (Op::Solve, [a, b]) if b.storage.len() <= OWNED_MAX && b.shape.rank() == 2 => {
+            let (Storage::F64(_), Storage::F64(_)) = (&*a.storage, &*b.storage) else {
+                return None;
+            };
+            let mut out = Storage::F64(vec![0.0; b.storage.len()]);
+            let (oa, ob) = (
+                Operand::new(&a.storage, &a.shape),
+                Operand::new(&b.storage, &b.shape),
+            );
+            solve_eager(oa, ob, &mut out).ok()?;
+            Some((Buffer::new(out), b.shape.clone()))
+        }
+        _ => None,
+    }
 }

@@ -170,6 +170,20 @@ impl Small {
     ) -> Result<()> {
         with_stack(self.n_in, |ins| {
             read_args(args, ins);
+            // One `f64` tensor result (a `grad_`, `jacobian_`, `hessian_`
+            // or plain call of one tensor): written straight into its
+            // values, with no buffer in between.
+            if let ([t], [n]) = (types, &*self.out_lens) {
+                if t.dtype == DType::F64 && !is_number(t) {
+                    let mut v = vec![0.0; *n];
+                    self.run_flat(ins, &mut v);
+                    values.push(Value::Tensor(Tensor::concrete(
+                        Storage::F64(v),
+                        t.shape.clone(),
+                    )));
+                    return Ok(());
+                }
+            }
             with_stack(self.sources.len(), |out| {
                 self.run_flat(ins, out);
                 let mut at = 0;
@@ -294,13 +308,21 @@ fn read(s: &Storage, to: &mut [f64]) -> usize {
 }
 
 /// Calls `f` with `n` zeroed `f64`, on the stack when `n <= STACK` (in
-/// one of a few sizes, so that a tiny call does not clear a large buffer).
+/// one of a few sizes, each twice the last, so that a call never clears
+/// more than twice what it uses: clearing 4 KB for a 100-element Hessian
+/// was most of a warm `hessian_` call).
 #[inline]
 fn with_stack<R>(n: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
     if n <= 16 {
         f(&mut [0.0; 16][..n])
+    } else if n <= 32 {
+        f(&mut [0.0; 32][..n])
     } else if n <= 64 {
         f(&mut [0.0; 64][..n])
+    } else if n <= 128 {
+        f(&mut [0.0; 128][..n])
+    } else if n <= 256 {
+        f(&mut [0.0; 256][..n])
     } else if n <= STACK {
         f(&mut [0.0; STACK][..n])
     } else {
