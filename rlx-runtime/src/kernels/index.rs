@@ -91,6 +91,17 @@ fn scatter<T: Copy>(
     if upd.is_empty() {
         return;
     }
+    if inner == 1 {
+        // Element scatters (a gradient through gathered scalars): one
+        // index per update, no per-element offset arithmetic.
+        for (ob, ub) in o.chunks_exact_mut(size).zip(upd.chunks_exact(count)) {
+            for (&j, &u) in ix.iter().zip(ub) {
+                let d = &mut ob[j as usize];
+                *d = add(*d, u);
+            }
+        }
+        return;
+    }
     for b in 0..outer {
         for (i, &j) in ix.iter().enumerate() {
             let dst = (b * size + j as usize) * inner;
