@@ -118,7 +118,7 @@ fn the_pair_loop_becomes_one_batched_body() {
             .iter()
             .find(|x| matches!(x.op, Op::Gather { .. }))
             .unwrap();
-        assert_eq!(gathered.shape.dims(), &[n * (n - 1) / 2, 3]);
+        assert_eq!(gathered.shape.dims(), &[3, n * (n - 1) / 2]);
     }
     // 6 particles are 15 pairs, fewer than MIN_LANES = 16: left unrolled.
     assert_eq!(reroll(&pair_energy(6)).unwrap(), pair_energy(6));
@@ -313,5 +313,66 @@ proptest! {
         if same >= MIN_LANES && !body.unary.is_empty() {
             prop_assert!(count(&r, |op| matches!(op, Op::Gather { .. })) >= 1, "{}", r);
         }
+    }
+}
+
+#[test]
+fn copies_over_rows_of_a_matrix_with_broadcasts_and_plain_operands() {
+    // Leaves are `[2, 3]` row blocks of a `[20, 3]` matrix (the gather's
+    // batch axis is moved last), combined with a plain `[3]` operand, a
+    // broadcast and a reduction over a lane's own axis.
+    let mut g = Graph::new();
+    let p = g.input("p", [20, 3], DType::F64);
+    let w = g.input("w", [3], DType::F64);
+    let mut rows = Vec::new();
+    let mut e = g.scalar(0.0, DType::F64);
+    for k in 0..MIN_LANES + 3 {
+        let a = g.slice(p, 0, k % 19, 2).unwrap();
+        let b = g.mul(a, w).unwrap();
+        let s = g.sum(b, &[1]).unwrap(); // [2]
+        let s = g.reshape(s, [2, 1]).unwrap();
+        let s = g.broadcast(s, [2, 3]).unwrap();
+        let t = g.transpose(s, &[1, 0]).unwrap(); // [3, 2]
+        let c = g.sin(a).unwrap();
+        let ct = g.transpose(c, &[1, 0]).unwrap();
+        let y = g.mul(t, ct).unwrap();
+        let y = g.sum_all(y).unwrap();
+        rows.push(y);
+        e = g.add(e, y).unwrap();
+    }
+    let mut outs = vec![e];
+    outs.extend(&rows);
+    g.set_outputs(outs);
+    let r = reroll(&g).unwrap();
+    assert_eq!(count(&r, |op| matches!(op, Op::Gather { .. })), 1, "{r}");
+    let xs: Vec<f64> = (0..60).map(|i| (i as f64 * 0.37).sin()).collect();
+    let x = Tensor::from_slice(&xs, [20, 3]);
+    let wv = Tensor::from_slice(&[0.5, -1.25, 2.0], [3]);
+    let run2 = |g: &Graph| -> Vec<f64> {
+        compile(g)
+            .unwrap()
+            .run(&[&x, &wv])
+            .unwrap()
+            .iter()
+            .map(|t| t.to_f64_vec().unwrap()[0])
+            .collect()
+    };
+    let (got, want) = (run2(&r), run2(&g));
+    let reference: Vec<f64> = interpret(&g, &[&x, &wv])
+        .unwrap()
+        .iter()
+        .map(|t| t.to_f64_vec().unwrap()[0])
+        .collect();
+    let scale: f64 = want[1..].iter().map(|v| v.abs()).sum();
+    within(got[0], want[0], MIN_LANES + 3, scale, "sum");
+    within(
+        got[0],
+        reference[0],
+        MIN_LANES + 3,
+        scale,
+        "sum vs interpreter",
+    );
+    for k in 1..got.len() {
+        assert_eq!(got[k].to_bits(), want[k].to_bits(), "row {k}");
     }
 }

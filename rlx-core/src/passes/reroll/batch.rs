@@ -1,7 +1,12 @@
-//! Building the rerolled graph: each group's template over `[K, ..]`
-//! operands (leaves gathered by constant index tables), and each lane's
-//! value read back as row `k` of the batched node where something outside
-//! the group reads it.
+//! Building the rerolled graph: each group's template over `[.., K]`
+//! operands (the batch axis last; leaves gathered by constant index
+//! tables), and each lane's value read back as row `k` of the batched node
+//! where something outside the group reads it.
+//!
+//! The batch axis is the last one so that NumPy broadcasting aligns the
+//! lane axes of batched operands of different ranks by itself, and a
+//! reduction over a lane's own (short) axis runs over long contiguous rows
+//! of the batch.
 
 use rustc_hash::FxHashMap;
 
@@ -48,12 +53,12 @@ pub(super) struct Rows {
 }
 
 impl Rows {
-    /// Row `k` of batched node `b`, shaped `shape`.
+    /// Row `k` (along the last axis) of batched node `b`, shaped `shape`.
     fn get(&mut self, out: &mut Graph, b: NodeId, k: usize, shape: &Shape) -> Result<NodeId> {
         if let Some(&r) = self.memo.get(&(b, k)) {
             return Ok(r);
         }
-        let s = out.slice(b, 0, k, 1)?;
+        let s = out.slice(b, shape.rank(), k, 1)?;
         let r = out.reshape(s, shape.clone())?;
         self.memo.insert((b, k), r);
         self.row.insert(r, (b, k));
@@ -189,7 +194,7 @@ fn build(
 }
 
 /// Leaf `l` of every lane: `gather(source, idx)` along axis 0 with
-/// `idx[k] = start_k .. start_k + len`, shaped `[K, len, ..]`.
+/// `idx[.., k] = start_k .. start_k + len`, shaped `[len, .., K]`.
 fn gather(
     g: &Graph,
     out: &mut Graph,
@@ -202,16 +207,22 @@ fn gather(
         unreachable!("a lane leaf is a slice")
     };
     let src = map[leaf.inputs[0].index()].expect("a leaf's source precedes the group");
-    let idx: Vec<i64> = grp
-        .starts
-        .iter()
-        .flat_map(|s| (s[l]..s[l] + len).map(|i| i as i64))
+    let lanes = grp.lanes.len();
+    let idx: Vec<i64> = (0..len)
+        .flat_map(|m| grp.starts.iter().map(move |s| (s[l] + m) as i64))
         .collect();
-    let idx = out.constant(Literal::I64(idx.into()), [grp.lanes.len(), len], DType::I64)?;
-    out.gather(src, idx, 0)
+    let idx = out.constant(Literal::I64(idx.into()), [len, lanes], DType::I64)?;
+    let x = out.gather(src, idx, 0)?;
+    // `[len, K, rest..]`: the batch axis to the end.
+    let rank = out.shape(x).rank();
+    if rank == 2 {
+        return Ok(x);
+    }
+    let perm: Vec<usize> = std::iter::once(0).chain(2..rank).chain([1]).collect();
+    out.transpose(x, &perm)
 }
 
-/// An operand of a batched op: batched (`[K] ++ lane shape`) or read by
+/// An operand of a batched op: batched (`lane shape ++ [K]`) or read by
 /// every lane as it is.
 #[derive(Clone, Copy)]
 enum Operand {
@@ -219,28 +230,24 @@ enum Operand {
     Plain(NodeId),
 }
 
-/// `node`'s op over `lanes` lanes: the same op with one more leading axis.
+/// `node`'s op over `lanes` lanes: the same op with one more trailing axis.
 fn batched_op(out: &mut Graph, node: &Node, args: &[Operand], lanes: usize) -> Result<NodeId> {
     let with_lanes = |s: &[usize]| -> Shape {
         let mut d = Vec::with_capacity(s.len() + 1);
-        d.push(lanes);
         d.extend_from_slice(s);
+        d.push(lanes);
         Shape::new(d)
     };
-    let rank = node.shape.rank();
-    // A batched operand of lower rank than the node: ones after the batch
-    // axis, so that broadcasting aligns the lane axes as before.
+    // A plain operand of rank ≥ 1: a trailing 1 for the batch axis, so
+    // that broadcasting aligns its axes with the lane axes. Batched ones
+    // align by themselves (batch axis last).
     let aligned = |out: &mut Graph, a: Operand| -> Result<NodeId> {
         match a {
-            Operand::Plain(n) => Ok(n),
-            Operand::Batched(n) => {
-                let r = out.shape(n).rank() - 1;
-                if r == rank {
-                    return Ok(n);
-                }
-                let mut d = vec![lanes];
-                d.extend(std::iter::repeat_n(1, rank - r));
-                d.extend_from_slice(&out.shape(n).dims()[1..]);
+            Operand::Batched(n) => Ok(n),
+            Operand::Plain(n) if out.shape(n).rank() == 0 => Ok(n),
+            Operand::Plain(n) => {
+                let mut d = out.shape(n).dims().to_vec();
+                d.push(1);
                 out.reshape(n, d)
             }
         }
@@ -260,22 +267,14 @@ fn batched_op(out: &mut Graph, node: &Node, args: &[Operand], lanes: usize) -> R
             }
             out.push(node.op.clone(), &xs)
         }
-        Op::Reduce { op, axes } => {
-            let axes: Vec<usize> = axes.iter().map(|a| a + 1).collect();
-            out.reduce(*op, only(&args[0]), &axes)
-        }
+        Op::Reduce { op, axes } => out.reduce(*op, only(&args[0]), axes),
         Op::Transpose { perm } => {
-            let perm: Vec<usize> = std::iter::once(0)
-                .chain(perm.iter().map(|p| p + 1))
-                .collect();
+            let perm: Vec<usize> = perm.iter().copied().chain([perm.len()]).collect();
             out.transpose(only(&args[0]), &perm)
         }
         Op::Reshape { shape } => out.reshape(only(&args[0]), with_lanes(shape.dims())),
-        Op::Broadcast { shape } => {
-            let x = aligned(out, args[0])?;
-            out.broadcast(x, with_lanes(shape.dims()))
-        }
-        Op::Slice { axis, start, len } => out.slice(only(&args[0]), axis + 1, *start, *len),
+        Op::Broadcast { shape } => out.broadcast(only(&args[0]), with_lanes(shape.dims())),
+        Op::Slice { axis, start, len } => out.slice(only(&args[0]), *axis, *start, *len),
         Op::Input { .. }
         | Op::Constant(_)
         | Op::MatMul

@@ -10,10 +10,10 @@
 //! ```
 //!
 //! leaves one copy of `f`'s nodes per pair that differ only in the slice
-//! offsets. [`reroll`] finds such *groups*, builds `f` once over `[K, ..]`
-//! operands gathered by constant index tables (`gather(p, idx)` with
-//! `idx[k] = start_k .. start_k + len`), and gives each copy's result back
-//! as row `k` of the batched result. A sum of all `K` rows (the loop's
+//! offsets. [`reroll`] finds such *groups*, builds `f` once over `[.., K]`
+//! operands (the batch axis last) gathered by constant index tables
+//! (`gather(p, idx)` with `idx[.., k] = start_k .. start_k + len`), and
+//! gives each copy's result back as row `k` of the batched result. A sum of all `K` rows (the loop's
 //! accumulation) becomes one reduction over the batch axis (module `sums`).
 //! Every later pass, the autodiff transforms and the planner then see a
 //! graph whose size does not grow with `K`.

@@ -1,6 +1,6 @@
 //! Sums over every row of a batched node become one reduction over the
 //! batch axis: `((e + t₀) + t₁) + … + t_{K-1}`, with `t_k` row `k` of `b`,
-//! becomes `e + sum(b, axis 0)`. This reassociates the sum (see the bound
+//! becomes `e + sum(b, last axis)`. This reassociates the sum (see the bound
 //! in the [parent module](super)).
 
 use rustc_hash::FxHashMap;
@@ -100,7 +100,9 @@ pub(super) fn fold_sums(g: &Graph, rows: &Rows) -> Result<Graph> {
             Some((others, full)) => {
                 let mut terms: Vec<NodeId> = others.iter().map(|l| map[l.index()]).collect();
                 for b in full {
-                    terms.push(out.sum(map[b.index()], &[0])?);
+                    let b = map[b.index()];
+                    let last = out.shape(b).rank() - 1;
+                    terms.push(out.sum(b, &[last])?);
                 }
                 let mut acc = terms[0];
                 for &t in &terms[1..] {
