@@ -376,3 +376,38 @@ fn copies_over_rows_of_a_matrix_with_broadcasts_and_plain_operands() {
         assert_eq!(got[k].to_bits(), want[k].to_bits(), "row {k}");
     }
 }
+
+#[test]
+fn element_scatters_with_runs_of_equal_indices_add_in_order() {
+    // The gradient of a rerolled gather is a scatter whose indices repeat
+    // in runs; the kernel sums a run in a register, in the same order.
+    let idx = [1i64, 1, 1, 0, 2, 2, 1, 3, 3, 3, 3];
+    let upd: Vec<f64> = (0..idx.len()).map(|k| 0.1 + (k as f64).sqrt()).collect();
+    let base = [1e16, -0.3, 2.5, 7.0];
+    let mut g = Graph::new();
+    let x = g.input("x", [4], DType::F64);
+    let u = g.input("u", [idx.len()], DType::F64);
+    let i = g
+        .constant(
+            rlx_core::Literal::I64(idx.to_vec().into()),
+            [idx.len()],
+            DType::I64,
+        )
+        .unwrap();
+    let y = g.scatter_add(x, i, u, 0).unwrap();
+    g.set_outputs(vec![y]);
+    let (xt, ut) = (
+        Tensor::from_slice(&base, [4]),
+        Tensor::from_slice(&upd, [idx.len()]),
+    );
+    let got = compile(&g).unwrap().run(&[&xt, &ut]).unwrap()[0]
+        .to_f64_vec()
+        .unwrap();
+    let mut want = base;
+    for (&j, &v) in idx.iter().zip(&upd) {
+        want[j as usize] += v;
+    }
+    for (a, b) in got.iter().zip(&want) {
+        assert_eq!(a.to_bits(), b.to_bits(), "{got:?} vs {want:?}");
+    }
+}
