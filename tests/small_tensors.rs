@@ -564,10 +564,19 @@ fn pair_loop_gradient_is_scalarised_and_equals_the_general_plan() {
             "native vs interpreted",
         );
     }
-    // The companion agrees with the compiled graph.
-    let grad = grad_pair_energy(&p).unwrap().to_vec::<f64>().unwrap();
-    assert_eq!(grad, a[1].to_vec::<f64>().unwrap());
     assert_eq!(a[0].item::<f64>().unwrap(), pair_energy_f64(&ps));
+    // The companion rerolls the 120 pairs (`rlx::core::passes::reroll`)
+    // before differentiating: it equals the compiled rerolled graph bit for
+    // bit, and the unrolled one within the bound of a reassociated sum
+    // (tested in `rlx-runtime/tests/reroll.rs`).
+    let rerolled = rlx::core::passes::reroll(&g).unwrap();
+    let rvg = autodiff::value_and_grad(&rerolled, &[0]).unwrap();
+    let r = rlx::compile(&rvg).unwrap().run(&[&p]).unwrap();
+    let grad = grad_pair_energy(&p).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(grad, r[1].to_vec::<f64>().unwrap());
+    for (x, y) in grad.iter().zip(a[1].to_vec::<f64>().unwrap()) {
+        assert!((x - y).abs() <= 1e-12 * (1.0 + y.abs()), "{x} vs {y}");
+    }
 }
 
 #[test]
@@ -603,4 +612,48 @@ fn warm_run_into_of_a_split_native_program_allocates_nothing() {
     exe.run_into(&[&p], &mut outs).unwrap();
     let n = allocations(|| exe.run_into(&[&p], &mut outs).unwrap());
     assert_eq!(n, 0, "warm run_into of a split native program");
+}
+
+#[test]
+fn rerolled_pair_loop_through_value_and_grad_and_hessian() {
+    // The 120 pairs are rerolled before differentiating (the traced graph
+    // has a group of 120 copies), so both companions run the batched body.
+    let ps = pair_lattice();
+    let p = Tensor::from_slice(&ps, [PAIR_N * 3]);
+    let traced = graph_pair_energy(&p).unwrap();
+    let rerolled = rlx::core::passes::reroll(&traced).unwrap();
+    assert!(rerolled.len() * 20 < traced.len(), "{rerolled}");
+    let (e, g) = value_and_grad_pair_energy(&p).unwrap();
+    let want = pair_energy_f64(&ps);
+    // A reassociated sum of 120 terms (bound: 120 ε Σ|terms| ≤ 1e-12 here).
+    let e = e.item::<f64>().unwrap();
+    assert!(
+        (e - want).abs() <= 1e-12 * (1.0 + want.abs()),
+        "{e} vs {want}"
+    );
+    let g = g.to_vec::<f64>().unwrap();
+    assert_eq!(g, grad_pair_energy(&p).unwrap().to_vec::<f64>().unwrap());
+    let n = PAIR_N * 3;
+    let hess = hessian_pair_energy(&p).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(hess.len(), n * n);
+    let h = 1e-6;
+    for col in [0, n / 2, n - 1] {
+        let (mut a, mut b) = (ps.clone(), ps.clone());
+        a[col] += h;
+        b[col] -= h;
+        let ga = grad_pair_energy(&Tensor::from_slice(&a, [n])).unwrap();
+        let gb = grad_pair_energy(&Tensor::from_slice(&b, [n])).unwrap();
+        let (ga, gb) = (ga.to_vec::<f64>().unwrap(), gb.to_vec::<f64>().unwrap());
+        for row in 0..n {
+            let fd = (ga[row] - gb[row]) / (2.0 * h);
+            let got = hess[row * n + col];
+            assert!(
+                (fd - got).abs() <= 1e-4 * (1.0 + fd.abs()),
+                "H[{row}, {col}]: finite differences {fd} vs {got}"
+            );
+            // Symmetric to rounding.
+            let t = hess[col * n + row];
+            assert!((t - got).abs() <= 1e-9 * (1.0 + got.abs()), "H symmetric");
+        }
+    }
 }

@@ -32,6 +32,7 @@
 //! about an optimised graph can name the node the caller built.
 
 pub mod fold;
+pub mod reroll;
 pub mod simplify;
 mod sink;
 
@@ -40,6 +41,7 @@ use rustc_hash::FxHashMap;
 use crate::{BinaryOp, CmpOp, DType, Graph, Node, NodeId, Op, Result, Shape};
 
 pub use fold::fold_constants;
+pub use reroll::reroll;
 pub use simplify::simplify;
 
 /// Upper bound on the rounds of [`optimize`]; each round runs every pass once.

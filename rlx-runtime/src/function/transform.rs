@@ -74,8 +74,13 @@ impl Transform {
     }
 
     /// The transformed graph and, for the sparse transforms, the pattern
-    /// of the values it computes.
+    /// of the values it computes. Repeated copies of one computation in the
+    /// traced graph (a trace-time loop) are rerolled first
+    /// ([`rlx_core::passes::reroll`]), so the transform and every later
+    /// pass see them once, batched.
     pub(super) fn apply(self, g: &Graph, wrt: &[usize]) -> Result<(Graph, Option<Arc<Pattern>>)> {
+        let rerolled = rlx_core::passes::reroll(g)?;
+        let g = &rerolled;
         let dense = |r: Result<Graph>| r.map(|g| (g, None));
         let sparse = |r: Result<SparseProgram>| r.map(|p| (p.graph, Some(Arc::new(p.pattern))));
         // Without the function's own outputs, what only they need is dropped.

@@ -158,6 +158,25 @@ fn scatter<T: Copy>(
     if upd.is_empty() {
         return;
     }
+    if inner == 1 {
+        // Element scatters (a gradient through gathered scalars): one
+        // index per update, no per-element offset arithmetic, and a run of
+        // equal indices summed in a register (the same additions in the
+        // same order, without a store and reload between them).
+        for (ob, ub) in o.chunks_exact_mut(size).zip(upd.chunks_exact(count)) {
+            let mut k = 0;
+            while k < count {
+                let j = ix[k];
+                let mut acc = ob[j as usize];
+                while k < count && ix[k] == j {
+                    acc = add(acc, ub[k]);
+                    k += 1;
+                }
+                ob[j as usize] = acc;
+            }
+        }
+        return;
+    }
     for b in 0..outer {
         for (i, &j) in ix.iter().enumerate() {
             let dst = (b * size + j as usize) * inner;
