@@ -26,7 +26,12 @@
 //!   planning by liveness; `exec`: the per-call state and the step loop;
 //! - `looping`: the step of a loop node, which holds its body compiled
 //!   into an [`Executable`] of this module (a plan inside a plan: nesting
-//!   makes this the one import that points up) and runs it once per step;
+//!   makes this and `small`, below, the imports that point up) and runs it
+//!   once per step;
+//! - `small`: a graph of small values lowered to one scalar program over
+//!   its elements (built on `planner`); `small_region`: the step running
+//!   one inside a general plan (a region of small values of a mixed
+//!   graph, found by `planner`);
 //! - this module: [`compile`], [`Executable`].
 //!
 //! Invariants: a plan is only built from a graph that passes
@@ -58,6 +63,7 @@ mod regs;
 mod scalar;
 mod scalar_code;
 mod small;
+mod small_region;
 mod solve;
 
 use std::sync::Mutex;
