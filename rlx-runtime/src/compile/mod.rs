@@ -195,6 +195,26 @@ impl Executable {
     /// A scalarised plan (every value small, see [`Options::scalarize`])
     /// reports the counts of its element program, with
     /// [`PlanStats::scalarized_nodes`] the graph nodes lowered to it.
+    /// A plan mixing small and large values reports its scalar regions of
+    /// small values and their boundary: [`PlanStats::small_regions`],
+    /// [`PlanStats::small_region_nodes`], and the values crossing into
+    /// and out of them, [`PlanStats::small_region_inputs`] and
+    /// [`PlanStats::small_region_outputs`].
+    ///
+    /// ```
+    /// use rlx_runtime::{compile, DType, Graph};
+    /// let mut g = Graph::new();
+    /// let p = g.input("p", [4], DType::F64);
+    /// let big = g.input("big", [1000], DType::F64);
+    /// let s = g.sin(p).unwrap();
+    /// let s = g.sum_all(s).unwrap(); // small: one region of two ops
+    /// let y = g.mul(big, s).unwrap(); // large: a fused loop
+    /// g.set_outputs(vec![y]);
+    /// let st = compile(&g).unwrap().stats();
+    /// assert_eq!((st.small_regions, st.small_region_nodes), (1, 2));
+    /// assert_eq!((st.small_region_inputs, st.small_region_outputs), (1, 1));
+    /// assert_eq!(st.steps, 2);
+    /// ```
     pub fn stats(&self) -> PlanStats {
         match &self.small {
             Some(s) => s.stats(),
