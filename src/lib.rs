@@ -56,7 +56,7 @@ pub use rlx_runtime::{
     compile, num_threads, set_num_threads, sparse, trace, Executable, SparseLu, SparseMatrix,
     Tensor,
 };
-pub use rlx_runtime::{debug_nans, set_debug_nans};
+pub use rlx_runtime::{debug_nans, set_debug_nans, Arg, Value};
 
 /// The core crate (IR and transforms).
 pub use rlx_core as core;

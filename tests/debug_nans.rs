@@ -2,7 +2,10 @@
 //! `RLX_DEBUG_NANS=1`): off, NaN and infinities come back as computed; on,
 //! the call fails naming the first node that produced one from finite
 //! operands, whatever path the plan took (the number path and its native
-//! scalar code, fused loops over tensors, a backward pass).
+//! scalar code, fused loops over tensors, a backward pass), whatever ran
+//! it (a dense or sparse companion, an `n`-th derivative, a plan the user
+//! compiled), with the line of the user's code, also inside a nested
+//! `#[differentiable]` call.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -109,7 +112,7 @@ fn a_sqrt_at_zero_names_the_backward_node() {
     assert!(value.is_infinite(), "{e}");
     // Named by the forward node it is the derivative of, and its line.
     let from = format!(
-        "the derivative of `sqrt` (%1), traced at {}",
+        "the derivative of `sqrt`, traced at {}",
         line_of("x.sqrt() + x")
     );
     assert!(e.to_string().contains(&from), "{e}");
@@ -156,6 +159,169 @@ fn tensors_through_compiled_loops_are_checked() {
     assert!(e.to_string().contains(&traced), "{e}");
 }
 
+/// 2 ln x_i: a diagonal Jacobian, 2 / x_i, infinite at 0.
+#[differentiable]
+fn logs(x: &Tensor) -> Tensor {
+    x.ln() * 2.0
+}
+
+/// Σ ln x_i: the Hessian is diag(-1 / x_i²), infinite at 0.
+#[differentiable]
+fn log_total(x: &Tensor) -> Tensor {
+    x.ln().sum_all()
+}
+
+/// Asserts that `e` is the check's error for `function`, with an infinite
+/// value, naming the derivative of the `ln` on the line holding `code`.
+fn assert_derivative_of_ln(e: &Error, function: &str, code: &str) {
+    let (got, _, _, value) = non_finite(e);
+    assert_eq!(got, function, "{e}");
+    assert!(value.is_infinite(), "{e}");
+    let from = format!("the derivative of `ln`, traced at {}", line_of(code));
+    assert!(e.to_string().contains(&from), "{e}");
+}
+
+#[test]
+fn sparse_companions_are_checked() {
+    let _on = check(true);
+    let fine = Tensor::from_vec(vec![1.0, 0.5, 2.0], [3]);
+    let zero = Tensor::from_vec(vec![1.0, 0.0, 2.0], [3]);
+    // Finite results pass.
+    let mut j = sparse_jacobian_logs(&fine).unwrap();
+    assert_eq!(j.values(), &[2.0, 4.0, 1.0]);
+    let mut h = sparse_hessian_log_total(&fine).unwrap();
+    assert_eq!(h.values(), &[-1.0, -4.0, -0.25]);
+    let (jacobian, hessian) = (
+        "the sparse Jacobian of `logs`",
+        "the sparse Hessian of `log_total`",
+    );
+    let e = sparse_jacobian_logs(&zero).unwrap_err();
+    assert_derivative_of_ln(&e, jacobian, "x.ln() * 2.0");
+    let e = sparse_jacobian_into_logs(&zero, &mut j).unwrap_err();
+    assert_derivative_of_ln(&e, jacobian, "x.ln() * 2.0");
+    let e = sparse_hessian_log_total(&zero).unwrap_err();
+    assert_derivative_of_ln(&e, hessian, "x.ln().sum_all()");
+    let e = sparse_hessian_into_log_total(&zero, &mut h).unwrap_err();
+    assert_derivative_of_ln(&e, hessian, "x.ln().sum_all()");
+    // The value form names `ln` itself: ln 0 = -inf comes first.
+    let e = value_and_sparse_jacobian_logs(&zero).unwrap_err();
+    let (_, _, op, value) = non_finite(&e);
+    assert_eq!((op.as_str(), value), ("ln", f64::NEG_INFINITY), "{e}");
+    // Off, the infinity comes back.
+    rlx::set_debug_nans(false);
+    assert!(sparse_jacobian_logs(&zero).unwrap().values()[1].is_infinite());
+}
+
+#[test]
+fn nth_derivatives_are_checked() {
+    let _on = check(true);
+    // d³/dx³ ln(x - 1) · 3 = 6 / (x - 1)³.
+    assert_eq!(nth_derivative_log_of_shifted(2.0, 3).unwrap(), 6.0);
+    let e = nth_derivative_log_of_shifted(1.0, 3).unwrap_err();
+    let (function, _, _, _) = non_finite(&e);
+    assert_eq!(function, "the derivative of order 3 of `log_of_shifted`");
+    let traced = format!("traced at {}", line_of("(x - 1.0).ln() * 3.0"));
+    assert!(e.to_string().contains(&traced), "{e}");
+    let x = Tensor::from_vec(vec![2.0, 1.0, 3.0], [3]);
+    let e = nth_derivative_log_sum(&x, 2).unwrap_err();
+    assert_eq!(non_finite(&e).0, "the derivative of order 2 of `log_sum`");
+}
+
+#[test]
+fn a_plan_the_user_compiled_is_checked() {
+    let _on = check(true);
+    let x = Tensor::from_vec(vec![2.0, 1.0, 3.0], [3]);
+    let exe = rlx::compile(&graph_log_sum(&x).unwrap()).unwrap();
+    let fine = Tensor::from_vec(vec![2.0, 4.0, 3.0], [3]);
+    assert!(exe.run(&[&fine]).unwrap()[0].to_f64_vec().unwrap()[0].is_finite());
+    // `run`, `run_into` and `run_args` all check, naming the node of the
+    // graph given to `compile` and the line of the traced function.
+    let mut outs = exe.run(&[&fine]).unwrap();
+    let errors = [
+        exe.run(&[&x]).unwrap_err(),
+        exe.run_into(&[&x], &mut outs).unwrap_err(),
+        exe.run_args(&[rlx::Arg::Tensor(&x)]).unwrap_err(),
+    ];
+    for e in &errors {
+        let (function, _, op, value) = non_finite(e);
+        assert_eq!(
+            (function.as_str(), op.as_str()),
+            ("a compiled graph", "ln"),
+            "{e}"
+        );
+        assert_eq!(value, f64::NEG_INFINITY);
+        let traced = format!("traced at {}", line_of("((x - 1.0).ln() * 2.0"));
+        assert!(e.to_string().contains(&traced), "{e}");
+    }
+    // Off, the run returns what it computed.
+    rlx::set_debug_nans(false);
+    assert_eq!(
+        exe.run(&[&x]).unwrap()[0].to_f64_vec().unwrap()[0],
+        f64::NEG_INFINITY
+    );
+}
+
+/// ln(x - 1) / 2: called inside `outer` (on traced tensors), its nodes are
+/// inlined into `outer`'s graph.
+#[differentiable]
+fn inner(x: &Tensor) -> Tensor {
+    (x - 1.0).ln() / 2.0
+}
+
+#[differentiable]
+fn outer(x: &Tensor) -> Tensor {
+    (inner(x) * 4.0).sum_all()
+}
+
+#[differentiable]
+fn outer_again(x: &Tensor) -> Tensor {
+    inner(x).square().sum_all()
+}
+
+#[test]
+fn nodes_of_a_nested_call_name_the_line_in_its_body() {
+    let _on = check(true);
+    let x = Tensor::from_vec(vec![2.0, 1.0, 3.0], [3]);
+    let body = format!("traced at {}", line_of("(x - 1.0).ln() / 2.0"));
+    // `inner` traced inside `outer`, then its cached graph inlined into
+    // `outer_again`.
+    let e = grad_outer(&x).unwrap_err();
+    let (function, _, op, _) = non_finite(&e);
+    assert_eq!(
+        (function.as_str(), op.as_str()),
+        ("the gradient of `outer`", "ln"),
+        "{e}"
+    );
+    assert!(e.to_string().contains(&body), "{e}");
+    let e = value_and_grad_outer_again(&x).unwrap_err();
+    let (function, _, op, _) = non_finite(&e);
+    assert_eq!(function, "the gradient of `outer_again`", "{e}");
+    assert_eq!(op, "ln", "{e}");
+    assert!(e.to_string().contains(&body), "{e}");
+}
+
+/// Σ over the rows: mixes them.
+#[differentiable]
+fn row_total(x: &Tensor) -> Tensor {
+    x.sum(&[0]).square()
+}
+
+#[differentiable]
+fn per_row(x: &Tensor) -> Tensor {
+    x.square() + row_total(x)
+}
+
+/// Not a NaN: an error that names a node of the graph (a function that
+/// mixes rows has no batch Jacobian) shows the line of the node in the
+/// nested function's body.
+#[test]
+fn graph_errors_name_the_line_in_a_nested_body() {
+    let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], [2, 2]);
+    let e = batch_jacobian_per_row(&x).unwrap_err().to_string();
+    assert!(e.contains("mixes rows"), "{e}");
+    let body = format!("traced at {}", line_of("x.sum(&[0]).square()"));
+    assert!(e.contains(&body), "{e}");
+}
 /// In a child process (this test run again with `RLX_DEBUG_NANS=1` and
 /// nothing else), the environment variable turns the check on.
 #[test]

@@ -371,10 +371,12 @@ pub struct NonFinite {
     pub shape: Shape,
     /// The first non-finite value of the result.
     pub value: f64,
-    /// Where the node was traced, when known: `` traced at file:line:column ``
-    /// for a node the user's code recorded, `` the derivative of `sqrt` (%3),
-    /// traced at ... `` for a node a transform added (named by the latest
-    /// node of the user's code it reads); empty otherwise.
+    /// Where the node was traced, when known (its [`crate::Source`]):
+    /// `` traced at file:line:column `` for a node the user's code
+    /// recorded (inside a nested `#[differentiable]` function: the line in
+    /// its body), `` the derivative of `sqrt`, traced at ... `` for a node
+    /// an autodiff rule added, `` computed from %7 (...) `` for other
+    /// nodes a transform added; empty otherwise.
     pub origin: String,
     /// The IR lines around the node.
     pub context: String,

@@ -46,7 +46,7 @@ pub mod vmap;
 
 pub use dtype::DType;
 pub use error::{Error, NonFinite, Result};
-pub use graph::{Graph, GraphInput, Node, NodeId};
+pub use graph::{Graph, GraphInput, Node, NodeId, Source, SourceLine};
 pub use infer::{infer, TensorType};
 pub use loops::{LoopKind, LoopOp, LoopRef};
 pub use op::{BinaryOp, CmpOp, CustomOp, CustomRef, Literal, Op, ReduceOp, UnaryOp};

@@ -104,6 +104,7 @@ pub fn vmap(g: &Graph, batched: &[bool], size: usize) -> Result<Graph> {
                 }
             }
         }
+        let before = out.len();
         let r = if args.iter().any(|a| a.1) {
             checked_batch(size, &node.shape, node.dtype)?;
             (batch_node(&mut out, node, &args, size)?, true)
@@ -119,6 +120,9 @@ pub fn vmap(g: &Graph, batched: &[bool], size: usize) -> Result<Graph> {
                 false,
             )
         };
+        if let Some(s) = g.source(NodeId(i as u32)) {
+            out.mark_source(before, s);
+        }
         map[i] = Some(r);
     }
     let mut outs = Vec::with_capacity(g.outputs().len());

@@ -2,29 +2,12 @@
 //! tangents share the primal, and the reverse mode of many slices costs the
 //! slices, not the tensor.
 
+#[path = "shared/device.rs"]
+mod device;
+
+use device::device;
 use rlx_core::autodiff::{batch_jacobian, grad, hessian, jacfwd, jacrev};
 use rlx_core::{DType, Graph, Op, UnaryOp};
-
-/// A 3-terminal device over `n` items, `u: [n, 3]` → `[n, 3]`: `exp` of
-/// `v0 - v1`, `tanh` of `v1 - v2`, products; the currents concatenated on
-/// the last axis.
-fn device(n: usize) -> Graph {
-    let mut g = Graph::new();
-    let u = g.input("u", [n, 3], DType::F64);
-    let v: Vec<_> = (0..3).map(|k| g.slice(u, 1, k, 1).unwrap()).collect();
-    let d = g.sub(v[0], v[1]).unwrap();
-    let e = g.exp(d).unwrap();
-    let s = g.sub(v[1], v[2]).unwrap();
-    let t = g.tanh(s).unwrap();
-    let it = g.mul(t, v[0]).unwrap();
-    let il = g.mul(v[0], v[2]).unwrap();
-    let i0 = g.add(e, il).unwrap();
-    let i1 = g.sub(it, e).unwrap();
-    let i2 = g.neg(it).unwrap();
-    let c = g.concat(&[i0, i1, i2], 1).unwrap();
-    g.set_outputs(vec![c]);
-    g
-}
 
 /// Elements evaluated by transcendental nodes of `g` (exp, tanh, sin, ...).
 fn transcendental_elements(g: &Graph) -> usize {

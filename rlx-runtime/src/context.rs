@@ -3,7 +3,6 @@
 //! pushes, records into and pops its frames).
 
 use std::cell::RefCell;
-use std::panic::Location;
 use std::sync::atomic::AtomicU64;
 
 use rlx_core::{DType, Error, Graph, NodeId, Shape};
@@ -16,23 +15,6 @@ pub(crate) struct Frame {
     /// For the body of a loop (`Trace::enter_body`): the values of
     /// enclosing traces the body used, each with the input it became.
     pub(crate) captures: Option<Vec<Capture>>,
-    /// The user's source line that recorded each node (by node index;
-    /// `None` for inputs and nodes added otherwise), for the check of
-    /// non-finite values.
-    pub(crate) lines: Vec<Option<&'static Location<'static>>>,
-}
-
-impl Frame {
-    /// Records `loc` as the line of the nodes from `from` on that have none.
-    pub(crate) fn set_lines(&mut self, from: usize, loc: &'static Location<'static>) {
-        let n = self.graph.len();
-        if self.lines.len() < n {
-            self.lines.resize(n, None);
-        }
-        for l in self.lines.iter_mut().take(n).skip(from) {
-            l.get_or_insert(loc);
-        }
-    }
 }
 
 /// A value of an enclosing trace used in a loop body.
@@ -49,10 +31,6 @@ pub(crate) struct Capture {
 thread_local! {
     /// The active traces of this thread, innermost last.
     pub(crate) static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
-    /// The node lines of the trace this thread finished last (see
-    /// [`crate::trace::take_finished_lines`]).
-    pub(crate) static FINISHED_LINES: RefCell<Vec<Option<&'static Location<'static>>>> =
-        const { RefCell::new(Vec::new()) };
 }
 
 /// The id of the next trace (ids are never reused; 0 means none).

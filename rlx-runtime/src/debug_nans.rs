@@ -21,7 +21,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use rlx_core::{Error, Graph, NonFinite, Op, Result};
+use rlx_core::{Error, Graph, NodeId, NonFinite, Op, Result};
 
 use crate::kernels::run_inspecting;
 use crate::storage::Storage;
@@ -129,7 +129,8 @@ pub(crate) fn all_finite(values: &[Value]) -> bool {
 /// finite operands (or the input that held one). `what` names what ran
 /// (`` the gradient of `f` ``). If the interpreter's results are all
 /// finite (the compiled code alone produced the value), the error names
-/// the first output.
+/// the first output. The node's source line comes from `g` (see
+/// [`origin`]).
 #[cold]
 pub(crate) fn localise(g: &Graph, inputs: &[&Storage], what: &str) -> Error {
     let mut finite = vec![true; g.len()];
@@ -173,7 +174,43 @@ fn non_finite(g: &Graph, i: usize, op: String, value: f64, what: &str) -> Error 
         operands: node.inputs.iter().map(|&j| g.shape(j).clone()).collect(),
         shape: node.shape.clone(),
         value,
-        origin: String::new(),
+        origin: origin(g, i),
         context: g.context(i),
     }))
+}
+
+/// Where node `i` of `g` comes from, for [`Error::NonFinite`]: its
+/// source (the line of the user's code that recorded it, or of the node
+/// it is a derivative of), or, for a node without one (a transform's
+/// glue: sums of cotangents, seeds), the source of the latest node with
+/// one that it reads, directly or through other nodes without one.
+/// Empty when unknown.
+fn origin(g: &Graph, i: usize) -> String {
+    let source = |k: usize| g.source(NodeId(k as u32));
+    if let Some(s) = source(i) {
+        return s.to_string();
+    }
+    // Breadth first over the nodes without a source that `i` reads, one
+    // level at a time.
+    let mut level = vec![i];
+    let mut seen = vec![false; g.len()];
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        let mut best: Option<usize> = None;
+        for &k in &level {
+            for j in &g.nodes()[k].inputs {
+                let j = j.index();
+                if source(j).is_some() {
+                    best = best.max(Some(j));
+                } else if !std::mem::replace(&mut seen[j], true) {
+                    next.push(j);
+                }
+            }
+        }
+        if let Some((k, s)) = best.and_then(|k| Some((k, source(k)?))) {
+            return format!("computed from %{k} ({s})");
+        }
+        level = next;
+    }
+    String::new()
 }

@@ -365,6 +365,29 @@ impl Tensor {
         Ok(self.storage()?.to_f64_vec())
     }
 
+    /// The single value of a one-element tensor converted to `f64`,
+    /// whatever the dtype (a norm, an energy); errors on a traced tensor
+    /// or another size. [`Tensor::item`] reads it without converting.
+    ///
+    /// ```
+    /// use rlx_runtime::{DType, Tensor};
+    /// let r = Tensor::from_slice(&[3.0f32, 4.0], [2]).square().sum_all().sqrt();
+    /// assert_eq!(r.to_f64().unwrap(), 5.0);
+    /// let e = Tensor::zeros([2], DType::F64).to_f64().unwrap_err();
+    /// assert!(e.to_string().contains("a single f64"), "{e}");
+    /// ```
+    pub fn to_f64(&self) -> Result<f64> {
+        let s = self.storage()?;
+        if s.len() != 1 {
+            return Err(Error::ReadMismatch {
+                wanted: "a single f64".into(),
+                got: self.dtype(),
+                shape: self.shape().clone(),
+            });
+        }
+        Ok(s.get_f64(0))
+    }
+
     /// Mutable access to the values, copying them first if they are shared.
     pub fn storage_mut(&mut self) -> Result<&mut Storage> {
         match &mut self.repr {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use rlx_core::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
 
-use crate::context::{with_current, Capture, Frame, FINISHED_LINES, NEXT_ID, STACK};
+use crate::context::{with_current, Capture, Frame, NEXT_ID, STACK};
 use crate::storage::Storage;
 use crate::tensor::{Repr, Tensor, Traced};
 
@@ -68,7 +68,6 @@ impl Trace {
                 graph: Graph::new(),
                 error: None,
                 captures,
-                lines: Vec::new(),
             })
         });
         Trace {
@@ -125,7 +124,6 @@ impl Trace {
             outs.push(id);
         }
         graph.set_outputs(outs);
-        FINISHED_LINES.with(|l| *l.borrow_mut() = frame.lines);
         Ok(graph)
     }
 
@@ -196,8 +194,8 @@ pub fn inline(graph: &Graph, args: &[&Tensor]) -> Result<Vec<Tensor>> {
         for a in args {
             ids.push(node_of(fr, outer, a)?);
         }
-        // No lines for inlined nodes: `loc` is rarely the user's line
-        // (a nested `#[differentiable]` call inlines from the runtime).
+        // The inlined nodes keep their lines (those of the called
+        // function's body); `loc` is rarely the user's line.
         let g = &mut fr.graph;
         let outs = g.inline(graph, &ids)?;
         Ok(outs
@@ -209,13 +207,6 @@ pub fn inline(graph: &Graph, args: &[&Tensor]) -> Result<Vec<Tensor>> {
             .collect())
     });
     result.map_err(|e: Error| e.at(loc.file(), loc.line(), loc.column()))
-}
-
-/// The user's source line of each node of the graph this thread's last
-/// [`Trace::finish`] returned (by node index; `None` where none was
-/// recorded), taken: a second call returns an empty list.
-pub(crate) fn take_finished_lines() -> Vec<Option<&'static Location<'static>>> {
-    FINISHED_LINES.with(|l| std::mem::take(&mut *l.borrow_mut()))
 }
 
 /// Records `op` on `inputs` in the innermost trace.
@@ -235,7 +226,7 @@ pub(crate) fn record(
         }
         let before = fr.graph.len();
         let node = fr.graph.push(op, &ids)?;
-        fr.set_lines(before, loc);
+        fr.graph.mark_lines(before, loc);
         let n = fr.graph.node(node);
         Ok(traced(id, node, n.shape.clone(), n.dtype))
     });

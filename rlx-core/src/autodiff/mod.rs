@@ -243,7 +243,9 @@ pub(crate) fn backward(
             sliced[inputs[0].index()].push(slices::SliceCt { axis, start, ct: c });
             continue;
         }
+        let before = g.len();
         let grads = vjp_rule(g, id, c, &needs)?;
+        g.mark_derivatives(before, id);
         if grads.len() != inputs.len() {
             return Err(rule_error(
                 g,
@@ -317,7 +319,10 @@ pub(crate) fn forward(
         if ins.iter().all(Option::is_none) {
             continue;
         }
-        if let Some(t) = jvp_rule(g, id, &ins)? {
+        let before = g.len();
+        let rule = jvp_rule(g, id, &ins)?;
+        g.mark_derivatives(before, id);
+        if let Some(t) = rule {
             check_like(g, id, t, "jvp")?;
             tan[i] = Some(t);
         }

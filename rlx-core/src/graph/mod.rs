@@ -12,8 +12,17 @@
 //!
 //! Builder methods (`add`, `matmul`, `sum`, ...) are one per primitive op;
 //! they infer the output type with NumPy broadcasting and return `Result`.
+//!
+//! Source lines (debug information, as cranelift's source locations): a
+//! node may carry the line of the user's code that recorded it
+//! ([`Graph::source`]). Tracing sets them; the autodiff rules give the
+//! nodes they add the line of the node they differentiate, marked as its
+//! derivative; [`Graph::inline`], `vmap` and the optimisation passes
+//! carry them over. They take no part in a graph's meaning: two graphs
+//! that differ only in lines are equal.
 
 use std::fmt;
+use std::panic::Location;
 
 use crate::{infer, DType, Error, Literal, Op, Result, Shape, TensorType};
 
@@ -80,6 +89,42 @@ pub struct Graph {
     nodes: Vec<Node>,
     inputs: Vec<GraphInput>,
     outputs: Vec<NodeId>,
+    lines: Lines,
+}
+
+/// A source line, as `#[track_caller]` gives it.
+pub type SourceLine = &'static Location<'static>;
+
+/// Where a node comes from in the user's code (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Source {
+    /// The line that recorded the node, or the node it is a derivative of.
+    pub line: SourceLine,
+    /// For a node an autodiff rule added: the op it is a derivative of.
+    pub derivative_of: Option<&'static str>,
+}
+
+impl std::fmt::Display for Source {
+    /// `traced at file:line:column`, or `the derivative of `ln`, traced at …`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(op) = self.derivative_of {
+            write!(f, "the derivative of `{op}`, ")?;
+        }
+        let l = self.line;
+        write!(f, "traced at {}:{}:{}", l.file(), l.line(), l.column())
+    }
+}
+
+/// The source of each node, by index (shorter than the node list when
+/// the last nodes have none). Debug information: always equal, so that
+/// graph equality is about meaning only.
+#[derive(Clone, Debug, Default)]
+struct Lines(Vec<Option<Source>>);
+
+impl PartialEq for Lines {
+    fn eq(&self, _: &Lines) -> bool {
+        true
+    }
 }
 
 impl Graph {
@@ -115,6 +160,86 @@ impl Graph {
             node: id.0,
             len: self.nodes.len(),
         })
+    }
+
+    /// Where node `id` comes from in the user's code, when known (see
+    /// the module docs).
+    ///
+    /// ```
+    /// use rlx_core::{DType, Graph, NodeId};
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", [3], DType::F64);
+    /// let y = g.sin(x).unwrap();
+    /// assert!(g.source(y).is_none());
+    /// g.mark_lines(1, std::panic::Location::caller());
+    /// assert_eq!(g.source(y).unwrap().line.file(), file!());
+    /// assert!(g.source(x).is_none());
+    /// ```
+    pub fn source(&self, id: NodeId) -> Option<Source> {
+        self.lines.0.get(id.index()).copied().flatten()
+    }
+
+    /// Records `line` as the line of the nodes from index `from` on that
+    /// have none (the nodes one traced op added).
+    pub fn mark_lines(&mut self, from: usize, line: SourceLine) {
+        self.mark_source(
+            from,
+            Source {
+                line,
+                derivative_of: None,
+            },
+        );
+    }
+
+    /// Marks the nodes from index `from` on that have no source as
+    /// derivatives of node `of` (the nodes a rule added for it), when
+    /// `of` has a source.
+    pub fn mark_derivatives(&mut self, from: usize, of: NodeId) {
+        if let Some(s) = self.source(of) {
+            let op = s.derivative_of.unwrap_or(self.node(of).op.name());
+            self.mark_source(
+                from,
+                Source {
+                    line: s.line,
+                    derivative_of: Some(op),
+                },
+            );
+        }
+    }
+
+    /// Records `source` for the nodes from index `from` on that have none.
+    pub fn mark_source(&mut self, from: usize, source: Source) {
+        let n = self.nodes.len();
+        if self.lines.0.len() < n {
+            self.lines.0.resize(n, None);
+        }
+        for l in self.lines.0.iter_mut().take(n).skip(from) {
+            l.get_or_insert(source);
+        }
+    }
+
+    /// Gives node `k` the source of node `origins[k]` of `from` where it
+    /// has none: the sources of a graph a pass made from `from`, with each
+    /// node's origin (as [`crate::passes::optimize_with_origins`] returns
+    /// them).
+    pub fn copy_lines(&mut self, from: &Graph, origins: &[NodeId]) {
+        if from.lines.0.is_empty() {
+            return;
+        }
+        for (k, o) in origins.iter().enumerate().take(self.nodes.len()) {
+            if let Some(l) = from.source(*o) {
+                if self.source(NodeId(k as u32)).is_none() {
+                    self.set_source(k, l);
+                }
+            }
+        }
+    }
+
+    fn set_source(&mut self, k: usize, source: Source) {
+        if self.lines.0.len() <= k {
+            self.lines.0.resize(k + 1, None);
+        }
+        self.lines.0[k] = Some(source);
     }
 
     /// The declared inputs, in order.
@@ -286,8 +411,8 @@ impl Graph {
     }
 
     /// Copies the nodes of `other` needed for its outputs into `self`,
-    /// substituting `args[i]` for `other`'s input `i`. Returns the new ids of
-    /// `other`'s outputs.
+    /// substituting `args[i]` for `other`'s input `i`, with their source
+    /// lines. Returns the new ids of `other`'s outputs.
     pub fn inline(&mut self, other: &Graph, args: &[NodeId]) -> Result<Vec<NodeId>> {
         if args.len() != other.inputs.len() {
             return Err(Error::CountMismatch {
@@ -323,12 +448,16 @@ impl Graph {
                 .iter()
                 .map(|j| map[j.index()].expect("topological order"))
                 .collect();
-            map[i] = Some(self.push_unchecked(Node {
+            let id = self.push_unchecked(Node {
                 op: node.op.clone(),
                 inputs,
                 shape: node.shape.clone(),
                 dtype: node.dtype,
-            }));
+            });
+            if let Some(l) = other.source(NodeId(i as u32)) {
+                self.set_source(id.index(), l);
+            }
+            map[i] = Some(id);
         }
         Ok(other
             .outputs
@@ -451,6 +580,9 @@ impl Graph {
             let mark = if k == i { "> " } else { "  " };
             s.push_str(mark);
             s.push_str(&self.format_node(NodeId(k as u32)));
+            if let (true, Some(l)) = (k == i, self.source(NodeId(k as u32))) {
+                s.push_str(&format!("    // {l}"));
+            }
             s.push('\n');
         }
         s

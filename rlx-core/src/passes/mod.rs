@@ -285,6 +285,8 @@ pub(crate) fn rewrite(
         outs.push(map[o.index()].expect("outputs are live"));
     }
     out.set_outputs(outs);
+    // Each node keeps the source line of the node it was made for.
+    out.copy_lines(g, &origins);
     if out.live_nodes().iter().any(|l| !l) {
         // A rewrite orphaned some copied nodes (folded operands, the inner
         // node of `neg(neg(x))`): one plain copy drops them.

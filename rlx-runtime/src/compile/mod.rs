@@ -66,10 +66,11 @@ mod small;
 mod small_region;
 mod solve;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rlx_core::{Error, Graph, NodeId, Result, Shape, TensorType};
 
+use crate::debug_nans::{all_finite, debug_nans, localise};
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::{is_number, same_dims, Arg, Value, Values};
@@ -106,6 +107,10 @@ pub struct Executable {
     /// The scalarised plan, when every value is small (`compile::small`):
     /// calls run it instead of `plan`, which is kept for its types.
     small: Option<Box<small::Small>>,
+    /// The graph given to [`compile`], for the check of non-finite
+    /// results ([`crate::set_debug_nans`]; `None` for the executables a
+    /// plan builds for itself).
+    source: Option<Arc<Graph>>,
 }
 
 /// Compiles `g`: inlines custom ops, optimises, plans the schedule and buffers.
@@ -117,6 +122,16 @@ pub fn compile(g: &Graph) -> Result<Executable> {
 
 /// [`compile`] with explicit [`Options`].
 pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
+    let mut exe = compile_owned(g, options)?;
+    exe.source = Some(Arc::new(g.clone()));
+    Ok(exe)
+}
+
+/// [`compile_with`] keeping no copy of `g`: for callers that run the
+/// executable only through the crate's own entry points and check
+/// non-finite results themselves (the plan caches of `function`, which
+/// keep the graph).
+pub(crate) fn compile_owned(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
     // A graph of small values runs as one scalar program over its elements
     // (`small`); the general plan is then never built. A graph whose values
@@ -172,6 +187,7 @@ impl Executable {
             plan,
             pool: Mutex::new(pool),
             small: None,
+            source: None,
         })
     }
 
@@ -228,6 +244,12 @@ impl Executable {
     /// range) is an [`Error::AtNode`] naming the node by its id in the graph
     /// given to [`compile`]; [`Error::root`] is the cause. The same holds
     /// for the other ways of running.
+    ///
+    /// With the check of non-finite values on ([`crate::set_debug_nans`]),
+    /// a result holding a NaN or an infinity is an [`Error::NonFinite`]
+    /// naming the first node of that graph that produced one, and its
+    /// source line when it has one (a graph traced from a
+    /// `#[differentiable]` function does).
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let mut outs: Vec<Tensor> = self
             .plan
@@ -248,17 +270,42 @@ impl Executable {
     pub fn run_into(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<()> {
         self.check(inputs, outputs)?;
         if let Some(s) = &self.small {
-            return s.run_tensors(inputs, outputs);
+            s.run_tensors(inputs, outputs)?;
+        } else {
+            let mut state = self.take_state()?;
+            let res = exec::run(
+                &self.plan,
+                &mut state,
+                &env::Inputs::Tensors(inputs),
+                &mut env::Outputs::Tensors(outputs),
+            );
+            self.put_state(state);
+            res?;
         }
-        let mut state = self.take_state()?;
-        let res = exec::run(
-            &self.plan,
-            &mut state,
-            &env::Inputs::Tensors(inputs),
-            &mut env::Outputs::Tensors(outputs),
-        );
-        self.put_state(state);
-        res
+        if debug_nans() {
+            let outs: Vec<Value> = outputs.iter().map(|t| Value::Tensor(t.clone())).collect();
+            let args: Vec<Arg<'_>> = inputs.iter().map(|&t| Arg::Tensor(t)).collect();
+            self.check_finite(&args, &outs)?;
+        }
+        Ok(())
+    }
+
+    /// With the check of non-finite values on, `Err` naming the node of
+    /// the source graph that made the first non-finite value of `outs`
+    /// (the results of a run on `args`).
+    fn check_finite(&self, args: &[Arg<'_>], outs: &[Value]) -> Result<()> {
+        if !debug_nans() || all_finite(outs) {
+            return Ok(());
+        }
+        let Some(g) = &self.source else {
+            return Ok(());
+        };
+        let tensors: Vec<Tensor> = args.iter().map(|a| a.to_tensor()).collect();
+        let storages = tensors
+            .iter()
+            .map(Tensor::storage)
+            .collect::<Result<Vec<_>>>()?;
+        Err(localise(g, &storages, "a compiled graph"))
     }
 
     /// Runs on `args`, where a number stands for a 0-d tensor of its type,
@@ -282,6 +329,7 @@ impl Executable {
     pub fn run_args(&self, args: &[Arg<'_>]) -> Result<Vec<Value>> {
         let mut values = Values::new();
         self.run_arg_lists(args, &[], true, &mut values)?;
+        self.check_finite(args, &values)?;
         Ok(values.into_vec())
     }
 

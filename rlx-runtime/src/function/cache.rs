@@ -8,7 +8,7 @@ use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
@@ -122,10 +122,9 @@ pub(super) struct Entry {
     statics: Box<dyn Any + Send + Sync>,
     /// The type of `statics`.
     statics_type: TypeId,
-    pub(super) graph: Graph,
-    /// The user's source line that recorded each node of `graph` (see
+    /// The traced graph, with the user's source line of each node (see
     /// [`crate::debug_nans`]).
-    pub(super) lines: Vec<Option<&'static Location<'static>>>,
+    pub(super) graph: Graph,
     pub(super) plans: [OnceLock<Plan>; TRANSFORMS],
     /// The cache's clock when this entry was last found there.
     last_used: AtomicU64,
@@ -366,7 +365,7 @@ impl Function {
         self.executable(plan)?
             .run_arg_lists(args, extras, false, values)?;
         if debug_nans() && !all_finite(&values[start..]) {
-            return Err(self.non_finite(entry, t, plan, args, extras));
+            return Err(self.non_finite(t, plan, args, extras));
         }
         Ok(())
     }
@@ -405,14 +404,13 @@ impl Function {
             }
         }
         let types: Vec<TensorType> = args.iter().map(Arg::ty).collect();
-        let (graph, lines) = self.trace(&types, statics, tracer)?;
+        let graph = self.trace(&types, statics, tracer)?;
         let entry = Arc::new(Entry {
             f32s: f32_mask(&types),
             types,
             statics: Box::new(statics.clone()),
             statics_type: TypeId::of::<S>(),
             graph,
-            lines,
             plans: Default::default(),
             last_used: AtomicU64::new(0),
             nth: Default::default(),
@@ -436,14 +434,14 @@ impl Function {
         types: &[TensorType],
         statics: &S,
         tracer: Tracer<S>,
-    ) -> Result<(Graph, Vec<Option<&'static Location<'static>>>)> {
+    ) -> Result<Graph> {
         let wrap = |e: Error| Error::Trace {
             function: self.name.to_string(),
             signature: self.signature(types),
             source: Box::new(e),
         };
         match catch_unwind(AssertUnwindSafe(|| tracer(types, statics))) {
-            Ok(r) => r.map(|g| (g, trace::take_finished_lines())).map_err(wrap),
+            Ok(r) => r.map_err(wrap),
             Err(p) => {
                 let msg = p
                     .downcast_ref::<String>()

@@ -5,10 +5,11 @@
 
 use std::sync::{Arc, PoisonError};
 
-use rlx_core::{autodiff, Graph, Result};
+use rlx_core::{autodiff, Error, Graph, Result};
 
 use super::cache::{Entry, Function, StaticArg, Tracer};
-use crate::compile::{compile, Executable};
+use super::nans::check_values;
+use crate::compile::{compile_owned, Executable, Options};
 use crate::tensor::Tensor;
 use crate::trace;
 use crate::value::{Arg, Value, Values};
@@ -69,9 +70,16 @@ impl Function {
             } else {
                 let mut got = Values::new();
                 plan.exe.run_arg_lists(args, &[], false, &mut got)?;
+                let what = || format!("the derivative of order {n} of `{}`", self.name);
+                check_values(what, &plan.graph, args, &got)?;
                 got
             };
-            let d = got.pop().expect("nth_order_grad adds one output");
+            let d = got.pop().ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "the derivative of order {n} of `{}` has no output",
+                    self.name
+                ))
+            })?;
             if k == 0 {
                 got.truncate(n_out);
                 outs.extend(got);
@@ -95,7 +103,7 @@ impl Function {
             outs.push(outs[0]);
             g.set_outputs(outs);
         }
-        let exe = compile(&g)?;
+        let exe = compile_owned(&g, &Options::default())?;
         let p = Arc::new(NthPlan {
             key: (k, n),
             graph: g,

@@ -9,9 +9,10 @@ use rlx_core::sparsity::Pattern;
 use rlx_core::{Error, Graph, Result, Shape, TensorType};
 
 use super::cache::{Entry, Function, StaticArg, Tracer};
+use super::nans::Finite;
 use super::numbers::f32_mask;
 use super::transform::Transform;
-use crate::compile::{compile, Executable};
+use crate::compile::{compile_owned, Executable, Options};
 use crate::value::Arg;
 
 /// A transformed graph and, once compiled, its executable.
@@ -31,16 +32,18 @@ pub(super) struct Plan {
 impl Function {
     /// Calls `f` with the executable of transform `t` for `args` (traced,
     /// transformed and compiled on first use, as [`Function::run`] does)
-    /// and, for the sparse transforms, the pattern of its values output:
-    /// the building block of companions written in other modules
-    /// ([`crate::sparse`]). Runs nothing itself; warm, it takes no lock.
+    /// and, for the sparse transforms, the pattern of its values output,
+    /// and the check of non-finite results to call on the run's results
+    /// ([`Finite`]): the building block of companions written in other
+    /// modules ([`crate::sparse`]). Runs nothing itself; warm, it takes no
+    /// lock.
     pub(crate) fn with_plan<S: StaticArg, R>(
         &self,
         t: Transform,
         args: &[Arg<'_>],
         statics: &S,
         tracer: Tracer<S>,
-        f: impl FnOnce(&Executable, Option<&Arc<Pattern>>) -> Result<R>,
+        f: impl FnOnce(&Executable, Option<&Arc<Pattern>>, &Finite<'_, '_>) -> Result<R>,
     ) -> Result<R> {
         if args.len() != self.params.len() {
             return Err(self.count_mismatch(args.len()));
@@ -49,8 +52,14 @@ impl Function {
         let mut run = |e: &Entry| -> Result<R> {
             let plan = self.plan(e, t)?;
             let exe = self.executable(plan)?;
+            let finite = Finite {
+                function: self,
+                t,
+                plan,
+                args,
+            };
             match f.take() {
-                Some(f) => f(exe, plan.sparse.as_ref()),
+                Some(f) => f(exe, plan.sparse.as_ref(), &finite),
                 None => Err(Error::Unsupported("a plan callback ran twice".into())),
             }
         };
@@ -67,7 +76,7 @@ impl Function {
         match plan.exe.get() {
             Some(e) => Ok(e),
             None => {
-                let e = compile(&plan.graph)?;
+                let e = compile_owned(&plan.graph, &Options::default())?;
                 Ok(plan.exe.get_or_init(|| e))
             }
         }

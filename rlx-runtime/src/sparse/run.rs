@@ -27,10 +27,11 @@ impl Function {
         tracer: Tracer<S>,
     ) -> Result<(Vec<Value>, SparseMatrix)> {
         self.check_sparse(t, args)?;
-        self.with_plan(t, args, statics, tracer, |exe, pattern| {
+        self.with_plan(t, args, statics, tracer, |exe, pattern, finite| {
             let pattern = pattern_of(pattern)?;
             let mut outs = Values::new();
             exe.run_arg_lists(args, &[], false, &mut outs)?;
+            finite.values(&outs)?;
             let values = match outs.pop() {
                 Some(Value::Tensor(v)) => v.to_vec::<f64>().or_else(|_| {
                     v.to_vec::<f32>()
@@ -57,7 +58,7 @@ impl Function {
         out: &mut SparseMatrix,
     ) -> Result<()> {
         self.check_sparse(t, args)?;
-        self.with_plan(t, args, statics, tracer, |exe, pattern| {
+        self.with_plan(t, args, statics, tracer, |exe, pattern, finite| {
             let pattern = pattern_of(pattern)?;
             self.check_storage(t, pattern, out)?;
             let out0 = &exe.output_types()[0];
@@ -88,6 +89,7 @@ impl Function {
                 Vec::new()
             });
             let res = exe.run_args_into_last(args, &[], direct.then_some(&mut buf), |outs| {
+                finite.storages(outs)?;
                 if !direct {
                     copy(outs.last().ok_or_else(missing_values)?, out.values_mut());
                 }

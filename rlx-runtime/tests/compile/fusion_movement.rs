@@ -12,6 +12,7 @@ use rlx_core::autodiff::{batch_jacobian, hvp, value_and_grad};
 
 use super::{check, general, tol};
 use crate::common::{assert_same_values, tensor, values};
+use crate::device::device;
 use rlx_runtime::compile::{compile_with, Options};
 use rlx_runtime::{DType, Executable, Graph, NodeId, ReduceOp, Tensor};
 
@@ -78,26 +79,6 @@ fn rosenbrock_hvp_reads_slices_in_place_and_folds_its_sum() {
     let before = unfused(&h).stats();
     assert_eq!(before.steps, 10, "{before:?}");
     assert!(s.buffers < before.buffers, "{s:?} vs {before:?}");
-}
-
-/// The 3-terminal device of `rlx-core/tests/medium_graphs.rs`, `[n, 3]` →
-/// `[n, 3]`: column slices, `exp`, `tanh`, products, a concat.
-fn device(n: usize) -> Graph {
-    let mut g = Graph::new();
-    let u = g.input("u", [n, 3], DType::F64);
-    let v: Vec<_> = (0..3).map(|k| g.slice(u, 1, k, 1).unwrap()).collect();
-    let d = g.sub(v[0], v[1]).unwrap();
-    let e = g.exp(d).unwrap();
-    let s = g.sub(v[1], v[2]).unwrap();
-    let t = g.tanh(s).unwrap();
-    let it = g.mul(t, v[0]).unwrap();
-    let il = g.mul(v[0], v[2]).unwrap();
-    let i0 = g.add(e, il).unwrap();
-    let i1 = g.sub(it, e).unwrap();
-    let i2 = g.neg(it).unwrap();
-    let c = g.concat(&[i0, i1, i2], 1).unwrap();
-    g.set_outputs(vec![c]);
-    g
 }
 
 #[test]

@@ -8,6 +8,9 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+/// The device graph shared with `rlx-core`'s tests.
+#[path = "../../../rlx-core/tests/shared/device.rs"]
+mod device;
 mod elementwise;
 mod execution;
 mod fusion;

@@ -282,7 +282,12 @@ fn push_gather(g: &mut Graph, x: NodeId, idx: &[usize], memo: &mut Memo) -> Resu
             for &a in &node.inputs {
                 args.push(operand(g, a, true)?);
             }
-            g.push(node.op.clone(), &args)?
+            let y = g.push(node.op.clone(), &args)?;
+            // The gathered op keeps the source line of the one it replaces.
+            if let Some(s) = g.source(x) {
+                g.mark_source(y.index(), s);
+            }
+            y
         }
         Op::Reshape { .. } => operand(g, node.inputs[0], false)?,
         Op::Broadcast { .. } => operand(g, node.inputs[0], true)?,

@@ -62,7 +62,7 @@ use rlx_core::{DType, Graph, Literal, NodeId, Op, Result, Shape, TensorType};
 use super::env::{Dst, Loc};
 use super::movement::{CopyStep, Strided};
 use super::options::Options;
-use super::plan::{Plan, PlanStats, ScalarProgram, Step, StepKind, Target};
+use super::plan::{Plan, ScalarProgram, Step, StepKind, Target};
 use super::scalar_code::SInstr;
 use crate::storage::Storage;
 use crate::value::is_number;
@@ -361,6 +361,9 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         })
         .collect();
 
+    // The declared types, and the sizes and counts of a plan with no
+    // steps, which the builder grows.
+    let base = Plan::types_only(g);
     let mut b = Builder {
         g,
         root: &root,
@@ -374,13 +377,13 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         consts: Vec::new(),
         locs: vec![Loc::None; nn],
         steps: Vec::new(),
-        regs: [0; 4],
-        scalar_regs: 0,
-        max_rank: 1,
-        acc_len: 0,
-        half: (0, 0, 0),
-        solve: (0, 0),
-        stats: PlanStats::default(),
+        regs: base.regs,
+        scalar_regs: base.scalar_regs,
+        max_rank: base.max_rank,
+        acc_len: base.acc_len,
+        half: base.half,
+        solve: base.solve,
+        stats: base.stats,
         jit: options.jit,
         options: options.clone(),
     };
@@ -464,9 +467,8 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
     b.stats.views = views.iter().filter(|v| v.is_some()).count();
     b.stats.placed = places.iter().filter(|p| p.is_some()).count();
     let max_targets = b.steps.iter().map(|s| s.targets.len()).max().unwrap_or(0);
-    let input_types: Vec<TensorType> = g.inputs().iter().map(|i| g.ty(i.node)).collect();
-    let output_types: Vec<TensorType> = g.outputs().iter().map(|&o| g.ty(o)).collect();
-    let mut scalar_program = scalar_program(&b.steps, &b.locs, &input_types, &output_types);
+    let (input_types, output_types) = (&base.input_types, &base.output_types);
+    let mut scalar_program = scalar_program(&b.steps, &b.locs, input_types, output_types);
     if let Some(prog) = &scalar_program {
         // Stores in output order, so that native code writes the results
         // where the caller wants them.
@@ -477,7 +479,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
             .all(|(t, &j)| t == j as usize);
         if !in_order && prog.output_of_target.len() == output_types.len() {
             b.steps[0].store_in_order(&prog.output_of_target);
-            scalar_program = self::scalar_program(&b.steps, &b.locs, &input_types, &output_types);
+            scalar_program = self::scalar_program(&b.steps, &b.locs, input_types, output_types);
         }
     }
     #[cfg(feature = "jit")]
@@ -485,9 +487,6 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         b.compile_native();
     }
     Ok(Plan {
-        input_names: g.inputs().iter().map(|i| i.name.clone()).collect(),
-        input_types,
-        output_types,
         scalar_program,
         consts: b.consts,
         locs: b.locs,
@@ -501,6 +500,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         solve: b.solve,
         max_targets,
         stats: b.stats,
+        ..base
     })
 }
 
