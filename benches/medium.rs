@@ -14,7 +14,12 @@
 //!   against a pair loop;
 //! - `slices_grad_1000`: the gradient through 1000 row slices of one
 //!   `[1000, 64]` tensor (a recurrence that reads one row per step), against
-//!   the hand-written forward and backward loops.
+//!   the hand-written forward and backward loops;
+//! - `diode_fit_{1000,10000}`: `value_and_grad_` of a diode fit whose five
+//!   parameters go through small scalar chains before driving the diode law
+//!   over N devices (`benches/common/diode_fit.rs`), against the analytic
+//!   gradient by hand; its value-and-grad plan is also run with and without
+//!   scalar regions (issue #15), whose step counts are printed.
 //!
 //! Each group first checks that both sides agree, and prints the cold cost
 //! (trace, differentiate, compile, first run) once.
@@ -24,6 +29,9 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
+
+#[path = "common/diode_fit.rs"]
+mod diode_fit;
 
 /// `n` deterministic values in `[lo, hi)`, well spread (a multiplicative
 /// sequence modulo a prime).
@@ -289,11 +297,75 @@ fn slices_bench(c: &mut Criterion) {
     grp.finish();
 }
 
+// ---- diode fit: small parameter chains driving a large computation ----
+
+fn diode_fit_bench(c: &mut Criterion) {
+    use diode_fit::{currents, data, diode_fit_body, START};
+    use rlx::runtime::compile::{compile_with, Options};
+    for n in [1000, 10_000] {
+        let (v, m) = data(n);
+        let (pt, vt, mt) = (
+            Tensor::from_slice(&START, [5]),
+            Tensor::from_slice(&v, [n]),
+            Tensor::from_slice(&m, [n]),
+        );
+        let t0 = Instant::now();
+        let (loss, grad) = diode_fit::value_and_grad_diode_fit(&pt, &vt, &mt).unwrap();
+        println!("diode_fit N = {n}: first call {:?}", t0.elapsed());
+        let mut i = vec![0.0; n];
+        let mut want = [0.0; 5];
+        let want_loss = currents(&START, &v, &m, &mut i, &mut want);
+        assert_close("diode_fit loss", &[loss], &[want_loss]);
+        for (k, (g, w)) in vals(&grad).iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-8 * w.abs(),
+                "diode_fit grad[{k}]: {g} vs {w}"
+            );
+        }
+        // The value-and-grad plan with and without scalar regions.
+        let t = rlx::trace::Trace::enter();
+        let p = t.input("p", [5], DType::F64);
+        let vi = t.input("v", [n], DType::F64);
+        let mi = t.input("i_meas", [n], DType::F64);
+        let g = t.finish(&[&diode_fit_body(&p, &vi, &mi)]).unwrap();
+        let vg = rlx::core::autodiff::value_and_grad(&g, &[0]).unwrap();
+        let mixed = rlx::compile(&vg).unwrap();
+        let no_regions = Options {
+            scalarize: false,
+            ..Options::default()
+        };
+        let general = compile_with(&vg, &no_regions).unwrap();
+        let (a, b) = (mixed.stats(), general.stats());
+        println!(
+            "diode_fit N = {n}: {} steps with {} scalar regions ({} nodes, {} values in, {} out); {} steps without",
+            a.steps, a.small_regions, a.small_region_nodes, a.small_region_inputs, a.small_region_outputs, b.steps
+        );
+        let ins = [&pt, &vt, &mt];
+        let mut outs = mixed.run(&ins).unwrap();
+        let mut grp = c.benchmark_group(format!("diode_fit_{n}"));
+        grp.bench_function("rlx value_and_grad_", |b| {
+            b.iter(|| diode_fit::value_and_grad_diode_fit(black_box(&pt), &vt, &mt).unwrap())
+        });
+        grp.bench_function("plan with scalar regions", |b| {
+            b.iter(|| mixed.run_into(black_box(&ins), &mut outs).unwrap())
+        });
+        grp.bench_function("plan without scalar regions", |b| {
+            b.iter(|| general.run_into(black_box(&ins), &mut outs).unwrap())
+        });
+        let mut g5 = [0.0; 5];
+        grp.bench_function("hand-written gradient", |b| {
+            b.iter(|| currents(black_box(&START), &v, &m, &mut i, &mut g5))
+        });
+        grp.finish();
+    }
+}
+
 criterion_group!(
     benches,
     rosenbrock_bench,
     device_bench,
     lj_bench,
-    slices_bench
+    slices_bench,
+    diode_fit_bench
 );
 criterion_main!(benches);

@@ -1,8 +1,10 @@
 //! A warm `run_into` performs no heap allocation: proven with a counting
 //! global allocator on a graph with fused chains, a scalar region, a matrix
 //! product with a transposed operand, a reduction, a solve, a slice, and a
-//! softmax and a gather (both through the reference kernels).
+//! softmax and a gather (both through the reference kernels); and the same
+//! graph with its small values run as scalar regions (the default plan).
 
+use rlx_runtime::compile::{compile_with, Options};
 use rlx_runtime::{compile, DType, Graph, Tensor};
 
 mod counting;
@@ -43,7 +45,32 @@ fn warm_run_into_allocates_nothing() {
     let ga = g.gather(sl, idx, 1).unwrap();
     g.set_outputs(vec![out0, ga, sol]);
 
-    let exe = compile(&g).unwrap();
+    // Every value is small, but softmax, solve and the i64 input keep the
+    // graph from being scalarised whole: the default plan runs the rest
+    // as scalar regions; the general plan (scalarisation off) as kernels,
+    // fused loops and a 0-d scalar region.
+    let general = compile_with(
+        &g,
+        &Options {
+            scalarize: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let st = general.stats();
+    assert!(
+        st.fused_loops >= 2 && st.scalar_regions >= 1 && st.virtual_transposes == 1,
+        "{st:?}"
+    );
+    let mixed = compile(&g).unwrap();
+    let st = mixed.stats();
+    assert!(st.small_regions >= 1, "{st:?}");
+    for exe in [general, mixed] {
+        warm_run_allocates_nothing(&exe);
+    }
+}
+
+fn warm_run_allocates_nothing(exe: &rlx_runtime::Executable) {
     let xv = Tensor::from_vec((0..30).map(|i| (i as f64 * 0.37).sin()).collect(), [6, 5]);
     let wv = Tensor::from_vec((0..20).map(|i| (i as f64 * 0.11).cos()).collect(), [4, 5]);
     let mut av: Vec<f64> = (0..16).map(|i| (i as f64 * 0.7).sin() * 0.3).collect();
@@ -75,9 +102,4 @@ fn warm_run_into_allocates_nothing() {
         let _ = exe.run(&inputs).unwrap();
     });
     assert!(m > 0);
-    let st = exe.stats();
-    assert!(
-        st.fused_loops >= 2 && st.scalar_regions >= 1 && st.virtual_transposes == 1,
-        "{st:?}"
-    );
 }

@@ -224,6 +224,10 @@ pub(crate) fn run(
                 }
                 .map_err(|e| at_node(step.node, k.op.name(), e))
             }
+            StepKind::Region(r) => {
+                r.run(&env, targets);
+                Ok(())
+            }
             StepKind::Loop(l) => l
                 .run(&env, &mut targets[0])
                 .map_err(|e| at_node(step.node, "loop", e)),

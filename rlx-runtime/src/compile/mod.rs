@@ -26,7 +26,12 @@
 //!   planning by liveness; `exec`: the per-call state and the step loop;
 //! - `looping`: the step of a loop node, which holds its body compiled
 //!   into an [`Executable`] of this module (a plan inside a plan: nesting
-//!   makes this the one import that points up) and runs it once per step;
+//!   makes this and `small`, below, the imports that point up) and runs it
+//!   once per step;
+//! - `small`: a graph of small values lowered to one scalar program over
+//!   its elements (built on `planner`); `small_region`: the step running
+//!   one inside a general plan (a region of small values of a mixed
+//!   graph, found by `planner`);
 //! - this module: [`compile`], [`Executable`].
 //!
 //! Invariants: a plan is only built from a graph that passes
@@ -58,6 +63,7 @@ mod regs;
 mod scalar;
 mod scalar_code;
 mod small;
+mod small_region;
 mod solve;
 
 use std::sync::{Arc, Mutex};
@@ -205,6 +211,26 @@ impl Executable {
     /// A scalarised plan (every value small, see [`Options::scalarize`])
     /// reports the counts of its element program, with
     /// [`PlanStats::scalarized_nodes`] the graph nodes lowered to it.
+    /// A plan mixing small and large values reports its scalar regions of
+    /// small values and their boundary: [`PlanStats::small_regions`],
+    /// [`PlanStats::small_region_nodes`], and the values crossing into
+    /// and out of them, [`PlanStats::small_region_inputs`] and
+    /// [`PlanStats::small_region_outputs`].
+    ///
+    /// ```
+    /// use rlx_runtime::{compile, DType, Graph};
+    /// let mut g = Graph::new();
+    /// let p = g.input("p", [4], DType::F64);
+    /// let big = g.input("big", [1000], DType::F64);
+    /// let s = g.sin(p).unwrap();
+    /// let s = g.sum_all(s).unwrap(); // small: one region of two ops
+    /// let y = g.mul(big, s).unwrap(); // large: a fused loop
+    /// g.set_outputs(vec![y]);
+    /// let st = compile(&g).unwrap().stats();
+    /// assert_eq!((st.small_regions, st.small_region_nodes), (1, 2));
+    /// assert_eq!((st.small_region_inputs, st.small_region_outputs), (1, 1));
+    /// assert_eq!(st.steps, 2);
+    /// ```
     pub fn stats(&self) -> PlanStats {
         match &self.small {
             Some(s) => s.stats(),

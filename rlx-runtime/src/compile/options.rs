@@ -28,6 +28,15 @@ pub struct Options {
     /// reference kernels' order (bit-identical results), common
     /// subexpressions and constants are folded per element. See
     /// [`PlanStats::scalarized_nodes`](super::PlanStats::scalarized_nodes).
+    ///
+    /// In a graph that also has larger values, runs of small values (each
+    /// value and operand at most 256 elements, at least two computing ops,
+    /// not only 0-d element-wise ones) become *scalar regions* the same
+    /// way, each one step of the general plan reading its inputs from the
+    /// plan's buffers and writing its outputs into them; large values keep
+    /// their kernels and fused loops. See
+    /// [`PlanStats::small_regions`](super::PlanStats::small_regions).
+    /// Off, every value goes through the general planner.
     pub scalarize: bool,
     /// Fuse movement ops and reductions into the element-wise loops next
     /// to them: slices and transposes read by fused loops are read in

@@ -9,6 +9,7 @@ use super::matmul::MatMulStep;
 use super::movement::CopyStep;
 use super::reduce::ReduceStep;
 use super::scalar::ScalarStep;
+use super::small_region::RegionStep;
 use super::solve::SolveStep;
 use crate::storage::Storage;
 
@@ -39,6 +40,8 @@ pub(crate) enum StepKind {
     Copy(CopyStep),
     Kernel(KernelStep),
     Loop(super::looping::LoopStep),
+    /// A scalar region of small values in a mixed graph.
+    Region(RegionStep),
 }
 
 /// One step of the schedule.
@@ -156,10 +159,24 @@ pub struct PlanStats {
     /// Values written in place into the concat or transpose using them
     /// (never stored on their own).
     pub placed: usize,
-    /// Scalar regions.
+    /// Scalar regions (runs of 0-d element-wise nodes).
     pub scalar_regions: usize,
     /// 0-d nodes inside scalar regions.
     pub scalar_nodes: usize,
+    /// Regions of small values (at most 256 elements each) inside a plan
+    /// that also has large ones, each lowered element by element into one
+    /// scalar program run as one step (see
+    /// [`Options::scalarize`](super::Options::scalarize)). Large values
+    /// never enter them: they keep their kernels and fused loops.
+    pub small_regions: usize,
+    /// Graph nodes inside those regions.
+    pub small_region_nodes: usize,
+    /// Values the regions read from the rest of the plan (over all
+    /// regions): the boundary into them.
+    pub small_region_inputs: usize,
+    /// Values the regions write for the rest of the plan or return: the
+    /// boundary out of them.
+    pub small_region_outputs: usize,
     /// Scalar regions compiled to native code (feature `jit`).
     pub native_regions: usize,
     /// Transposes read in place by matrix products.

@@ -99,7 +99,12 @@ impl Small {
             None
         } else {
             let origins: Vec<NodeId> = (0..eg.len() as u32).map(NodeId).collect();
-            let plan = planner::build(&eg, &origins, options).ok()?;
+            // All 0-d: no scalar region of small tensors to look for.
+            let options = Options {
+                scalarize: false,
+                ..options.clone()
+            };
+            let plan = planner::build(&eg, &origins, &options).ok()?;
             plan.scalar_program.as_ref()?;
             Some(Executable::from_plan(plan).ok()?)
         };
@@ -239,8 +244,17 @@ impl Small {
         args: impl Iterator<Item = Arg<'a>>,
         outputs: &mut [Storage],
     ) {
+        self.run_filled(|ins| read_args(args, ins), outputs)
+    }
+
+    /// Runs on the flat inputs `fill` writes (widened to `f64`, into the
+    /// zeroed slice it is given, one element per input element), writing
+    /// into `outputs` (one storage of each output's dtype and size): the
+    /// step of a scalar region inside a general plan. Allocates nothing
+    /// (within the stack buffers' limits).
+    pub(crate) fn run_filled(&self, fill: impl FnOnce(&mut [f64]), outputs: &mut [Storage]) {
         with_stack(self.n_in, |ins| {
-            read_args(args, ins);
+            fill(ins);
             with_stack(self.sources.len(), |out| {
                 self.run_flat(ins, out);
                 let mut at = 0;
@@ -290,7 +304,7 @@ fn put(slot: &mut [f64], v: f64) -> usize {
 /// Copies a storage's elements, widened to `f64`, to the front of `to`;
 /// returns their count.
 #[inline]
-fn read(s: &Storage, to: &mut [f64]) -> usize {
+pub(crate) fn read(s: &Storage, to: &mut [f64]) -> usize {
     match s {
         Storage::F64(v) => to[..v.len()].copy_from_slice(v),
         Storage::F32(v) => {

@@ -30,6 +30,9 @@
 //! - a value whose only user is a concat or a copied transpose is *placed*
 //!   (see `places`): its loop or copy writes it straight into the user's
 //!   buffer through strides;
+//! - a run of small values (at most 256 elements each) in a graph that
+//!   also has large ones is a *scalar region* (see `mixed`): one step
+//!   running a scalar program over its elements;
 //! - every other node is its own step.
 //!
 //! Values that outlive their step live in buffer slots. Slots are assigned
@@ -47,6 +50,7 @@
 
 mod builder;
 mod indexed;
+mod mixed;
 mod ops;
 mod places;
 mod regions;
@@ -213,10 +217,29 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
     for o in g.outputs() {
         is_output[o.index()] = true;
     }
-    // Aliases resolve to the node owning the storage.
+    // Scalar regions of small values (`mixed`).
+    let (region, regions) = match options.scalarize {
+        true => mixed::regions(g, &live, &users, &is_output, options),
+        false => (vec![None; nn], Vec::new()),
+    };
+    // Values that must exist in storage of their own: graph outputs, and
+    // the members and inputs of scalar regions (which read and write
+    // whole values). They are never views, windows, virtual transposes,
+    // indexed gathers or placed values.
+    let mut pinned = is_output.clone();
+    for (i, n) in nodes.iter().enumerate() {
+        if region[i].is_some() {
+            pinned[i] = true;
+            for p in &n.inputs {
+                pinned[p.index()] = true;
+            }
+        }
+    }
+    // Aliases resolve to the node owning the storage (a region member
+    // owns its value).
     let mut root: Vec<u32> = (0..nn as u32).collect();
     for (i, n) in nodes.iter().enumerate() {
-        if matches!(n.op, Op::Reshape { .. } | Op::StopGradient) {
+        if matches!(n.op, Op::Reshape { .. } | Op::StopGradient) && region[i].is_none() {
             root[i] = root[n.inputs[0].index()];
         }
     }
@@ -224,19 +247,19 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         .map(|i| {
             matches!(nodes[i].op, Op::Transpose { .. })
                 && live[i]
-                && !is_output[i]
+                && !pinned[i]
                 && !users[i].is_empty()
                 && users[i]
                     .iter()
                     .all(|&u| matches!(nodes[u as usize].op, Op::MatMul))
         })
         .collect();
-    let indexed = indexed::indexed_gathers(g, &live, &users, &is_output, &root);
-    let windows = windows(g, &live, &users, &is_output, &virt);
+    let indexed = indexed::indexed_gathers(g, &live, &users, &pinned, &root);
+    let windows = windows(g, &live, &users, &pinned, &virt);
 
     let fuse = options.fuse_movement;
     let views = match fuse {
-        true => views::views(g, &users, &is_output, &root, &virt),
+        true => views::views(g, &users, &pinned, &root, &virt),
         false => vec![None; nn],
     };
 
@@ -253,13 +276,16 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         if !live[i] {
             continue;
         }
-        if let Some(gid) = folds_into(g, i, &group, &groups, &sink).filter(|_| fuse) {
+        let folds = folds_into(g, i, &group, &groups, &sink).filter(|_| fuse);
+        if let Some(gid) = folds.filter(|_| region[i].is_none()) {
             group[i] = Some(gid);
             groups[gid as usize].members.push(i as u32);
             sink[i] = true;
             continue;
         }
-        let fusable = is_fusable(&n.op);
+        // Region members are computed by their region's step: they read
+        // operand groups from outside (sealing them) and join none.
+        let fusable = is_fusable(&n.op) && region[i].is_none();
         let mut joined = None;
         let mut merge: Vec<u32> = Vec::new();
         let folded: Vec<u32> = n
@@ -325,7 +351,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         }
     }
     let places = match fuse {
-        true => places::places(g, &users, &is_output, &virt, &views, &group, &sink),
+        true => places::places(g, &users, &pinned, &virt, &views, &group, &sink),
         false => vec![None; nn],
     };
     let stored: Vec<bool> = (0..nn)
@@ -398,6 +424,13 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
             let gr = &groups[gid as usize];
             if gr.members.last() == Some(&(i as u32)) {
                 b.group_step(gr)?;
+            }
+            continue;
+        }
+        if let Some(r) = region[i] {
+            let r = &regions[r as usize];
+            if r.members.last() == Some(&(i as u32)) {
+                b.region_step(r);
             }
             continue;
         }
