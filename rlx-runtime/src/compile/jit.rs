@@ -273,6 +273,15 @@ pub(crate) fn compile(
     flags.set("use_colocated_libcalls", "false").ok()?;
     flags.set("is_pic", "false").ok()?;
     flags.set("opt_level", "speed").ok()?;
+    // Cranelift's IR verifier re-checks the IR built here: a debugging aid
+    // that was about a quarter of Cranelift's instructions on first calls.
+    // Debug builds (and so the test suite) keep it; optimised builds skip it.
+    let verify = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
+    flags.set("enable_verifier", verify).ok()?;
     let isa = cranelift_native::builder()
         .ok()?
         .finish(settings::Flags::new(flags))
