@@ -172,6 +172,11 @@ impl VisitMut for Rewriter {
                 let saved_numbers = self.numbers.clone();
                 let mut prelude: Vec<Stmt> = Vec::new();
                 for input in c.inputs.iter_mut() {
+                    // A parameter shadows a number of the same name; a float
+                    // one is made a number again below.
+                    for n in pat_names(input) {
+                        self.numbers.remove(&n);
+                    }
                     let syn::Pat::Type(pt) = input else { continue };
                     let (Some(f), syn::Pat::Ident(pi)) = (float_name(&pt.ty), &*pt.pat) else {
                         continue;
@@ -467,6 +472,19 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("g (x . sin ())"), "{out}");
+    }
+
+    #[test]
+    fn a_closure_parameter_shadows_a_number() {
+        let out = run(
+            "{ let h = |x: Vec<f64>| f(x); h(vec![1.0]) + g(x) }",
+            &["x"],
+        );
+        assert!(out.contains("f (x)"), "{out}");
+        assert!(
+            out.contains("g (:: rlx :: __private :: pass_number (& x))"),
+            "{out}"
+        );
     }
 
     #[test]
