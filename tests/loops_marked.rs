@@ -7,8 +7,9 @@
 use rlx::prelude::*;
 use rlx::{Graph, Op, Scan};
 
-const H: f64 = 0.05;
-const T: usize = 6;
+#[path = "common/driven.rs"]
+mod driven_case;
+use driven_case::{close, direction, inputs, t, v, H, T};
 
 /// Damped springs driven by a per-step force; carries `q`, `p`, per-step
 /// input `forces[t]`, per-step output `sin(q)`.
@@ -76,23 +77,6 @@ fn driven_stacked(q0: &Tensor, forces: &Tensor, k: f64) -> f64 {
     (path.square() * 0.5).sum_all() + q.sum_all() * p.sum_all()
 }
 
-fn t(v: &[f64]) -> Tensor {
-    Tensor::from_slice(v, [v.len()])
-}
-
-fn v(x: &Tensor) -> Vec<f64> {
-    x.to_vec::<f64>().unwrap()
-}
-
-/// Values agree within 1e-12 of their size.
-fn close(what: &str, a: &[f64], b: &[f64]) {
-    assert_eq!(a.len(), b.len(), "{what}");
-    let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!((x - y).abs() <= 1e-12 * scale, "{what}[{i}]: {x} vs {y}");
-    }
-}
-
 /// Graph equality, loops compared field by field except their names (which
 /// hold the source line of the loop).
 fn same_graph(a: &Graph, b: &Graph) -> bool {
@@ -123,14 +107,6 @@ fn loops(g: &Graph) -> Vec<rlx::core::LoopOp> {
             _ => None,
         })
         .collect()
-}
-
-fn inputs() -> (Tensor, Tensor, f64) {
-    let q0 = t(&[0.3, -0.7, 1.1]);
-    let f: Vec<f64> = (0..T * 3)
-        .map(|i| ((i * 7 % 11) as f64 - 5.0) * 0.3)
-        .collect();
-    (q0, Tensor::from_slice(&f, [T, 3]), 1.7)
 }
 
 #[test]
@@ -221,24 +197,11 @@ fn every_companion_of_a_marked_loop_matches_the_scan_and_the_unrolled_loop() {
 #[test]
 fn a_marked_loop_agrees_with_central_differences() {
     let (q0, f, k) = inputs();
-    let dq = [0.3, -0.1, 0.7];
-    let df: Vec<f64> = (0..T * 3)
-        .map(|i| ((i * 5 % 7) as f64 - 3.0) * 0.1)
-        .collect();
-    let dk = -0.4;
-    let at = |e: f64| {
-        let q: Vec<f64> = v(&q0).iter().zip(dq).map(|(a, d)| a + e * d).collect();
-        let fs: Vec<f64> = v(&f).iter().zip(&df).map(|(a, d)| a + e * d).collect();
-        driven(&t(&q), &Tensor::from_slice(&fs, [T, 3]), k + e * dk)
-    };
-    let e = 1e-5;
-    let fd = (at(e) - at(-e)) / (2.0 * e);
-    let (gq, gf, gk) = grad_driven(&q0, &f, k).unwrap();
-    let dot: f64 = v(&gq).iter().zip(dq).map(|(a, b)| a * b).sum::<f64>()
-        + v(&gf).iter().zip(&df).map(|(a, b)| a * b).sum::<f64>()
-        + gk * dk;
+    let d = direction();
+    let fd = d.central(driven);
+    let dot = d.dot(&grad_driven(&q0, &f, k).unwrap());
     assert!((fd - dot).abs() < 1e-7 * fd.abs().max(1.0), "{fd} vs {dot}");
-    let (_, jv) = jvp_driven(&q0, &f, k, &t(&dq), &Tensor::from_slice(&df, [T, 3]), dk).unwrap();
+    let (_, jv) = jvp_driven(&q0, &f, k, &d.dq, &d.df, d.dk).unwrap();
     assert!(
         (jv - dot).abs() < 1e-12 * dot.abs().max(1.0),
         "{jv} vs {dot}"
@@ -465,4 +428,46 @@ fn nested_loops_with_many_carries_match_the_unrolled_loops() {
     );
     close("hessian", &v(&a.0 .0), &v(&b.0 .0));
     close("hessian k", &v(&a.1 .1), &v(&b.1 .1));
+}
+
+/// The README's second example, as written there.
+#[differentiable]
+fn readme_driven(q0: &Tensor, forces: &Tensor, k: f64) -> f64 {
+    let (mut q, mut p) = (q0.clone(), q0 * 0.0);
+    let mut energy = Vec::new();
+    #[scan(checkpoints = 8)]
+    for t in 0..forces.shape().dim(0) {
+        p = &p + (&forces[t] - &q * &k) * 0.05;
+        q = &q + &p * 0.05;
+        energy.push((&p * &p + &q * &q * &k).sum_all());
+    }
+    energy.iter().fold(q.sum_all(), |acc, e| acc + e)
+}
+
+#[differentiable]
+fn readme_driven_unrolled(q0: &Tensor, forces: &Tensor, k: f64) -> f64 {
+    let (mut q, mut p) = (q0.clone(), q0 * 0.0);
+    let mut energy = Vec::new();
+    for t in 0..forces.shape().dim(0) {
+        p = &p + (&forces.slice(0, t, 1).reshape([3]) - &q * &k) * 0.05;
+        q = &q + &p * 0.05;
+        energy.push((&p * &p + &q * &q * &k).sum_all());
+    }
+    energy.iter().fold(q.sum_all(), |acc, e| acc + e)
+}
+
+#[test]
+fn the_readme_example_matches_its_unrolled_loop() {
+    let q0 = t(&[0.3, -0.7, 1.1]);
+    let f = Tensor::from_vec((0..60).map(|i| (i as f64 * 0.3).sin()).collect(), [20, 3]);
+    let (va, ga) = value_and_grad_readme_driven(&q0, &f, 2.0).unwrap();
+    let (vb, gb) = value_and_grad_readme_driven_unrolled(&q0, &f, 2.0).unwrap();
+    close("value", &[va], &[vb]);
+    close("grad q0", &v(&ga.0), &v(&gb.0));
+    close("grad forces", &v(&ga.1), &v(&gb.1));
+    close("grad k", &[ga.2], &[gb.2]);
+    assert_eq!(
+        loops(&graph_readme_driven(&q0, &f, 2.0).unwrap())[0].checkpoints,
+        8
+    );
 }

@@ -317,46 +317,14 @@ impl VisitMut for Walker<'_> {
             }
             Expr::ForLoop(f) => {
                 self.visit_expr_mut(&mut f.expr);
-                let label = f.label.as_ref().map(|l| l.name.ident.to_string());
-                self.labels.extend(label.clone());
-                self.loops += 1;
-                self.scoped(pat_names(&f.pat), |w| w.visit_block_mut(&mut f.body));
-                self.loops -= 1;
-                if label.is_some() {
-                    self.labels.pop();
-                }
+                self.inner_loop(f.label.as_ref(), pat_names(&f.pat), &mut f.body);
             }
             Expr::While(wl) => {
-                let names = match &mut *wl.cond {
-                    Expr::Let(l) => {
-                        self.visit_expr_mut(&mut l.expr);
-                        pat_names(&l.pat)
-                    }
-                    cond => {
-                        self.visit_expr_mut(cond);
-                        Vec::new()
-                    }
-                };
-                let label = wl.label.as_ref().map(|l| l.name.ident.to_string());
-                self.labels.extend(label.clone());
-                self.loops += 1;
-                self.scoped(names, |w| w.visit_block_mut(&mut wl.body));
-                self.loops -= 1;
-                if label.is_some() {
-                    self.labels.pop();
-                }
+                let names = self.condition(&mut wl.cond);
+                self.inner_loop(wl.label.as_ref(), names, &mut wl.body);
             }
             Expr::If(i) => {
-                let names = match &mut *i.cond {
-                    Expr::Let(l) => {
-                        self.visit_expr_mut(&mut l.expr);
-                        pat_names(&l.pat)
-                    }
-                    cond => {
-                        self.visit_expr_mut(cond);
-                        Vec::new()
-                    }
-                };
+                let names = self.condition(&mut i.cond);
                 self.scoped(names, |w| w.visit_block_mut(&mut i.then_branch));
                 if let Some((_, e)) = &mut i.else_branch {
                     self.visit_expr_mut(e);
@@ -394,6 +362,33 @@ impl VisitMut for Walker<'_> {
 }
 
 impl Walker<'_> {
+    /// The condition of an `if` or `while`: the names a `let` in it binds.
+    fn condition(&mut self, cond: &mut Expr) -> Vec<String> {
+        match cond {
+            Expr::Let(l) => {
+                self.visit_expr_mut(&mut l.expr);
+                pat_names(&l.pat)
+            }
+            cond => {
+                self.visit_expr_mut(cond);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The body of a loop inside the marked one (`break` may leave it).
+    fn inner_loop(&mut self, label: Option<&syn::Label>, names: Vec<String>, body: &mut Block) {
+        let label = label.map(|l| l.name.ident.to_string());
+        let labelled = label.is_some();
+        self.labels.extend(label);
+        self.loops += 1;
+        self.scoped(names, |w| w.visit_block_mut(body));
+        self.loops -= 1;
+        if labelled {
+            self.labels.pop();
+        }
+    }
+
     /// Whether a `break`/`continue` with this label leaves the marked loop.
     fn leaves(&self, label: Option<&syn::Lifetime>) -> bool {
         match label {
@@ -418,4 +413,90 @@ fn is_compound(op: &syn::BinOp) -> bool {
             | ShlAssign(_)
             | ShrAssign(_)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk(body: &str, replace: bool) -> (Body, String) {
+        let mut b: Block = syn::parse_str(body).unwrap();
+        let t = Ident::new("t", Span::call_site());
+        let r = Body::walk(&mut b, Some(&t), replace);
+        (r, quote!(#b).to_string())
+    }
+
+    fn names(v: &[(String, Span)]) -> Vec<&str> {
+        v.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    #[test]
+    fn carries_are_outer_names_assigned_in_the_body_in_order() {
+        let (b, _) = walk(
+            "{ let y = x * 2.0; p = &p + y; q += 1.0; v[0] = q.clone(); (a, _) = (q.clone(), 1); let z = 0; z = 1; }",
+            false,
+        );
+        assert!(b.errors.is_empty());
+        assert_eq!(names(&b.carries), ["p", "q", "v", "a"]);
+    }
+
+    #[test]
+    fn a_name_shadowed_in_the_body_is_the_bodys_own() {
+        let (b, _) = walk(
+            "{ let q = q.sin(); q = q * 2.0; for j in 0..2 { let p = 1; p = 2; } }",
+            false,
+        );
+        assert!(b.carries.is_empty(), "{:?}", names(&b.carries));
+    }
+
+    #[test]
+    fn per_step_reads_and_outputs() {
+        let (b, out) = walk(
+            "{ x = &x + &xs[t] * &xs[t] + &f.a[t]; ys.push(x.clone()); zs.push(xs[t].sin()); }",
+            true,
+        );
+        assert!(b.errors.is_empty());
+        assert_eq!(b.inputs.len(), 2);
+        assert_eq!(names(&b.outputs), ["ys", "zs"]);
+        assert!(
+            out.contains(":: core :: clone :: Clone :: clone (& __rlx_x0)")
+                && out.contains(":: core :: clone :: Clone :: clone (& __rlx_x1)")
+                && !out.contains("[t]"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_shadowed_loop_variable_is_an_ordinary_name() {
+        let (b, _) = walk("{ let t = 3; x = x * t; ys.push(v[t].clone()); }", false);
+        assert!(b.errors.is_empty() && b.inputs.is_empty());
+    }
+
+    #[test]
+    fn refused_forms_are_errors() {
+        for body in [
+            "{ x = x * t; }",
+            "{ println!(\"{}\", t); }",
+            "{ break; }",
+            "{ if c { continue; } }",
+            "{ return x; }",
+            "{ x = f(x)?; }",
+            "{ ys.push(x.clone()); x = x + ys.len(); }",
+            "{ ys.push(x.clone()); ys = vec![]; }",
+            "{ x = x + &xs[t]; xs = xs * 2.0; }",
+            "{ let l = x.clone(); x = x + &l[t]; }",
+        ] {
+            let (b, _) = walk(body, false);
+            assert_eq!(b.errors.len(), 1, "{body}");
+        }
+    }
+
+    #[test]
+    fn what_leaves_only_an_inner_loop_or_closure_is_allowed() {
+        let (b, _) = walk(
+            "{ 'inner: for j in 0..3 { if j > 1 { break 'inner; } continue; } let f = |a: f64| { return a; }; x = x * 2.0; }",
+            false,
+        );
+        assert!(b.errors.is_empty());
+    }
 }
