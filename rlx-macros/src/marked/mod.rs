@@ -61,7 +61,7 @@ pub fn marker(attrs: &[Attribute]) -> Option<syn::Result<Marker>> {
     let attr = found.next()?;
     if let Some(again) = found.next() {
         return Some(Err(syn::Error::new(
-            again.span(),
+            again.path().span(),
             "a loop is marked `#[scan]` twice\n  = help: give all its arguments in one `#[scan(..)]`",
         )));
     }
@@ -70,7 +70,7 @@ pub fn marker(attrs: &[Attribute]) -> Option<syn::Result<Marker>> {
 
 fn parse_marker(attr: &Attribute) -> syn::Result<Marker> {
     let mut m = Marker {
-        span: attr.span(),
+        span: attr.path().span(),
         checkpoints: None,
     };
     if let syn::Meta::Path(_) = attr.meta {
@@ -191,7 +191,7 @@ pub fn expr_attrs(e: &Expr) -> &[Attribute] {
 /// The error for a marker on anything but a `for` loop.
 pub fn misplaced(attr: &Attribute) -> syn::Error {
     syn::Error::new(
-        attr.span(),
+        attr.path().span(),
         "`#[scan]` marks a `for` loop over a static range\n  = help: put it on `for t in 0..steps { .. }`, or call `rlx::scan` with a closure",
     )
 }
