@@ -79,4 +79,22 @@ impl Direction {
         let (qm, fm, km) = self.at(-e);
         (f(&qp, &fp, kp) - f(&qm, &fm, km)) / (2.0 * e)
     }
+
+    /// Checks a gradient `grad` and a JVP `jvp` (along the direction), both
+    /// at the inputs, against central differences of `value` and each other.
+    pub fn check_first_order(
+        &self,
+        value: impl Fn(&Tensor, &Tensor, f64) -> f64,
+        grad: (Tensor, Tensor, f64),
+        jvp: f64,
+    ) {
+        let fd = self.central(value);
+        let dot = self.dot(&grad);
+        assert!((fd - dot).abs() < 1e-7 * fd.abs().max(1.0), "{fd} vs {dot}");
+        // forward mode agrees with reverse mode
+        assert!(
+            (jvp - dot).abs() < 1e-12 * dot.abs().max(1.0),
+            "{jvp} vs {dot}"
+        );
+    }
 }
