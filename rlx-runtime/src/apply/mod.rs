@@ -1,6 +1,8 @@
 //! Applying one op to tensors ([`Tensor::apply`]): recorded in the current
 //! trace when an operand is traced, else evaluated eagerly on the concrete
-//! operands (infer the output type, allocate it, run the kernel).
+//! operands: by a fast path for small tensors when one applies (see
+//! [`small`]), otherwise by the general path (infer the output type,
+//! allocate it, run the kernel).
 
 use std::panic::Location;
 
