@@ -10,6 +10,8 @@
 //! - `van_der_pol`: one Newton iteration of implicit Euler on Van der Pol
 //!   (mu = 1000): plain call of the residual, `jacobian_`, `try_solve`,
 //!   update, against the hand-written 2×2 Newton step;
+//! - `eager_ops`: the eager ops of that iteration (and `exp`) on 2-element
+//!   tensors, each against the same arithmetic on a stack array;
 //! - `pair_loop`: the all-pairs LJ energy of 64 particles in 3-D written as
 //!   a double loop over pairs (2016 pairs unrolled at trace time), warm
 //!   `grad_`, against the hand-written pair loop; `pair_loop_first_call`:
@@ -261,6 +263,47 @@ fn van_der_pol(c: &mut Criterion) {
     group.finish();
 }
 
+/// The eager ops of the Newton iteration (and a unary op) on 2-element
+/// tensors, each against the same arithmetic on a stack array.
+fn eager_ops(c: &mut Criterion) {
+    let (y, v) = ([2.0, 0.5], [0.25, -1.0]);
+    let (ty, tv) = (Tensor::from_slice(&y, [2]), Tensor::from_slice(&v, [2]));
+    let a = Tensor::from_slice(&[4.0, 1.0, 2.0, 3.0], [2, 2]);
+    let b = Tensor::from_slice(&v, [2, 1]);
+    let mut group = c.benchmark_group("eager_ops");
+    group.bench_function("[2] - [2]", |bn| bn.iter(|| black_box(&ty) - &tv));
+    group.bench_function("[2] - [2] by hand", |bn| {
+        bn.iter(|| {
+            let (p, q) = (black_box(y), black_box(v));
+            [p[0] - q[0], p[1] - q[1]]
+        })
+    });
+    group.bench_function("exp [2]", |bn| bn.iter(|| black_box(&ty).exp()));
+    group.bench_function("exp [2] by hand", |bn| {
+        bn.iter(|| black_box(y).map(f64::exp))
+    });
+    group.bench_function("reshape [2, 1] -> [2]", |bn| {
+        bn.iter(|| black_box(&b).reshape([2]))
+    });
+    group.bench_function("try_solve [2, 2] [2, 1]", |bn| {
+        bn.iter(|| black_box(&a).try_solve(&b).unwrap())
+    });
+    group.bench_function("solve 2×2 by hand", |bn| {
+        bn.iter(|| {
+            let ([p, q, r, s], [e, f]) = (black_box([4.0, 1.0, 2.0, 3.0]), black_box(v));
+            let det = p * s - q * r;
+            [(s * e - q * f) / det, (p * f - r * e) / det]
+        })
+    });
+    group.bench_function("to_vec [2]", |bn| {
+        bn.iter(|| black_box(&ty).to_vec::<f64>().unwrap())
+    });
+    group.bench_function("from_slice [2]", |bn| {
+        bn.iter(|| Tensor::from_slice(black_box(&y), [2]))
+    });
+    group.finish();
+}
+
 fn pair_loop(c: &mut Criterion) {
     let ps = lattice();
     let p = Tensor::from_slice(&ps, [N * 3]);
@@ -311,6 +354,7 @@ criterion_group!(
     lj_tensor,
     rosenbrock_bench,
     van_der_pol,
+    eager_ops,
     pair_loop,
     pair_loop_first_call
 );

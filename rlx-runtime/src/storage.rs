@@ -105,19 +105,13 @@ impl Storage {
     /// assert_eq!(s.try_clone().unwrap(), s);
     /// ```
     pub fn try_clone(&self) -> Result<Storage, std::collections::TryReserveError> {
-        fn go<T: Copy>(v: &[T]) -> Result<Vec<T>, std::collections::TryReserveError> {
-            let mut out = Vec::new();
-            out.try_reserve_exact(v.len())?;
-            out.extend_from_slice(v);
-            Ok(out)
-        }
         Ok(match self {
-            Storage::F32(v) => Storage::F32(go(v)?),
-            Storage::F64(v) => Storage::F64(go(v)?),
-            Storage::F16(v) => Storage::F16(go(v)?),
-            Storage::BF16(v) => Storage::BF16(go(v)?),
-            Storage::I64(v) => Storage::I64(go(v)?),
-            Storage::Bool(v) => Storage::Bool(go(v)?),
+            Storage::F32(v) => Storage::F32(try_copy(v)?),
+            Storage::F64(v) => Storage::F64(try_copy(v)?),
+            Storage::F16(v) => Storage::F16(try_copy(v)?),
+            Storage::BF16(v) => Storage::BF16(try_copy(v)?),
+            Storage::I64(v) => Storage::I64(try_copy(v)?),
+            Storage::Bool(v) => Storage::Bool(try_copy(v)?),
         })
     }
 
@@ -197,6 +191,19 @@ pub(crate) fn allocate(
         return Ok(Storage::full(dtype, n, value));
     }
     Storage::try_full(dtype, n, value).map_err(|_| out_of_memory(op, shape, dtype))
+}
+
+/// A copy of `v`, or the allocator's refusal. Up to [`SMALL_ALLOCATION`]
+/// elements the plain allocation, as in [`allocate`] (`try_reserve` takes
+/// a slower path that `to_vec` or `from_slice` of 2 elements would notice).
+pub(crate) fn try_copy<T: Copy>(v: &[T]) -> Result<Vec<T>, std::collections::TryReserveError> {
+    if v.len() <= SMALL_ALLOCATION {
+        return Ok(v.to_vec());
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(v.len())?;
+    out.extend_from_slice(v);
+    Ok(out)
 }
 
 /// The error for an allocation of a tensor of `shape` and `dtype` that the

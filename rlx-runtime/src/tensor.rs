@@ -15,7 +15,7 @@ use rlx_core::{DType, Error, NodeId, Result, Shape, TensorType};
 
 use crate::buffer::Buffer;
 use crate::context;
-use crate::storage::{allocate, out_of_memory, Element, Storage};
+use crate::storage::{allocate, out_of_memory, try_copy, Element, Storage};
 
 /// A tensor: concrete values, or a traced node.
 ///
@@ -123,10 +123,7 @@ impl Tensor {
         if data.len() != shape.numel() {
             return Err(length_mismatch(OP, data.len(), &shape));
         }
-        let mut v = Vec::new();
-        v.try_reserve_exact(data.len())
-            .map_err(|_| out_of_memory(OP, &shape, T::DTYPE))?;
-        v.extend_from_slice(data);
+        let v = try_copy(data).map_err(|_| out_of_memory(OP, &shape, T::DTYPE))?;
         Ok(Tensor::concrete(T::into_storage(v), shape))
     }
 
@@ -338,12 +335,8 @@ impl Tensor {
     /// The values copied into a `Vec<T>`; errors if the dtype is not `T`'s
     /// (or the copy cannot be allocated).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        let s = self.as_slice::<T>()?;
-        let mut v = Vec::new();
-        v.try_reserve_exact(s.len())
-            .map_err(|_| out_of_memory("Tensor::to_vec", self.shape(), T::DTYPE))?;
-        v.extend_from_slice(s);
-        Ok(v)
+        try_copy(self.as_slice::<T>()?)
+            .map_err(|_| out_of_memory("Tensor::to_vec", self.shape(), T::DTYPE))
     }
 
     /// The single value of a one-element tensor; errors on a dtype or size mismatch.

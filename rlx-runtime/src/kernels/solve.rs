@@ -140,12 +140,53 @@ pub(crate) fn factor_and_solve(
     // several times faster unrolled); the operations and their order are
     // the same, so are the bits.
     match (n, k) {
-        (2, 1) => lu_steps(2, 1, lu, x, eps),
+        (2, 1) => two_by_one(lu, x, eps),
         (3, 1) => lu_steps(3, 1, lu, x, eps),
         (2, 2) => lu_steps(2, 2, lu, x, eps),
         (3, 3) => lu_steps(3, 3, lu, x, eps),
         _ => lu_steps(n, k, lu, x, eps),
     }
+}
+
+/// [`lu_steps`] for a 2×2 with one right-hand side, written out on
+/// registers: the same operations in the same order (so the same bits and
+/// the same errors), without the loops' index arithmetic and bounds
+/// checks, which cost more than the arithmetic in an eager `try_solve` of
+/// a Newton step.
+#[inline(always)]
+fn two_by_one(lu: &mut [f64], x: &mut [f64], eps: f64) -> Result<(), usize> {
+    let (Ok(m), Ok(rhs)) = (<&mut [f64; 4]>::try_from(lu), <&mut [f64; 2]>::try_from(x)) else {
+        unreachable!("factor_and_solve is given n·n and n·k elements")
+    };
+    let [a, b, c, d] = *m;
+    let tol = 2.0 * eps * 0.0f64.max(a.abs()).max(b.abs()).max(c.abs()).max(d.abs());
+    // Column 0: the pivot is the row of larger magnitude (row 0 on a tie).
+    let swap = c.abs() > a.abs();
+    let ([a, b, c, mut d], [x0, mut x1]) = if swap {
+        ([c, d, a, b], [rhs[1], rhs[0]])
+    } else {
+        ([a, b, c, d], *rhs)
+    };
+    if a.abs() <= tol {
+        return Err(0);
+    }
+    let f = c / a;
+    let c = if f == 0.0 {
+        c
+    } else {
+        d -= f * b;
+        x1 -= f * x0;
+        c - f * a
+    };
+    // Column 1, then back substitution.
+    if d.abs() <= tol {
+        (*m, *rhs) = ([a, b, c, d], [x0, x1]);
+        return Err(1);
+    }
+    x1 /= d;
+    *rhs = [(x0 - b * x1) / a, x1];
+    *m = [a, b, c, d];
+    Ok(())
 }
 
 /// The body of [`factor_and_solve`].
@@ -224,5 +265,60 @@ fn store(out: &mut Storage, at: usize, x: &[f64]) {
             .for_each(|(d, &v)| *d = half::bf16::from_f64(v)),
         Storage::I64(o) => o[dst].iter_mut().zip(x).for_each(|(d, &v)| *d = v as i64),
         Storage::Bool(o) => o[dst].iter_mut().zip(x).for_each(|(d, &v)| *d = v != 0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Entries that exercise every branch of the 2×2: ties and swaps of
+    /// the pivot, a zero multiplier, (near-)singular pivots, signed zeros,
+    /// infinities and NaN.
+    fn entry() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            -4.0f64..4.0,
+            Just(0.0),
+            Just(-0.0),
+            Just(1.0),
+            Just(-1.0),
+            Just(1e-300),
+            Just(f64::INFINITY),
+            Just(f64::NAN),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The straight-line 2×2 leaves `lu` and `x` with the loop's bits
+        /// and fails at the loop's column, for `f64` and `f32` tolerances.
+        #[test]
+        fn the_two_by_two_is_the_loop_written_out(
+            m in prop::array::uniform4(entry()),
+            rhs in prop::array::uniform2(entry()),
+            f32_eps in any::<bool>(),
+        ) {
+            let eps = if f32_eps { eps(DType::F32) } else { eps(DType::F64) };
+            let (mut lu, mut x) = (m, rhs);
+            let (mut lu2, mut x2) = (m, rhs);
+            let want = lu_steps(2, 1, &mut lu, &mut x, eps);
+            let got = two_by_one(&mut lu2, &mut x2, eps);
+            prop_assert_eq!(got, want);
+            let bits = |v: &[f64]| v.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&lu2), bits(&lu), "lu of {:?}", m);
+            prop_assert_eq!(bits(&x2), bits(&x), "x of {:?}, {:?}", m, rhs);
+        }
+    }
+
+    #[test]
+    fn the_two_by_two_reports_the_singular_column() {
+        let mut x = [1.0, 1.0];
+        assert_eq!(two_by_one(&mut [0.0, 1.0, 0.0, 2.0], &mut x, 1e-16), Err(0));
+        assert_eq!(two_by_one(&mut [1.0, 2.0, 2.0, 4.0], &mut x, 1e-16), Err(1));
+        let mut x = [3.0, 5.0];
+        assert_eq!(two_by_one(&mut [2.0, 1.0, 1.0, 3.0], &mut x, 1e-16), Ok(()));
+        assert!((x[0] - 0.8).abs() < 1e-15 && (x[1] - 1.4).abs() < 1e-15);
     }
 }
