@@ -23,6 +23,10 @@
 //!   on the unbroadcast operands);
 //! - [`dce`]: dead-code elimination.
 //!
+//! [`assemble_late`] (concatenations, reshapes and transposes as late as
+//! their users allow) is not part of [`optimize`]: `batch_jacobian` calls
+//! it last, on the Jacobian it assembles from one piece per basis vector.
+//!
 //! [`strip_stop_gradient`] is not part of [`optimize`]: autodiff needs
 //! `stop_gradient` nodes, execution does not.
 //!
@@ -31,6 +35,7 @@
 //! *origin*, the node of the argument it was made for, so that a message
 //! about an optimised graph can name the node the caller built.
 
+mod assemble_late;
 pub mod fold;
 pub mod reroll;
 pub mod simplify;
@@ -40,6 +45,7 @@ use rustc_hash::FxHashMap;
 
 use crate::{BinaryOp, CmpOp, DType, Graph, Node, NodeId, Op, Result, Shape};
 
+pub use assemble_late::assemble_late;
 pub use fold::fold_constants;
 pub use reroll::reroll;
 pub use simplify::simplify;
