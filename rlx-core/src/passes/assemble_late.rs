@@ -39,14 +39,7 @@ pub fn assemble_late(g: &Graph) -> Result<Graph> {
         )
     };
     let live = g.live_nodes();
-    let mut out = Graph::new();
-    let mut map: Vec<Option<NodeId>> = vec![None; nodes.len()];
-    let mut origins: Vec<NodeId> = Vec::with_capacity(nodes.len());
-    for inp in g.inputs() {
-        let ty = g.try_node(inp.node)?.ty();
-        map[inp.node.index()] = Some(out.input(inp.name.clone(), ty.shape, ty.dtype));
-        origins.resize(out.len(), inp.node);
-    }
+    let (mut out, mut map, mut origins) = super::with_inputs(g)?;
     // Emits node `root` after its operands (an explicit stack: graphs may
     // be deep).
     let mut emit = |root: usize, out: &mut Graph, origins: &mut Vec<NodeId>| {

@@ -232,6 +232,21 @@ pub(crate) fn copy(out: &mut Graph, node: &Node, args: &[NodeId]) -> NodeId {
     })
 }
 
+/// A new graph declaring `g`'s inputs, the map from `g`'s nodes to it
+/// (set for the inputs) and the origins of its nodes so far.
+#[allow(clippy::type_complexity)]
+fn with_inputs(g: &Graph) -> Result<(Graph, Vec<Option<NodeId>>, Vec<NodeId>)> {
+    let mut out = Graph::new();
+    let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
+    let mut origins: Vec<NodeId> = Vec::with_capacity(g.len());
+    for inp in g.inputs() {
+        let ty = g.try_node(inp.node)?.ty();
+        map[inp.node.index()] = Some(out.input(inp.name.clone(), ty.shape, ty.dtype));
+        origins.resize(out.len(), inp.node);
+    }
+    Ok((out, map, origins))
+}
+
 /// The driver every pass uses: declares `g`'s inputs in a new graph, then
 /// visits the live non-input nodes of `g` in order, calling `f(out, node,
 /// mapped_operands)` which returns the node of `out` that replaces `node`
@@ -246,14 +261,7 @@ pub(crate) fn rewrite(
     g: &Graph,
     mut f: impl FnMut(&mut Graph, &Node, &[NodeId]) -> Result<NodeId>,
 ) -> Result<(Graph, Vec<NodeId>)> {
-    let mut out = Graph::new();
-    let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
-    let mut origins: Vec<NodeId> = Vec::with_capacity(g.len());
-    for inp in g.inputs() {
-        let ty = g.try_node(inp.node)?.ty();
-        map[inp.node.index()] = Some(out.input(inp.name.clone(), ty.shape, ty.dtype));
-        origins.resize(out.len(), inp.node);
-    }
+    let (mut out, mut map, mut origins) = with_inputs(g)?;
     let live = g.live_nodes();
     for (i, node) in g.nodes().iter().enumerate() {
         if !live[i] || map[i].is_some() {
