@@ -5,6 +5,10 @@
 use rlx::prelude::*;
 use rlx::{autodiff, compile, Graph, TensorType};
 
+#[path = "../benches/common/device.rs"]
+mod device;
+use device::{batch_jacobian_device, device, device_jacobian_by_hand, jacobian_device};
+
 /// E(q, k) = k · Σ sin(q_i) q_i + Σ exp(k q_i) / 10
 #[differentiable]
 fn energy(q: &Tensor, k: f64) -> f64 {
@@ -285,6 +289,48 @@ fn hessian_of_a_scalar_function_matches_differences_of_the_gradient() {
         assert_close(hvq[i], want, 1e-12, "hvp");
     }
     assert_close(hvk, dot(&hkq, &vq) + hkk * vk, 1e-12, "hvp k");
+}
+
+/// The device's per-item Jacobians (one JVP per basis vector, seeds
+/// folded) equal each device's own `jacobian_`, central differences of the
+/// plain call (every device moved at once: no row reads another) and the
+/// analytic Jacobians.
+#[test]
+fn batch_jacobian_of_a_device_equals_per_device_jacobians_and_differences() {
+    let mut rng = Rng(16);
+    let n = 7;
+    let u: Vec<f64> = rng.vec(3 * n).iter().map(|v| 0.2 * v).collect();
+    let bj = batch_jacobian_device(&Tensor::from_slice(&u, [n, 3])).unwrap();
+    assert_eq!(bj.shape().dims(), &[n, 3, 3]);
+    let bj = vals(&bj);
+    for i in 0..n {
+        let one = jacobian_device(&Tensor::from_slice(&u[3 * i..3 * i + 3], [1, 3])).unwrap();
+        assert_eq!(one.shape().dims(), &[1, 3, 1, 3]);
+        for (k, want) in vals(&one).iter().enumerate() {
+            assert_close(bj[9 * i + k], *want, 1e-14, &format!("device {i} [{k}]"));
+        }
+    }
+    for k in 0..3 {
+        let moved = |h: f64| {
+            let mut v = u.clone();
+            for i in 0..n {
+                v[3 * i + k] += h;
+            }
+            vals(&device(&Tensor::from_slice(&v, [n, 3])))
+        };
+        let (p, m) = (moved(H), moved(-H));
+        for i in 0..n {
+            for r in 0..3 {
+                let fd = (p[3 * i + r] - m[3 * i + r]) / (2.0 * H);
+                assert_close(bj[9 * i + 3 * r + k], fd, FD_TOL, "central difference");
+            }
+        }
+    }
+    let mut hand = vec![0.0; 9 * n];
+    device_jacobian_by_hand(&u, &mut hand);
+    for (k, (g, w)) in bj.iter().zip(&hand).enumerate() {
+        assert_close(*g, *w, 1e-13, &format!("analytic [{k}]"));
+    }
 }
 
 #[test]

@@ -149,7 +149,10 @@ pub fn jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
 /// Costs one execution batched over as many basis vectors as one item has
 /// inputs (forward mode) or, when one item has fewer outputs than inputs,
 /// as many as it has outputs (reverse mode: a residual of 3 values from 15
-/// inputs takes 3 cotangents, not 15 tangents).
+/// inputs takes 3 cotangents, not 15 tangents). In forward mode, items of
+/// at most 8 inputs take one JVP per basis vector with the constant seed
+/// folded in, laid out item-first (see `per_basis_jvp`); the primal is
+/// still computed once.
 /// Outputs: the original outputs, then one block `[N, out..., in...]` per `wrt`.
 pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     const OP: &str = "batch_jacobian";
@@ -211,6 +214,19 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
             d.extend_from_slice(item.dims());
             blocks.push(r.reshape(tr, d)?);
         }
+    } else if m <= MAX_UNBATCHED_BASIS {
+        let jac = per_basis_jvp(&mut r, g, &nodes, o, &items, n)?; // [N, out_item..., m]
+        let mut off = 0;
+        for item in &items {
+            let k = item.numel();
+            let cols = r.slice(jac, os.rank(), off, k)?;
+            let mut d = os.dims().to_vec();
+            d.extend_from_slice(item.dims());
+            blocks.push(r.reshape(cols, d)?);
+            off += k;
+        }
+        set_outputs(&mut r, g, blocks);
+        return crate::passes::assemble_late(&finish(r)?);
     } else {
         let mut seeds = Vec::with_capacity(nodes.len());
         let mut off = 0;
@@ -240,6 +256,69 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     }
     set_outputs(&mut r, g, blocks);
     finish(r)
+}
+
+/// Items with at most this many inputs get their batched Jacobian from one
+/// JVP per basis vector (see [`per_basis_jvp`]) instead of one JVP batched
+/// over the basis: the graph grows with the item size, so larger items stay
+/// batched.
+const MAX_UNBATCHED_BASIS: usize = 8;
+
+/// The per-item Jacobians of `g`'s node `o` (`[N, out_item...]`) with
+/// respect to `nodes` (`[N, in_item...]`, `items` their item shapes), as
+/// one `[N, out_item..., m]` node of `r` (`m` the total item size): one
+/// JVP per basis vector, each seeded with its constant unit vector
+/// broadcast over the batch.
+///
+/// The seeds being constants, the cleanup folds them away: the tangent of
+/// input element `k` under basis vector `j` is 1 or 0, so products with it
+/// become the other factor or vanish, and a tangent that is zero for a
+/// basis vector costs nothing there (the batched JVP instead multiplies
+/// whole `[m, N, ...]` tangents by `[m, 1, ...]` columns of the basis).
+/// The values are the batched JVP's, operation for operation with its
+/// products by 1 and sums with 0 left out. Each piece is laid out
+/// item-first, so the result is written contiguously per item, and the
+/// primal nodes are shared by all pieces (CSE).
+fn per_basis_jvp(
+    r: &mut Graph,
+    g: &Graph,
+    nodes: &[NodeId],
+    o: NodeId,
+    items: &[Shape],
+    n: usize,
+) -> Result<NodeId> {
+    let mut t = g.clone();
+    let tans = add_like_inputs(&mut t, g, nodes, "tangent");
+    let dots = jvp_nodes(&mut t, nodes, &tans, &[o])?;
+    t.set_outputs(dots);
+    let m: usize = items.iter().map(Shape::numel).sum();
+    let mut col = g.shape(o).dims().to_vec();
+    col.push(1);
+    let mut pieces = Vec::with_capacity(m);
+    for j in 0..m {
+        let mut args = r.input_ids()[..g.inputs().len()].to_vec();
+        let mut off = 0;
+        for (&w, item) in nodes.iter().zip(items) {
+            let k = item.numel();
+            let mut v = vec![0.0; k];
+            if (off..off + k).contains(&j) {
+                v[j - off] = 1.0;
+            }
+            let mut one = vec![1];
+            one.extend_from_slice(item.dims());
+            let e = r.constant(Literal::F64(v.into()), one, g.dtype(w))?;
+            let mut full = vec![n];
+            full.extend_from_slice(item.dims());
+            args.push(r.broadcast(e, full)?);
+            off += k;
+        }
+        let y = r.inline(&t, &args)?[0];
+        pieces.push(r.reshape(y, col.clone())?);
+    }
+    Ok(match pieces.as_slice() {
+        [one] => *one,
+        _ => r.concat(&pieces, col.len() - 1)?,
+    })
 }
 
 // ---- cores shared by the public transforms ----

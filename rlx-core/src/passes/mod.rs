@@ -23,6 +23,10 @@
 //!   on the unbroadcast operands);
 //! - [`dce`]: dead-code elimination.
 //!
+//! [`assemble_late`] (concatenations, reshapes and transposes as late as
+//! their users allow) is not part of [`optimize`]: `batch_jacobian` calls
+//! it last, on the Jacobian it assembles from one piece per basis vector.
+//!
 //! [`strip_stop_gradient`] is not part of [`optimize`]: autodiff needs
 //! `stop_gradient` nodes, execution does not.
 //!
@@ -31,6 +35,7 @@
 //! *origin*, the node of the argument it was made for, so that a message
 //! about an optimised graph can name the node the caller built.
 
+mod assemble_late;
 pub mod fold;
 pub mod reroll;
 pub mod simplify;
@@ -40,6 +45,7 @@ use rustc_hash::FxHashMap;
 
 use crate::{BinaryOp, CmpOp, DType, Graph, Node, NodeId, Op, Result, Shape};
 
+pub use assemble_late::assemble_late;
 pub use fold::fold_constants;
 pub use reroll::reroll;
 pub use simplify::simplify;
@@ -226,6 +232,21 @@ pub(crate) fn copy(out: &mut Graph, node: &Node, args: &[NodeId]) -> NodeId {
     })
 }
 
+/// A new graph declaring `g`'s inputs, the map from `g`'s nodes to it
+/// (set for the inputs) and the origins of its nodes so far.
+#[allow(clippy::type_complexity)]
+fn with_inputs(g: &Graph) -> Result<(Graph, Vec<Option<NodeId>>, Vec<NodeId>)> {
+    let mut out = Graph::new();
+    let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
+    let mut origins: Vec<NodeId> = Vec::with_capacity(g.len());
+    for inp in g.inputs() {
+        let ty = g.try_node(inp.node)?.ty();
+        map[inp.node.index()] = Some(out.input(inp.name.clone(), ty.shape, ty.dtype));
+        origins.resize(out.len(), inp.node);
+    }
+    Ok((out, map, origins))
+}
+
 /// The driver every pass uses: declares `g`'s inputs in a new graph, then
 /// visits the live non-input nodes of `g` in order, calling `f(out, node,
 /// mapped_operands)` which returns the node of `out` that replaces `node`
@@ -240,14 +261,7 @@ pub(crate) fn rewrite(
     g: &Graph,
     mut f: impl FnMut(&mut Graph, &Node, &[NodeId]) -> Result<NodeId>,
 ) -> Result<(Graph, Vec<NodeId>)> {
-    let mut out = Graph::new();
-    let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
-    let mut origins: Vec<NodeId> = Vec::with_capacity(g.len());
-    for inp in g.inputs() {
-        let ty = g.try_node(inp.node)?.ty();
-        map[inp.node.index()] = Some(out.input(inp.name.clone(), ty.shape, ty.dtype));
-        origins.resize(out.len(), inp.node);
-    }
+    let (mut out, mut map, mut origins) = with_inputs(g)?;
     let live = g.live_nodes();
     for (i, node) in g.nodes().iter().enumerate() {
         if !live[i] || map[i].is_some() {

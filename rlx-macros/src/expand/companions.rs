@@ -334,7 +334,7 @@ impl<'a> Ctx<'a> {
                 "BatchJacobian",
                 vec![],
                 jac_ty,
-                true,
+                false, // the plan returns the blocks alone
                 Box::new(jac),
             ),
         ]

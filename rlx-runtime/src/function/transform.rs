@@ -25,7 +25,8 @@ pub enum Transform {
     Hessian,
     /// Hessian-vector product (`hvp_*`): one vector per differentiated input.
     Hvp,
-    /// Per-item Jacobians of a batched function (`batch_jacobian_*`).
+    /// Per-item Jacobians of a batched function (`batch_jacobian_*`): its
+    /// plan returns the blocks alone, not the function's outputs.
     BatchJacobian,
     /// Sparse Jacobian values alone (`sparse_jacobian_*`; see [`crate::sparse`]).
     SparseJacobian,
@@ -98,7 +99,13 @@ impl Transform {
             Transform::Jacobian => dense(autodiff::jacobian(g, wrt)),
             Transform::Hessian => dense(autodiff::hessian(g, wrt)),
             Transform::Hvp => dense(autodiff::hvp(g, wrt)),
-            Transform::BatchJacobian => dense(autodiff::batch_jacobian(g, wrt)),
+            Transform::BatchJacobian => {
+                // The companion returns the blocks alone: the function's
+                // own outputs, and what only they need, are not computed.
+                let mut j = autodiff::batch_jacobian(g, wrt)?;
+                j.set_outputs(j.outputs()[g.outputs().len()..].to_vec());
+                Ok((rlx_core::passes::dce(&j)?, None))
+            }
             Transform::SparseJacobian => values_only(sparse_jacobian(g, wrt, None)),
             Transform::ValueAndSparseJacobian => sparse(sparse_jacobian(g, wrt, None)),
             Transform::SparseHessian => values_only(sparse_hessian(g, wrt)),

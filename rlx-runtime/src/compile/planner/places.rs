@@ -2,7 +2,8 @@
 //!
 //! A value whose only user is a `Concat` (as one of its operands) or a
 //! copied `Transpose` (besides, for a member of a fused loop, other members
-//! of the same loop), and which is not a graph output, need not exist on
+//! of the same loop), directly or through a `Reshape` that only adds or
+//! drops unit axes, and which is not a graph output, need not exist on
 //! its own: the fused loop computing it (or, for a concat or transpose,
 //! the copies making it) writes each element straight to where the user
 //! keeps it, through strides. Chains compose: the pieces of a concat that
@@ -58,35 +59,85 @@ pub(super) fn places(
         let u = u as usize;
         let un = &nodes[u];
         let once = un.inputs.iter().filter(|p| p.index() == v).count() == 1;
-        if is_output[v] || !once || !copied(u) || !(computed_in_loop || copied(v)) {
+        if places[v].is_some() || is_output[v] || !once || !copied(u) {
             continue;
         }
-        let dest = dest(&places, g, u);
-        places[v] = Some(match &un.op {
-            Op::Concat { axis } => {
-                let before: usize = un
-                    .inputs
-                    .iter()
-                    .take_while(|p| p.index() != v)
-                    .map(|p| nodes[p.index()].shape.dim(*axis))
-                    .sum();
-                Place {
-                    off: dest.off + before * dest.strides[*axis],
-                    ..dest
-                }
+        if matches!(nodes[v].op, Op::Reshape { .. }) {
+            // A reshape adding or dropping unit axes, whose operand is
+            // written by a loop or copy and read by it alone: the operand
+            // is written where the reshape is placed.
+            let x = nodes[v].inputs[0].index();
+            let only_reshape = users[x].iter().all(|&w| {
+                w as usize == v || (group[x].is_some() && !sink[x] && group[w as usize] == group[x])
+            });
+            let in_loop = group[x].is_some() && !sink[x] && nodes[x].shape.rank() > 0;
+            let strides = unit_axes_only(nodes[x].shape.dims(), nodes[v].shape.dims());
+            if let (true, false, true, Some(map)) =
+                (only_reshape, is_output[x], in_loop || copied(x), strides)
+            {
+                let here = placed_in(&places, g, v, u);
+                places[x] = Some(Place {
+                    strides: map
+                        .iter()
+                        .map(|k| k.map_or(0, |k| here.strides[k]))
+                        .collect(),
+                    ..here.clone()
+                });
+                places[v] = Some(here);
             }
-            Op::Transpose { perm } => {
-                // Output axis d reads operand axis perm[d].
-                let mut strides = vec![0; perm.len()];
-                for (d, &a) in perm.iter().enumerate() {
-                    strides[a] = dest.strides[d];
-                }
-                Place { strides, ..dest }
-            }
-            _ => unreachable!("values are placed in concats and transposes only"),
-        });
+            continue;
+        }
+        if !(computed_in_loop || copied(v)) {
+            continue;
+        }
+        places[v] = Some(placed_in(&places, g, v, u));
     }
     places
+}
+
+/// For `from` and `to` equal once their unit axes are dropped: for each
+/// axis of `from`, the axis of `to` of the same extent (`None` for unit
+/// axes); else `None`.
+fn unit_axes_only(from: &[usize], to: &[usize]) -> Option<Vec<Option<usize>>> {
+    let mut big = (0..to.len()).filter(|&k| to[k] != 1);
+    let map: Vec<Option<usize>> = from
+        .iter()
+        .map(|&d| match d {
+            1 => Some(None),
+            _ => big.next().filter(|&k| to[k] == d).map(Some),
+        })
+        .collect::<Option<_>>()?;
+    big.next().is_none().then_some(map)
+}
+
+/// Where value `v` lives inside its user `u` (a concat or transpose).
+fn placed_in(places: &[Option<Place>], g: &Graph, v: usize, u: usize) -> Place {
+    let nodes = g.nodes();
+    let un = &nodes[u];
+    let dest = dest(places, g, u);
+    match &un.op {
+        Op::Concat { axis } => {
+            let before: usize = un
+                .inputs
+                .iter()
+                .take_while(|p| p.index() != v)
+                .map(|p| nodes[p.index()].shape.dim(*axis))
+                .sum();
+            Place {
+                off: dest.off + before * dest.strides[*axis],
+                ..dest
+            }
+        }
+        Op::Transpose { perm } => {
+            // Output axis d reads operand axis perm[d].
+            let mut strides = vec![0; perm.len()];
+            for (d, &a) in perm.iter().enumerate() {
+                strides[a] = dest.strides[d];
+            }
+            Place { strides, ..dest }
+        }
+        _ => unreachable!("values are placed in concats and transposes only"),
+    }
 }
 
 /// Where node `i` is written: its place, or its own buffer.
