@@ -130,14 +130,21 @@ fn ten_observations_run_as_one_scalar_region_equal_to_the_general_plan() {
         .unwrap();
         let stats = exe.stats();
         assert_eq!(stats.small_regions, 1, "{stats:?}");
-        assert_eq!(stats.steps, 2, "the region and the Jacobian's assembly: {stats:?}");
+        assert_eq!(
+            stats.steps, 2,
+            "the region and the Jacobian's assembly: {stats:?}"
+        );
         let got = exe.run(&[&x]).unwrap();
         assert_eq!(got.len(), want.len());
         for (k, (a, b)) in got.iter().zip(&want).enumerate() {
             assert_eq!(a.shape(), b.shape(), "output {k}");
             let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
             for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-                assert_eq!(p.to_bits(), q.to_bits(), "jit {jit}, output {k}[{i}]: {p} vs {q}");
+                assert_eq!(
+                    p.to_bits(),
+                    q.to_bits(),
+                    "jit {jit}, output {k}[{i}]: {p} vs {q}"
+                );
             }
         }
     }
