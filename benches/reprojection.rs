@@ -13,7 +13,10 @@
 //!   of a call shows (target ≤ 10 µs).
 //!
 //! Each group first checks the rlx Jacobian against the hand-written one
-//! and prints the cold cost (trace, transform, compile, first run) once.
+//! and prints the cold cost (trace, transform, compile, first run) once,
+//! then the fastest of 30 batches of each of the four, taken in turn
+//! (criterion's means wander on a loaded machine; the fastest batch of
+//! runs interleaved in one process gives stable ratios).
 //! Threads: `RLX_NUM_THREADS` (default: every core).
 //!
 //! Run: `cargo bench --bench reprojection -- --warm-up-time 1 --measurement-time 3`
@@ -49,6 +52,24 @@ fn group(c: &mut Criterion, n: usize) {
         );
     }
     let mut res = vec![0.0; n * OUTPUTS];
+    let fastest = fastest_of_batches(&mut [
+        &mut || {
+            drop(black_box(
+                batch_jacobian_reprojection(black_box(&xt)).unwrap(),
+            ))
+        },
+        &mut || drop(black_box(reprojection(black_box(&xt)))),
+        &mut || jacobians_by_hand(black_box(&x), black_box(&mut jac)),
+        &mut || residuals_by_hand(black_box(&x), black_box(&mut res)),
+    ]);
+    let [jac_rlx, obj_rlx, jac_hand, obj_hand] = fastest.map(|t| t * 1e6);
+    println!(
+        "reprojection N = {n}, fastest batch (µs a call): rlx batch_jacobian_ {jac_rlx:.2}, \
+         rlx objective {obj_rlx:.2} ({:.2}x), hand-written forward mode {jac_hand:.2} ({:.2}x), \
+         hand-written objective {obj_hand:.2}",
+        jac_rlx / obj_rlx,
+        jac_rlx / jac_hand
+    );
     let mut grp = c.benchmark_group(format!("reprojection_{n}"));
     grp.bench_function("rlx batch_jacobian_", |b| {
         b.iter(|| batch_jacobian_reprojection(black_box(&xt)).unwrap())
@@ -61,6 +82,30 @@ fn group(c: &mut Criterion, n: usize) {
         b.iter(|| residuals_by_hand(black_box(&x), &mut res))
     });
     grp.finish();
+}
+
+/// Seconds a call of each of `fs`: the fastest of 30 batches (of as many
+/// calls as take about 2 ms), the functions taking turns batch by batch.
+fn fastest_of_batches<const K: usize>(fs: &mut [&mut dyn FnMut(); K]) -> [f64; K] {
+    let calls: Vec<u32> = fs
+        .iter_mut()
+        .map(|f| {
+            let t = Instant::now();
+            f();
+            (2e-3 / t.elapsed().as_secs_f64().max(1e-9)).clamp(1.0, 10_000.0) as u32
+        })
+        .collect();
+    let mut best = [f64::INFINITY; K];
+    for _ in 0..30 {
+        for (k, f) in fs.iter_mut().enumerate() {
+            let t = Instant::now();
+            for _ in 0..calls[k] {
+                f();
+            }
+            best[k] = best[k].min(t.elapsed().as_secs_f64() / calls[k] as f64);
+        }
+    }
+    best
 }
 
 fn large(c: &mut Criterion) {

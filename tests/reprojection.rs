@@ -7,10 +7,11 @@
 mod reprojection;
 
 use reprojection::{
-    batch_jacobian_reprojection, jacobians_by_hand, observations, reprojection, residual,
-    residuals_by_hand, INPUTS, OUTPUTS,
+    batch_jacobian_reprojection, graph_reprojection, jacobians_by_hand, observations, reprojection,
+    residual, residuals_by_hand, INPUTS, OUTPUTS,
 };
 use rlx::prelude::*;
+use rlx::runtime::compile::{compile_with, Options};
 
 fn assert_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
@@ -95,5 +96,56 @@ fn one_observation_and_a_large_batch_agree_row_by_row() {
         .unwrap();
         let m = OUTPUTS * INPUTS;
         assert_close("row", &all[i * m..(i + 1) * m], &one, 1e-14);
+    }
+}
+
+#[test]
+fn ten_observations_run_as_one_scalar_region_equal_to_the_general_plan() {
+    // At 10 observations every value but the Jacobian's assembly has at
+    // most 30 elements: one region of small values, lowered element by
+    // element, one connected component per observation (the region's code
+    // computes one observation after another). Same bits as the general
+    // plan of fused loops, with and without native code.
+    let n = 10;
+    let x = Tensor::from_slice(&problem(n), [n, INPUTS]);
+    let g = rlx::autodiff::batch_jacobian(&graph_reprojection(&x).unwrap(), &[0]).unwrap();
+    let general = compile_with(
+        &g,
+        &Options {
+            scalarize: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(general.stats().small_regions, 0);
+    let want = general.run(&[&x]).unwrap();
+    for jit in [true, false] {
+        let exe = compile_with(
+            &g,
+            &Options {
+                jit,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let stats = exe.stats();
+        assert_eq!(stats.small_regions, 1, "{stats:?}");
+        assert_eq!(
+            stats.steps, 2,
+            "the region and the Jacobian's assembly: {stats:?}"
+        );
+        let got = exe.run(&[&x]).unwrap();
+        assert_eq!(got.len(), want.len());
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(a.shape(), b.shape(), "output {k}");
+            let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
+            for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(
+                    p.to_bits(),
+                    q.to_bits(),
+                    "jit {jit}, output {k}[{i}]: {p} vs {q}"
+                );
+            }
+        }
     }
 }

@@ -218,6 +218,26 @@ impl Layout {
     }
 }
 
+/// Regions longer than this many instructions are register-allocated in
+/// one pass (see [`regalloc`]).
+const ONE_PASS_REGALLOC: usize = 2 * CHUNK;
+
+/// Cranelift's register allocator for a region of `len` instructions.
+/// The backtracking allocator gives the faster code, but its time grows
+/// quickly with the number of values live across the calls a region
+/// makes (each call clobbers every float register). On the 3550
+/// instructions (20 calls) of the 10-observation reprojection Jacobian it
+/// took 30-60 ms against 5 ms for the single-pass allocator, whose code
+/// ran 20% slower (3.75 µs against 3.13 µs a call): tens of thousands of
+/// calls to pay back. Short regions keep the better code.
+fn regalloc(len: usize) -> &'static str {
+    if len > ONE_PASS_REGALLOC {
+        "single_pass"
+    } else {
+        "backtracking"
+    }
+}
+
 /// `code` with every [`ACC`] operand replaced by the register it stands for
 /// (the destination of the previous instruction that has one).
 fn resolve_accumulator(code: &[SInstr]) -> Vec<SInstr> {
@@ -272,7 +292,14 @@ pub(crate) fn compile(
     let mut flags = settings::builder();
     flags.set("use_colocated_libcalls", "false").ok()?;
     flags.set("is_pic", "false").ok()?;
-    flags.set("opt_level", "speed").ok()?;
+    // Our passes already eliminated common subexpressions and folded
+    // constants per element, so Cranelift's e-graph optimiser found nothing
+    // to gain (the 10-observation reprojection Jacobian ran as fast
+    // without it: 3.13 against 3.2 µs) at a large part of the compile
+    // time (without it, a half with the backtracking register allocator,
+    // a seventh with the single-pass one).
+    flags.set("opt_level", "none").ok()?;
+    flags.set("regalloc_algorithm", regalloc(code.len())).ok()?;
     // Cranelift's IR verifier re-checks the IR built here: a debugging aid
     // that was about a quarter of Cranelift's instructions on first calls.
     // Debug builds (and so the test suite) keep it; optimised builds skip it.

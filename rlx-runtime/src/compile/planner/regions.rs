@@ -340,7 +340,7 @@ impl Builder<'_> {
         let mut targets = Vec::new();
         let mut reads = Vec::new();
         let mut next = 0u32;
-        for &m in &gr.members {
+        for m in by_component(self.g, &gr.members) {
             let n = &nodes[m as usize];
             for p in &n.inputs {
                 if reg_of.contains_key(&p.0) {
@@ -421,6 +421,47 @@ impl Builder<'_> {
         });
         Ok(())
     }
+}
+
+/// `members` (in topological order) reordered one connected component
+/// after another, each in its own order: still a topological order, since
+/// a member's operands inside the group are in its component, before it.
+///
+/// A scalarised graph of independent items (a batched function: one
+/// component per row) then computes one item at a time instead of one op
+/// over every item at a time. Far fewer values are live at once, which
+/// is what native code's register allocation pays for, above all across
+/// the calls a region makes (each clobbers every float register): the
+/// 10-observation reprojection objective (870 instructions, 20 calls)
+/// compiled in 3 ms instead of 23-33 ms, its Jacobian (3550 instructions)
+/// in about 80 ms instead of 120-150 ms (both with the backtracking
+/// allocator, loaded machine). Each value is still computed by the same
+/// instruction from the same operands (same bits).
+fn by_component(g: &rlx_core::Graph, members: &[u32]) -> Vec<u32> {
+    let at: HashMap<u32, usize> = members.iter().enumerate().map(|(k, &m)| (m, k)).collect();
+    // Union-find over members, linked through operands that are members.
+    let mut parent: Vec<usize> = (0..members.len()).collect();
+    fn find(parent: &mut [usize], mut k: usize) -> usize {
+        while parent[k] != k {
+            parent[k] = parent[parent[k]];
+            k = parent[k];
+        }
+        k
+    }
+    for (k, &m) in members.iter().enumerate() {
+        for p in &g.node(rlx_core::NodeId(m)).inputs {
+            if let Some(&j) = at.get(&p.0) {
+                let (a, b) = (find(&mut parent, k), find(&mut parent, j));
+                // The root is the component's first member.
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    let mut order: Vec<(usize, usize)> = (0..members.len())
+        .map(|k| (find(&mut parent, k), k))
+        .collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, k)| members[k]).collect()
 }
 
 /// The op of a member of an element-wise group, as both kinds of region
