@@ -36,6 +36,14 @@ fn numbers_as_args(values: &[f64], f32s: u64) -> Vec<Arg<'static>> {
     values.iter().enumerate().map(arg).collect()
 }
 
+/// The arguments of [`Function::run_numbers`], for its general path.
+struct Numbers<'a> {
+    args: &'a [f64],
+    arg_f32s: u64,
+    extras: &'a [f64],
+    extra_f32s: u64,
+}
+
 impl Function {
     /// [`Function::run`] for arguments that are all numbers and a
     /// transformed graph whose outputs are all 0-d `f32`/`f64` and which
@@ -94,24 +102,32 @@ impl Function {
         {
             return Ok(true);
         }
-        self.run_numbers_general(t, args, arg_f32s, extras, extra_f32s, statics, tracer, out)
+        let numbers = Numbers {
+            args,
+            arg_f32s,
+            extras,
+            extra_f32s,
+        };
+        self.run_numbers_general(t, &numbers, statics, tracer, out)
     }
 
     /// [`Function::run_numbers`] through the plan cache (what the pinned
     /// entry does not serve).
-    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn run_numbers_general<S: StaticArg>(
         &self,
         t: Transform,
-        args: &[f64],
-        arg_f32s: u64,
-        extras: &[f64],
-        extra_f32s: u64,
+        numbers: &Numbers<'_>,
         statics: &S,
         tracer: Tracer<S>,
         out: &mut [f64],
     ) -> Result<bool> {
+        let &Numbers {
+            args,
+            arg_f32s,
+            extras,
+            extra_f32s,
+        } = numbers;
         let n = args.len();
         if n != self.params.len() {
             return Err(self.count_mismatch(n));
