@@ -189,6 +189,69 @@ fn warm_companions_allocate_one_buffer_per_small_result() {
 }
 
 #[test]
+fn a_warm_jacobian_builds_only_the_jacobian() {
+    // `jacobian_` does not return the function's `[2]` value: it is
+    // computed with the Jacobian but never built as a tensor.
+    let y = Tensor::from_slice(&[2.0, 0.0], [2]);
+    let yp = Tensor::from_slice(&[2.0, 0.1], [2]);
+    let call = || drop(jacobian_residual(&y, &yp, 1e-3).unwrap());
+    call();
+    assert_eq!(allocations(call), 1, "warm jacobian_ of a [2] -> [2] map");
+    // Its values are the general plan's.
+    let g = graph_residual(&y, &yp, 1e-3).unwrap();
+    let exe = general(&autodiff::jacobian(&g, &[0]).unwrap());
+    let want = exe.run(&[&y, &yp, &Tensor::scalar(1e-3)]).unwrap();
+    let j = jacobian_residual(&y, &yp, 1e-3).unwrap();
+    same(&values(&want[1]), &values(&j), "jacobian_");
+    assert_eq!(j.shape().dims(), &[2, 2]);
+}
+
+#[test]
+fn new_signatures_after_warm_hits_take_their_own_plans() {
+    // One tensor argument: an `f64` one is read in place by the native
+    // code; the others (`f32`, other shapes) are copied. Each signature,
+    // cold and warm, in an order that changes it after every warm hit,
+    // gives the bits of its general plan.
+    let xs: Vec<f64> = (0..8).map(|i| 0.3 * i as f64 - 1.0).collect();
+    let x32: Vec<f32> = xs.iter().map(|&v| v as f32).collect();
+    let cases = [
+        Tensor::from_slice(&xs, [8]),
+        Tensor::from_slice(&xs[..5], [5]),
+        Tensor::from_slice(&x32, [8]),
+        Tensor::from_slice(&xs, [2, 4]),
+        Tensor::from_slice(&xs, [8]),
+    ];
+    for x in &cases {
+        let g = graph_wide(x).unwrap();
+        let exe = general(&autodiff::value_and_grad(&g, &[0]).unwrap());
+        let want = exe.run(&[x]).unwrap();
+        for _ in 0..2 {
+            let (v, gx) = value_and_grad_wide(x).unwrap();
+            same(&values(&want[0]), &values(&v), "value_and_grad_: value");
+            same(&values(&want[1]), &values(&gx), "value_and_grad_: gradient");
+            assert_eq!(gx.dtype(), x.dtype());
+            assert_eq!(gx.shape(), x.shape());
+            same(&values(&want[1]), &values(&grad_wide(x).unwrap()), "grad_");
+            same(&values(&want[0]), &values(&wide(x)), "plain call");
+        }
+    }
+    // A bad signature after a warm hit: the same error every time, and
+    // the warm signature still works afterwards.
+    let y = Tensor::from_slice(&[2.0, 0.0], [2]);
+    let warm = jacobian_residual(&y, &y, 0.1).unwrap();
+    let bad = Tensor::from_slice(&[1.0, 2.0, 3.0], [3]);
+    let e1 = jacobian_residual(&bad, &y, 0.1).unwrap_err().to_string();
+    let e2 = jacobian_residual(&bad, &y, 0.1).unwrap_err().to_string();
+    assert_eq!(e1, e2);
+    assert!(e1.contains("[3]") && e1.contains("[2]"), "{e1}");
+    same(
+        &values(&warm),
+        &values(&jacobian_residual(&y, &y, 0.1).unwrap()),
+        "after an error",
+    );
+}
+
+#[test]
 fn a_warm_run_into_of_a_companion_plan_allocates_nothing() {
     let p = Tensor::from_slice(&[0.0, 0.0, 1.1, 0.1, 0.4, 1.2], [6]);
     let g = graph_lj(&p, 5.0).unwrap();

@@ -74,12 +74,21 @@ impl Tensor {
     /// A concrete tensor; the caller vouches that the sizes agree.
     #[inline]
     pub(crate) fn concrete(storage: Storage, shape: Shape) -> Tensor {
+        Tensor::concrete_in(storage, shape, context::current_id())
+    }
+
+    /// [`Tensor::concrete`] created in the trace `origin`, which the caller
+    /// read from [`context::current_id`] (once for all the results of a
+    /// call: the read is a thread-local access).
+    #[inline]
+    pub(crate) fn concrete_in(storage: Storage, shape: Shape, origin: u64) -> Tensor {
         debug_assert_eq!(storage.len(), shape.numel());
+        debug_assert_eq!(origin, context::current_id());
         Tensor {
             repr: Repr::Concrete(Concrete {
                 storage: Buffer::new(storage),
                 shape,
-                origin: context::current_id(),
+                origin,
             }),
         }
     }

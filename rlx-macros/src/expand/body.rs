@@ -105,11 +105,19 @@ impl Bodies {
         }
     }
 
-    /// Runs transform `transform` on `args` and `extras` into `__rlx_it`.
-    fn run(&self, transform: &str, args: &[TokenStream], extras: &[TokenStream]) -> TokenStream {
+    /// Runs transform `transform` on `args` and `extras` into `__rlx_it`,
+    /// leaving out the function's own outputs when `skip`.
+    fn run(
+        &self,
+        transform: &str,
+        args: &[TokenStream],
+        extras: &[TokenStream],
+        skip: bool,
+    ) -> TokenStream {
         let (fn_ident, trace_ident, statics_val) =
             (&self.fn_ident, &self.trace_ident, &self.statics_val);
         let t = Ident::new(transform, Span::call_site());
+        let skip = if skip { self.n_out } else { 0 };
         quote! {
             let mut __rlx_outs = ::rlx::__private::Values::new();
             #fn_ident().run_to(
@@ -118,6 +126,7 @@ impl Bodies {
                 &[#(#extras),*],
                 &#statics_val,
                 #trace_ident,
+                #skip,
                 &mut __rlx_outs,
             )?;
             #[allow(unused_mut)]
@@ -197,9 +206,9 @@ impl Bodies {
         // The generic plain call of a function with float parameters.
         let generic = kind.is_some();
         let run = if generic {
-            self.run(transform, &self.generic_args, &extra_args)
+            self.run(transform, &self.generic_args, &extra_args, skip)
         } else {
-            self.run(transform, &self.args, &extra_args)
+            self.run(transform, &self.args, &extra_args, skip)
         };
         let general = build(&Taker::new(Read::Values, kind.clone()));
         let tk = Taker::new(Read::Numbers, kind.clone());
@@ -252,7 +261,6 @@ impl Bodies {
             #fast
             ::rlx::__private::#wrap(|| -> ::rlx::Result<#ret> {
                 #run
-                #skip_it
                 ::core::result::Result::Ok(#general)
             })
         }

@@ -137,6 +137,21 @@ impl Native {
         self.stores
     }
 
+    /// Runs the code on exactly its leaves `ins` and its targets `outs`
+    /// when it is one function with no spill buffer (the code of a small
+    /// program); `false`, running nothing, otherwise. The warm call of a
+    /// function of a few numbers is this call and little else.
+    #[inline]
+    pub(crate) fn call_whole(&self, ins: &[f64], outs: &mut [f64]) -> bool {
+        match &*self.funcs {
+            [f] if self.spill == 0 && ins.len() == self.loads && outs.len() == self.stores => {
+                f(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut());
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Runs the code on `ins` (the leaves) and `outs` (one slot per target).
     #[inline]
     pub(crate) fn call(&self, ins: &[f64], outs: &mut [f64]) {

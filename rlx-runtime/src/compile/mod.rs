@@ -111,6 +111,11 @@ pub struct Executable {
     /// results ([`crate::set_debug_nans`]; `None` for the executables a
     /// plan builds for itself).
     source: Option<Arc<Graph>>,
+    /// The native code of a plan that is one scalar program reading its
+    /// inputs and writing its `F64` outputs in order, in one function
+    /// (see [`Executable::run_direct`]).
+    #[cfg(feature = "jit")]
+    direct: Option<Arc<jit::Native>>,
 }
 
 /// Compiles `g`: inlines custom ops, optimises, plans the schedule and buffers.
@@ -183,12 +188,40 @@ impl Executable {
         let first = Box::new(exec::State::new(&plan)?);
         let mut pool = Vec::with_capacity(POOL);
         pool.push(first);
+        #[cfg(feature = "jit")]
+        let direct = match (&plan.scalar_program, plan.steps.first().map(|s| &s.kind)) {
+            (Some(prog), Some(plan::StepKind::Scalar(region)))
+                if prog.loads_are_inputs && prog.stores_are_outputs =>
+            {
+                region.native.clone()
+            }
+            _ => None,
+        };
         Ok(Executable {
             plan,
             pool: Mutex::new(pool),
             small: None,
             source: None,
+            #[cfg(feature = "jit")]
+            direct,
         })
+    }
+
+    /// Runs a plan that is one scalar program compiled to one native
+    /// function reading its inputs and writing its `F64` outputs in order
+    /// (a function of a few `f64`s): `ins` one number per input, `out` one
+    /// per output. Returns `false`, running nothing, for any other plan or
+    /// other lengths; the caller then takes [`Executable::run_scalar_into`].
+    /// The results are those of `run_scalar_into`, bit for bit (the same
+    /// code runs).
+    #[inline]
+    pub(crate) fn run_direct(&self, ins: &[f64], out: &mut [f64]) -> bool {
+        #[cfg(feature = "jit")]
+        if let Some(n) = &self.direct {
+            return n.call_whole(ins, out);
+        }
+        let _ = (ins, out);
+        false
     }
 
     /// Declared input types, in order.
@@ -328,7 +361,7 @@ impl Executable {
     /// ```
     pub fn run_args(&self, args: &[Arg<'_>]) -> Result<Vec<Value>> {
         let mut values = Values::new();
-        self.run_arg_lists(args, &[], true, &mut values)?;
+        self.run_arg_lists(args, &[], true, 0, &mut values)?;
         self.check_finite(args, &values)?;
         Ok(values.into_vec())
     }
@@ -339,12 +372,14 @@ impl Executable {
     /// returned: the list is a few hundred bytes, copied at every return).
     /// With `check_types` false the caller has already checked the
     /// arguments' count, shapes and dtypes (traced tensors are still
-    /// refused).
+    /// refused). The first `skip` outputs are left out of `values` (a
+    /// scalarised plan does not even build them).
     pub(crate) fn run_arg_lists(
         &self,
         head: &[Arg<'_>],
         tail: &[Arg<'_>],
         check_types: bool,
+        skip: usize,
         values: &mut Values,
     ) -> Result<()> {
         if check_types {
@@ -355,9 +390,18 @@ impl Executable {
             }
         }
         if let Some(s) = &self.small {
-            let args = head.iter().chain(tail).copied();
-            return s.run_args(args, &self.plan.output_types, values);
+            s.run_args(head, tail, &self.plan.output_types, skip, values);
+            return Ok(());
         }
+        let start = values.len();
+        self.push_results(head, tail, values)?;
+        let skip = skip.min(values.len() - start);
+        values.drain(start..start + skip);
+        Ok(())
+    }
+
+    /// [`Executable::run_arg_lists`] of a plan that is not scalarised.
+    fn push_results(&self, head: &[Arg<'_>], tail: &[Arg<'_>], values: &mut Values) -> Result<()> {
         if self.run_scalar_program(head, tail, values) {
             return Ok(());
         }

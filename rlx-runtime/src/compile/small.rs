@@ -17,6 +17,7 @@ use super::options::Options;
 use super::plan::{PlanStats, StepKind};
 use super::scalar::{self, NumberIo};
 use super::{optimize, planner, Executable};
+use crate::context::current_id;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::{is_number, Arg, Value, Values};
@@ -35,13 +36,62 @@ enum Source {
     Const(f64),
 }
 
+/// The outputs of a scalarised plan from the element program's results:
+/// the constants are copied in one block from `template`, then each
+/// computed or input element is put at its place. (A symmetric Hessian
+/// has many constant and repeated entries: one `match` per output element
+/// was most of a warm `hessian_` call at n = 10.)
+#[derive(Debug)]
+struct Fill {
+    /// Every output element: its constant, or 0 where it is computed or an input.
+    template: Box<[f64]>,
+    /// `(output element, program result)` pairs.
+    computed: Box<[(u32, u32)]>,
+    /// `(output element, input element)` pairs.
+    inputs: Box<[(u32, u32)]>,
+}
+
+impl Fill {
+    fn new(sources: &[Source]) -> Fill {
+        let mut template = vec![0.0; sources.len()];
+        let (mut computed, mut inputs) = (Vec::new(), Vec::new());
+        for (o, s) in sources.iter().enumerate() {
+            match *s {
+                Source::Computed(k) => computed.push((o as u32, k)),
+                Source::Input(k) => inputs.push((o as u32, k)),
+                Source::Const(v) => template[o] = v,
+            }
+        }
+        Fill {
+            template: template.into(),
+            computed: computed.into(),
+            inputs: inputs.into(),
+        }
+    }
+
+    /// Writes every output element into `out` from the program's
+    /// `computed` results and the flat inputs `ins`.
+    #[inline]
+    fn run(&self, ins: &[f64], computed: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(&self.template);
+        for &(o, k) in &*self.computed {
+            out[o as usize] = computed[k as usize];
+        }
+        for &(o, k) in &*self.inputs {
+            out[o as usize] = ins[k as usize];
+        }
+    }
+}
+
 /// A scalarised plan (see the module docs).
 #[derive(Debug)]
 pub(crate) struct Small {
     /// The element graph's executable; `None` when no output element is
     /// computed (all are inputs or constants).
     exe: Option<Executable>,
-    sources: Vec<Source>,
+    /// How the outputs are filled when they are not the program's results
+    /// in order (see [`Fill`]).
+    fill: Fill,
     /// Whether output element `k` is result `k` of the element program for
     /// every `k`: the program then writes the outputs in place.
     direct: bool,
@@ -88,6 +138,7 @@ impl Small {
         let direct = n_computed == sources.len()
             && (sources.iter().enumerate())
                 .all(|(k, s)| matches!(*s, Source::Computed(c) if c as usize == k));
+        let fill = Fill::new(&sources);
         let out_lens = g
             .outputs()
             .iter()
@@ -110,7 +161,7 @@ impl Small {
         };
         Some(Small {
             exe,
-            sources,
+            fill,
             direct,
             out_lens,
             n_in,
@@ -136,13 +187,7 @@ impl Small {
             if let Some(exe) = &self.exe {
                 program(exe, ins, computed);
             }
-            for (o, s) in out.iter_mut().zip(&self.sources) {
-                *o = match *s {
-                    Source::Computed(k) => computed[k as usize],
-                    Source::Input(k) => ins[k as usize],
-                    Source::Const(v) => v,
-                };
-            }
+            self.fill.run(ins, computed, out);
         })
     }
 
@@ -150,7 +195,7 @@ impl Small {
     /// the number path. `false` if the inputs or outputs are not numbers
     /// (one element each).
     pub(crate) fn run_numbers(&self, head: &[f64], tail: &[f64], out: &mut [f64]) -> bool {
-        if head.len() + tail.len() != self.n_in || out.len() != self.sources.len() {
+        if head.len() + tail.len() != self.n_in || out.len() != self.fill.template.len() {
             return false;
         }
         if tail.is_empty() {
@@ -165,54 +210,74 @@ impl Small {
         true
     }
 
-    /// Runs on checked arguments, pushing onto `values` numbers for 0-d
-    /// outputs and new tensors for the others.
-    pub(crate) fn run_args<'a>(
+    /// Runs on checked arguments (`head` then `tail`), pushing onto
+    /// `values` numbers for 0-d outputs and new tensors for the others,
+    /// except the first `skip` outputs, which are computed but not built
+    /// (a `grad_` or `jacobian_` does not return the function's own
+    /// value). A single `f64` tensor argument is read in place.
+    pub(crate) fn run_args(
         &self,
-        args: impl Iterator<Item = Arg<'a>>,
+        head: &[Arg<'_>],
+        tail: &[Arg<'_>],
         types: &[TensorType],
+        skip: usize,
         values: &mut Values,
-    ) -> Result<()> {
-        with_stack(self.n_in, |ins| {
-            read_args(args, ins);
-            // One `f64` tensor result (a `grad_`, `jacobian_`, `hessian_`
-            // or plain call of one tensor): written straight into its
-            // values, with no buffer in between.
-            if let ([t], [n]) = (types, &*self.out_lens) {
-                if t.dtype == DType::F64 && !is_number(t) {
-                    let mut v = vec![0.0; *n];
-                    self.run_flat(ins, &mut v);
-                    values.push(Value::Tensor(Tensor::concrete(
-                        Storage::F64(v),
-                        t.shape.clone(),
-                    )));
-                    return Ok(());
+    ) {
+        if let ([Arg::Tensor(t)], []) = (head, tail) {
+            if let Storage::F64(v) = concrete(t) {
+                if v.len() == self.n_in {
+                    return self.run_on(v, types, skip, values);
                 }
             }
-            with_stack(self.sources.len(), |out| {
-                self.run_flat(ins, out);
-                let mut at = 0;
-                for (t, &n) in types.iter().zip(&self.out_lens) {
-                    let vals = &out[at..at + n];
-                    at += n;
-                    values.push(match t.dtype {
-                        DType::F64 if is_number(t) => Value::F64(vals[0]),
-                        DType::F32 if is_number(t) => Value::F32(vals[0] as f32),
-                        // Sizes are the plan's: no check needed. One heap
-                        // allocation per tensor (the values; the shape is
-                        // inline and a small tensor owns its values).
-                        DType::F32 => Value::Tensor(Tensor::concrete(
-                            Storage::F32(vals.iter().map(|&v| v as f32).collect()),
-                            t.shape.clone(),
-                        )),
-                        _ => Value::Tensor(Tensor::concrete(
-                            Storage::F64(vals.to_vec()),
-                            t.shape.clone(),
-                        )),
-                    });
+        }
+        with_stack(self.n_in, |ins| {
+            read_args(head.iter().chain(tail).copied(), ins);
+            self.run_on(ins, types, skip, values)
+        })
+    }
+
+    /// [`Small::run_args`] on the flat inputs `ins`.
+    fn run_on(&self, ins: &[f64], types: &[TensorType], skip: usize, values: &mut Values) {
+        // The trace id every result is created in, read once.
+        let origin = current_id();
+        // One `f64` tensor result (a `grad_`, `jacobian_`, `hessian_`
+        // or plain call of one tensor): written straight into its
+        // values, with no buffer in between.
+        if let ([t], [n], 0) = (types, &*self.out_lens, skip) {
+            if t.dtype == DType::F64 && !is_number(t) {
+                let mut v = vec![0.0; *n];
+                self.run_flat(ins, &mut v);
+                let t = Tensor::concrete_in(Storage::F64(v), t.shape.clone(), origin);
+                return values.push(Value::Tensor(t));
+            }
+        }
+        with_stack(self.fill.template.len(), |out| {
+            self.run_flat(ins, out);
+            let mut at = 0;
+            for (i, (t, &n)) in types.iter().zip(&self.out_lens).enumerate() {
+                let vals = &out[at..at + n];
+                at += n;
+                if i < skip {
+                    continue;
                 }
-                Ok(())
-            })
+                values.push(match t.dtype {
+                    DType::F64 if is_number(t) => Value::F64(vals[0]),
+                    DType::F32 if is_number(t) => Value::F32(vals[0] as f32),
+                    // Sizes are the plan's: no check needed. One heap
+                    // allocation per tensor (the values; the shape is
+                    // inline and a small tensor owns its values).
+                    DType::F32 => Value::Tensor(Tensor::concrete_in(
+                        Storage::F32(vals.iter().map(|&v| v as f32).collect()),
+                        t.shape.clone(),
+                        origin,
+                    )),
+                    _ => Value::Tensor(Tensor::concrete_in(
+                        Storage::F64(vals.to_vec()),
+                        t.shape.clone(),
+                        origin,
+                    )),
+                });
+            }
         })
     }
 
@@ -225,7 +290,7 @@ impl Small {
             for t in inputs {
                 at += read(concrete(t), &mut ins[at..]);
             }
-            with_stack(self.sources.len(), |out| {
+            with_stack(self.fill.template.len(), |out| {
                 self.run_flat(ins, out);
                 let mut at = 0;
                 for t in outputs.iter_mut() {
@@ -255,7 +320,7 @@ impl Small {
     pub(crate) fn run_filled(&self, fill: impl FnOnce(&mut [f64]), outputs: &mut [Storage]) {
         with_stack(self.n_in, |ins| {
             fill(ins);
-            with_stack(self.sources.len(), |out| {
+            with_stack(self.fill.template.len(), |out| {
                 self.run_flat(ins, out);
                 let mut at = 0;
                 for s in outputs.iter_mut() {

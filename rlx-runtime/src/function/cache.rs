@@ -74,6 +74,8 @@ pub struct Function {
     cache: OnceLock<RwLock<Cache>>,
     /// This function's bound on cached signatures (0: [`plan_cache_capacity`]).
     capacity: AtomicUsize,
+    /// Per transform, the entry the number path pins (module `numbers`).
+    pub(super) pinned: [OnceLock<Arc<Entry>>; TRANSFORMS],
 }
 
 #[derive(Default)]
@@ -201,6 +203,7 @@ impl Function {
             wrt,
             cache: OnceLock::new(),
             capacity: AtomicUsize::new(capacity),
+            pinned: [const { OnceLock::new() }; TRANSFORMS],
         }
     }
 
@@ -245,7 +248,7 @@ impl Function {
         tracer: Tracer<S>,
     ) -> Result<Values> {
         let mut values = Values::new();
-        self.run_to(t, args, extras, statics, tracer, &mut values)?;
+        self.run_to(t, args, extras, statics, tracer, 0, &mut values)?;
         Ok(values)
     }
 
@@ -258,6 +261,11 @@ impl Function {
     /// tensor results (one allocation each when small, see
     /// [`Tensor`]). `values` is passed in rather than returned: it is a
     /// few hundred bytes, which a return would copy at every level.
+    ///
+    /// The first `skip` outputs (the function's own, which `grad_`,
+    /// `jacobian_` and `hessian_` do not return) are left out of `values`;
+    /// a scalarised plan does not even build them.
+    #[allow(clippy::too_many_arguments)]
     pub fn run_to<S: StaticArg>(
         &self,
         t: Transform,
@@ -265,16 +273,17 @@ impl Function {
         extras: &[Arg<'_>],
         statics: &S,
         tracer: Tracer<S>,
+        skip: usize,
         values: &mut Values,
     ) -> Result<()> {
         if args.len() != self.params.len() {
             return Err(self.count_mismatch(args.len()));
         }
-        let mut run = |e: &Entry| self.run_entry(e, t, args, extras, &mut *values);
+        let mut run = |e: &Arc<Entry>| self.run_entry(e, t, args, extras, skip, &mut *values);
         if let Some(r) = self.hot(|e| e.matches(args, statics), &mut run) {
             return r;
         }
-        run(&*self.miss(args, statics, tracer)?)
+        run(&self.miss(args, statics, tracer)?)
     }
 
     /// Calls `f` with this thread's last entry for this function, if
@@ -286,7 +295,7 @@ impl Function {
     pub(super) fn hot<R>(
         &self,
         matches: impl Fn(&Entry) -> bool,
-        f: impl FnOnce(&Entry) -> R,
+        f: impl FnOnce(&Arc<Entry>) -> R,
     ) -> Option<R> {
         let key = self as *const Function as usize;
         HOT.with(|h| match &h.try_borrow().ok()?[Self::way(key)] {
@@ -339,6 +348,7 @@ impl Function {
         t: Transform,
         args: &[Arg<'_>],
         extras: &[Arg<'_>],
+        skip: usize,
         values: &mut Values,
     ) -> Result<()> {
         let plan = self.plan(entry, t)?;
@@ -357,16 +367,22 @@ impl Function {
             let tensors: Vec<Tensor> = args.iter().chain(extras).map(|a| a.to_tensor()).collect();
             let refs: Vec<&Tensor> = tensors.iter().collect();
             let outs = trace::inline(&plan.graph, &refs)?;
-            values.extend(outs.into_iter().map(Value::Tensor));
+            values.extend(outs.into_iter().skip(skip).map(Value::Tensor));
             return Ok(());
         }
         // `entry` and `check_extras` checked every argument's type.
+        let exe = self.executable(plan)?;
+        if !debug_nans() {
+            return exe.run_arg_lists(args, extras, false, skip, values);
+        }
+        // The check covers the skipped outputs too.
         let start = values.len();
-        self.executable(plan)?
-            .run_arg_lists(args, extras, false, values)?;
-        if debug_nans() && !all_finite(&values[start..]) {
+        exe.run_arg_lists(args, extras, false, 0, values)?;
+        if !all_finite(&values[start..]) {
             return Err(self.non_finite(t, plan, args, extras));
         }
+        let skip = skip.min(values.len() - start);
+        values.drain(start..start + skip);
         Ok(())
     }
 

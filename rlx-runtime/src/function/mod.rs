@@ -37,7 +37,12 @@
 //! the generated code first calls [`Function::run_numbers`]: the arguments
 //! go in as a slice of `f64`s, the results come back in a stack array, and
 //! a plan that is one scalar region runs its native code directly on those
-//! slices. A warm call allocates nothing. Whatever that path cannot serve
+//! slices. A warm call allocates nothing. A function without static
+//! arguments has one signature per count and `f32` mask of its numbers,
+//! so each transform pins the first entry it ran for; a warm call with the
+//! same number types then runs that plan's native code directly (no
+//! thread-local table, no lock, no signature comparison beyond the mask).
+//! Whatever that path cannot serve
 //! (a plan that is not one scalar region) it declines, and the companion
 //! takes the general path. Numbers are never traced, so inside a trace
 //! such a call computes its results too (constants of the caller's trace).

@@ -69,7 +69,7 @@ impl Function {
                     .collect::<Values>()
             } else {
                 let mut got = Values::new();
-                plan.exe.run_arg_lists(args, &[], false, &mut got)?;
+                plan.exe.run_arg_lists(args, &[], false, 0, &mut got)?;
                 let what = || format!("the derivative of order {n} of `{}`", self.name);
                 check_values(what, &plan.graph, args, &got)?;
                 got

@@ -2,6 +2,8 @@
 //! companions of functions of a few scalars, run on `f64` slices without
 //! allocating.
 
+use std::sync::Arc;
+
 use rlx_core::Result;
 use rlx_core::{DType, TensorType};
 
@@ -32,6 +34,14 @@ fn numbers_as_args(values: &[f64], f32s: u64) -> Vec<Arg<'static>> {
         _ => Arg::F64(v),
     };
     values.iter().enumerate().map(arg).collect()
+}
+
+/// The arguments of [`Function::run_numbers`], for its general path.
+struct Numbers<'a> {
+    args: &'a [f64],
+    arg_f32s: u64,
+    extras: &'a [f64],
+    extra_f32s: u64,
 }
 
 impl Function {
@@ -74,6 +84,7 @@ impl Function {
     /// assert_eq!(out, [9.0, 6.0]);
     /// ```
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub fn run_numbers<S: StaticArg>(
         &self,
         t: Transform,
@@ -85,6 +96,38 @@ impl Function {
         tracer: Tracer<S>,
         out: &mut [f64],
     ) -> Result<bool> {
+        if args.len() == self.params.len()
+            && extras.is_empty()
+            && self.run_pinned(t, args, arg_f32s, statics, out)
+        {
+            return Ok(true);
+        }
+        let numbers = Numbers {
+            args,
+            arg_f32s,
+            extras,
+            extra_f32s,
+        };
+        self.run_numbers_general(t, &numbers, statics, tracer, out)
+    }
+
+    /// [`Function::run_numbers`] through the plan cache (what the pinned
+    /// entry does not serve).
+    #[inline(never)]
+    fn run_numbers_general<S: StaticArg>(
+        &self,
+        t: Transform,
+        numbers: &Numbers<'_>,
+        statics: &S,
+        tracer: Tracer<S>,
+        out: &mut [f64],
+    ) -> Result<bool> {
+        let &Numbers {
+            args,
+            arg_f32s,
+            extras,
+            extra_f32s,
+        } = numbers;
         let n = args.len();
         if n != self.params.len() {
             return Err(self.count_mismatch(n));
@@ -92,7 +135,7 @@ impl Function {
         // The closure returns a byte and leaves an error in `failed`: a full
         // `Result<bool>` would be copied through memory at every level.
         let mut failed = None;
-        let mut run = |entry: &Entry| -> Option<bool> {
+        let mut run = |entry: &Arc<Entry>| -> Option<bool> {
             let ran = self.plan(entry, t).and_then(|plan| {
                 // Numbers are never traced: inside a trace too, the call
                 // computes its results (constants of the caller's trace).
@@ -113,6 +156,11 @@ impl Function {
                 }
                 Ok(ran)
             });
+            if std::mem::size_of::<S>() == 0 && ran.is_ok() {
+                // Without static arguments, this is the one entry of these
+                // number types: later calls go straight to it.
+                self.pinned[t.index()].get_or_init(|| entry.clone());
+            }
             ran.map_err(|e| failed = Some(e)).ok()
         };
         let matches =
@@ -129,6 +177,45 @@ impl Function {
             (None, Some(e)) => Err(e),
             // Not reached (a failed run leaves its error); `run` would retry.
             (None, None) => Ok(false),
+        }
+    }
+
+    /// The warm number path of a call without static arguments or extras: the
+    /// arguments' types are then fixed by their count and `f32` mask, so
+    /// the first entry that served transform `t` is pinned
+    /// ([`Function::pinned`]) and a later call with the same types runs its
+    /// native code directly, with no thread-local table, no signature
+    /// comparison and no lock. `false` when it cannot serve the call (no
+    /// pinned entry, other types, static arguments, a plan that is not one
+    /// native function over the numbers in order, the check of non-finite
+    /// values on); the general path then does, with the same results.
+    ///
+    /// A pinned entry stays alive as long as the function (a `static`),
+    /// even if the plan cache evicts it: one signature per transform.
+    #[inline]
+    fn run_pinned<S: StaticArg>(
+        &self,
+        t: Transform,
+        args: &[f64],
+        arg_f32s: u64,
+        statics: &S,
+        out: &mut [f64],
+    ) -> bool {
+        if std::mem::size_of::<S>() != 0 {
+            return false;
+        }
+        let Some(entry) = self.pinned[t.index()].get() else {
+            return false;
+        };
+        if entry.f32s != Some(arg_f32s) || !entry.same_statics(statics) || debug_nans() {
+            return false;
+        }
+        let Some(plan) = entry.plans[t.index()].get() else {
+            return false;
+        };
+        match plan.exe.get() {
+            Some(exe) if plan.extras_f32s == Some((0, 0)) => exe.run_direct(args, out),
+            _ => false,
         }
     }
 }
@@ -188,6 +275,108 @@ mod tests {
             &[Arg::F64(1.0), Arg::F64(0.5)],
         );
         assert_eq!(out.to_vec(), want.unwrap());
+    }
+
+    static G: Function = Function::new("g", &["x", "y"], &[0, 1]);
+
+    fn run_g(t: Transform, x: f64, y: f64, f32s: u64, out: &mut [f64]) -> bool {
+        G.run_numbers(t, &[x, y], f32s, &[], 0, &(), tracer, out)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_pinned_entry_gives_the_bits_of_the_general_path() {
+        let pinned = |t: Transform| G.pinned[t.index()].get().is_some();
+        assert!(!pinned(Transform::Grad));
+        let mut out = [0.0; 3];
+        assert!(run_g(Transform::Grad, 0.5, -2.0, 0, &mut out));
+        assert!(
+            pinned(Transform::Grad),
+            "a call without statics pins its entry"
+        );
+        // The pinned plan is one native function over the numbers in order.
+        #[cfg(feature = "jit")]
+        {
+            let entry = G.pinned[Transform::Grad.index()].get().unwrap();
+            let plan = entry.plans[Transform::Grad.index()].get().unwrap();
+            let exe = plan.exe.get().unwrap();
+            assert!(exe.run_direct(&[0.5, -2.0], &mut [0.0; 3]));
+            assert!(!exe.run_direct(&[0.5], &mut [0.0; 3]));
+        }
+        assert!(!pinned(Transform::Hessian));
+        for (x, y) in [(0.5, -2.0), (1.25, 3.0), (-0.75, 0.1), (0.0, 0.0)] {
+            let mut fast = [0.0; 3];
+            assert!(run_g(Transform::Grad, x, y, 0, &mut fast));
+            let want = G
+                .run(
+                    Transform::Grad,
+                    &[Arg::F64(x), Arg::F64(y)],
+                    &[],
+                    &(),
+                    tracer,
+                )
+                .unwrap();
+            let want: Vec<f64> = want.into_iter().map(|v| v.into_f64().unwrap()).collect();
+            assert_eq!(
+                fast.map(f64::to_bits).to_vec(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
+        }
+        // Other number types after the pin: the general path, its results.
+        let mut narrow = [0.0; 3];
+        assert!(run_g(Transform::Grad, 0.5, -2.0, 0b11, &mut narrow));
+        let want = G
+            .run(
+                Transform::Grad,
+                &[Arg::F32(0.5), Arg::F32(-2.0)],
+                &[],
+                &(),
+                tracer,
+            )
+            .unwrap();
+        for (got, want) in narrow.iter().zip(want) {
+            assert_eq!(*got as f32, want.into_f32().unwrap());
+        }
+        // A result buffer of the wrong length is still declined.
+        assert!(!run_g(Transform::Grad, 0.5, -2.0, 0, &mut [0.0; 2]));
+        // The Hessian pins its own entry, on its first call.
+        let mut h = [0.0; 5];
+        assert!(run_g(Transform::Hessian, 0.5, -2.0, 0, &mut h));
+        assert!(pinned(Transform::Hessian));
+    }
+
+    /// `sin(x · y) · s` for a static scale `s`.
+    fn scaled(types: &[TensorType], s: &(i32,)) -> Result<Graph> {
+        let mut g = Graph::new();
+        let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+        let y = g.input("y", types[1].shape.clone(), types[1].dtype);
+        let p = g.mul(x, y)?;
+        let e = g.sin(p)?;
+        let k = g.scalar(f64::from(s.0), types[0].dtype);
+        let e = g.mul(e, k)?;
+        g.set_outputs(vec![e]);
+        Ok(g)
+    }
+
+    #[test]
+    fn calls_with_static_arguments_pin_nothing() {
+        static H: Function = Function::new("h", &["x", "y"], &[0, 1]);
+        for s in [1, 3, 1] {
+            let mut out = [0.0; 3];
+            let ran = H.run_numbers(
+                Transform::Grad,
+                &[0.5, 2.0],
+                0,
+                &[],
+                0,
+                &(s,),
+                scaled,
+                &mut out,
+            );
+            assert!(ran.unwrap());
+            assert_eq!(out[0], (0.5f64 * 2.0).sin() * f64::from(s));
+        }
+        assert!(H.pinned.iter().all(|p| p.get().is_none()));
     }
 
     #[test]

@@ -49,7 +49,7 @@ impl Function {
             return Err(self.count_mismatch(args.len()));
         }
         let mut f = Some(f);
-        let mut run = |e: &Entry| -> Result<R> {
+        let mut run = |e: &Arc<Entry>| -> Result<R> {
             let plan = self.plan(e, t)?;
             let exe = self.executable(plan)?;
             let finite = Finite {

@@ -30,7 +30,7 @@ impl Function {
         self.with_plan(t, args, statics, tracer, |exe, pattern, finite| {
             let pattern = pattern_of(pattern)?;
             let mut outs = Values::new();
-            exe.run_arg_lists(args, &[], false, &mut outs)?;
+            exe.run_arg_lists(args, &[], false, 0, &mut outs)?;
             finite.values(&outs)?;
             let values = match outs.pop() {
                 Some(Value::Tensor(v)) => v.to_vec::<f64>().or_else(|_| {
