@@ -235,7 +235,7 @@ impl Graph {
         }
     }
 
-    fn set_source(&mut self, k: usize, source: Source) {
+    pub(crate) fn set_source(&mut self, k: usize, source: Source) {
         if self.lines.0.len() <= k {
             self.lines.0.resize(k + 1, None);
         }
