@@ -29,7 +29,7 @@
 
 use super::lower::declare_like;
 use super::{LoopKind, LoopOp};
-use crate::{BinaryOp, Error, Graph, Node, NodeId, Op, Result, TensorType, UnaryOp};
+use crate::{BinaryOp, Error, Graph, NodeId, Op, Result, TensorType, UnaryOp};
 
 /// The bytes of residuals (over all steps) a loop may store: a scan and
 /// its adjoint that store every carry also store every step's residuals
@@ -261,16 +261,7 @@ fn copy_nodes(
                     "splitting a reverse step: node %{i} reads a value of neither half"
                 ),
             })?;
-        let id = to.push_unchecked(Node {
-            op: n.op.clone(),
-            inputs,
-            shape: n.shape.clone(),
-            dtype: n.dtype,
-        });
-        if let Some(s) = from.source(NodeId(i as u32)) {
-            to.set_source(id.index(), s);
-        }
-        map[i] = Some(id);
+        map[i] = Some(to.push_copy(from, i, inputs));
     }
     Ok(())
 }
