@@ -15,7 +15,9 @@
 //!   32, vocabulary 16): trace + differentiate + compile + one run, as a
 //!   first `grad_` call does, and its parts; the warm run against a
 //!   hand-written forward and backpropagation through time that stores
-//!   every step (plain loops for the products).
+//!   every step (`matrixmultiply` for the products), and the same with
+//!   each layer's weight gradient computed as one product over all steps
+//!   after the sweep (how far a better hand-written version gets).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -225,6 +227,10 @@ fn sigmoid(x: f64) -> f64 {
 
 /// Hand-written loss and gradient (embed, w, bias, out) of [`lstm_loss`]:
 /// forward storing every step's gates, then backpropagation through time.
+/// With `batched`, each layer's weight gradient is one product over all
+/// steps after the sweep (`[2H, T·B] · [T·B, 4H]`, from the stored inputs
+/// and gate cotangents) instead of `T` small ones during it.
+#[allow(clippy::too_many_arguments)]
 fn hand_lstm(
     x: &[f64],
     y: &[f64],
@@ -232,6 +238,7 @@ fn hand_lstm(
     w: &[f64],
     bias: &[f64],
     out: &[f64],
+    batched: bool,
 ) -> (f64, [Vec<f64>; 4]) {
     let (h4, h2) = (4 * HID, 2 * HID);
     let mut h = vec![0.0; LAYERS * B * HID];
@@ -258,7 +265,7 @@ fn hand_lstm(
             &mut input,
         );
         for l in 0..LAYERS {
-            let at = (t * LAYERS + l) * B;
+            let at = (l * SEQ + t) * B;
             let inp = &mut inps[at * h2..(at + B) * h2];
             let gates = &mut gates[at * h4..(at + B) * h4];
             let c_prev = &mut c_prevs[at * HID..(at + B) * HID];
@@ -316,7 +323,8 @@ fn hand_lstm(
     let mut dh = vec![0.0; LAYERS * B * HID];
     let mut dc = vec![0.0; LAYERS * B * HID];
     let (mut dlog, mut dtop) = (vec![0.0; B * V], vec![0.0; B * HID]);
-    let (mut dz, mut din) = (vec![0.0; B * h4], vec![0.0; B * h2]);
+    let mut dzs = vec![0.0; if batched { n * h4 } else { B * h4 }];
+    let mut din = vec![0.0; B * h2];
     for t in (0..SEQ).rev() {
         for b in 0..B {
             let ysum: f64 = y[(t * B + b) * V..(t * B + b + 1) * V].iter().sum();
@@ -336,11 +344,15 @@ fn hand_lstm(
         );
         dgemm((B, V, HID), &dlog, (V, 1), out, (1, V), 0.0, &mut dtop);
         for l in (0..LAYERS).rev() {
-            let at = (t * LAYERS + l) * B;
+            let at = (l * SEQ + t) * B;
             let inp = &inps[at * h2..(at + B) * h2];
             let gates = &gates[at * h4..(at + B) * h4];
             let c_prev = &c_prevs[at * HID..(at + B) * HID];
             let tanh_c = &tanh_cs[at * HID..(at + B) * HID];
+            let dz = match batched {
+                true => &mut dzs[at * h4..(at + B) * h4],
+                false => &mut dzs[..],
+            };
             for b in 0..B {
                 for j in 0..HID {
                     let at = (l * B + b) * HID + j;
@@ -357,15 +369,17 @@ fn hand_lstm(
                 }
             }
             let wl = l * h2 * h4;
-            dgemm(
-                (h2, B, h4),
-                inp,
-                (1, h2),
-                &dz,
-                (h4, 1),
-                1.0,
-                &mut gw[wl..wl + h2 * h4],
-            );
+            if !batched {
+                dgemm(
+                    (h2, B, h4),
+                    inp,
+                    (1, h2),
+                    dz,
+                    (h4, 1),
+                    1.0,
+                    &mut gw[wl..wl + h2 * h4],
+                );
+            }
             for b in 0..B {
                 for (o, d) in gb[l * h4..(l + 1) * h4]
                     .iter_mut()
@@ -376,7 +390,7 @@ fn hand_lstm(
             }
             dgemm(
                 (B, h4, h2),
-                &dz,
+                dz,
                 (h4, 1),
                 &w[wl..wl + h2 * h4],
                 (1, h4),
@@ -398,6 +412,22 @@ fn hand_lstm(
             1.0,
             &mut ge,
         );
+    }
+    if batched {
+        // Steps are contiguous per layer: `[T·B, 2H]` inputs, `[T·B, 4H]`
+        // gate cotangents.
+        for l in 0..LAYERS {
+            let (rows, wl) = (l * SEQ * B, l * h2 * h4);
+            dgemm(
+                (h2, SEQ * B, h4),
+                &inps[rows * h2..(rows + SEQ * B) * h2],
+                (1, h2),
+                &dzs[rows * h4..(rows + SEQ * B) * h4],
+                (h4, 1),
+                1.0,
+                &mut gw[wl..wl + h2 * h4],
+            );
+        }
     }
     (loss, [ge, gw, gb, go])
 }
@@ -494,7 +524,17 @@ fn bench(c: &mut Criterion) {
     let exe = lstm_gradient_plan(&inputs);
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let got = exe.run(&refs).unwrap();
-    let (loss, want) = hand_lstm(&data[0], &data[1], &data[2], &data[3], &data[4], &data[5]);
+    let (loss, want) = hand_lstm(
+        &data[0], &data[1], &data[2], &data[3], &data[4], &data[5], false,
+    );
+    // The batched weight gradient agrees (to rounding: other sums' order).
+    let (loss_b, want_b) = hand_lstm(
+        &data[0], &data[1], &data[2], &data[3], &data[4], &data[5], true,
+    );
+    assert_eq!(loss, loss_b);
+    for (a, b) in want.iter().flatten().zip(want_b.iter().flatten()) {
+        assert!((a - b).abs() <= 1e-9 * (1.0 + b.abs()), "{a} vs {b}");
+    }
     // `grad` graphs return the value, then the gradients.
     assert!((got[0].to_vec::<f64>().unwrap()[0] - loss).abs() <= 1e-9 * loss.abs());
     for (g, w) in got[1..].iter().zip(&want) {
@@ -515,9 +555,11 @@ fn bench(c: &mut Criterion) {
     group.bench_function("4 layers x 1024 steps: warm gradient run", |b| {
         b.iter(|| exe.run(black_box(&refs)).unwrap())
     });
-    group.bench_function(
-        "4 layers x 1024 steps: hand-written forward + backward",
-        |b| {
+    for (batched, name) in [
+        (false, "hand-written forward + backward"),
+        (true, "hand-written, weight gradients batched over steps"),
+    ] {
+        group.bench_function(format!("4 layers x 1024 steps: {name}"), |b| {
             b.iter(|| {
                 hand_lstm(
                     black_box(&data[0]),
@@ -526,10 +568,11 @@ fn bench(c: &mut Criterion) {
                     &data[3],
                     &data[4],
                     &data[5],
+                    batched,
                 )
             })
-        },
-    );
+        });
+    }
     group.finish();
 }
 

@@ -393,23 +393,37 @@ fn bad_loops_are_errors_naming_the_loop_the_shapes_and_the_line() {
 const WIDE: usize = 4096;
 const CARRY: usize = WIDE * 8;
 
+/// The gradient graph of `chain` (over `WIDE` values) in `x0`.
+fn chain_gradient(steps: usize, budget: usize) -> rlx::Graph {
+    let t = rlx::trace::Trace::enter();
+    let x = t.input("x0", [WIDE], DType::F64);
+    let k = t.input("k", Shape::scalar(), DType::F64);
+    let y = chain_body(&x, &k, steps, budget);
+    let g = t.finish(&[&y]).unwrap();
+    rlx::core::autodiff::grad(&g, &[0]).unwrap()
+}
+
 /// Peak heap bytes of the first run of the compiled gradient of `chain`:
 /// the run that allocates the loop's carries, checkpoint slots and step
 /// buffers (the plan keeps them for its next runs, which allocate none of
 /// them again; see `rlx-runtime/tests/loops.rs`).
 fn peak_of_grad(steps: usize, budget: usize) -> usize {
-    let exe = {
-        let t = rlx::trace::Trace::enter();
-        let x = t.input("x0", [WIDE], DType::F64);
-        let k = t.input("k", Shape::scalar(), DType::F64);
-        let y = chain_body(&x, &k, steps, budget);
-        let g = t.finish(&[&y]).unwrap();
-        rlx::compile(&rlx::core::autodiff::grad(&g, &[0]).unwrap()).unwrap()
-    };
+    let exe = rlx::compile(&chain_gradient(steps, budget)).unwrap();
     let x0 = Tensor::from_vec((0..WIDE).map(|i| (i as f64 * 0.01).sin()).collect(), [WIDE]);
     let k = Tensor::scalar(1.5);
     counting::peak_bytes(|| {
         exe.run(&[&x0, &k]).unwrap();
+    })
+}
+
+/// Peak heap bytes of compiling the gradient of `chain` and running it
+/// once: the plan's own buffers (which hold a scan's packed result) too.
+fn peak_of_compile_and_grad(steps: usize, budget: usize) -> usize {
+    let g = chain_gradient(steps, budget);
+    let x0 = Tensor::from_vec((0..WIDE).map(|i| (i as f64 * 0.01).sin()).collect(), [WIDE]);
+    let k = Tensor::scalar(1.5);
+    counting::peak_bytes(|| {
+        rlx::compile(&g).unwrap().run(&[&x0, &k]).unwrap();
     })
 }
 
@@ -430,6 +444,41 @@ fn reverse_mode_memory_is_the_checkpoints_plus_a_constant_independent_of_the_len
     assert!(
         (more - long).abs_diff(20 * CARRY) < CARRY / 2,
         "{long} vs {more} bytes"
+    );
+}
+
+#[test]
+fn storing_every_carry_stores_every_steps_residuals_and_nothing_more() {
+    // With a budget of T the compiler splits the reverse step: the scan
+    // stores each step's residuals (here cos(k x) and x: 2 carries) and the
+    // reverse sweep recomputes nothing.
+    let fused = rlx::core::loops::spine::fuse_spines(&chain_gradient(400, 400))
+        .unwrap()
+        .expect("a scan and its adjoint")
+        .0;
+    let per_step: usize = fused
+        .nodes()
+        .iter()
+        .find_map(|n| match &n.op {
+            rlx::core::Op::Loop(l) if l.residuals.is_some() => Some(l.residual_types()),
+            _ => None,
+        })
+        .expect("residuals")
+        .iter()
+        .map(|t| t.shape.numel() * 8)
+        .sum();
+    assert_eq!(per_step, 2 * CARRY);
+    let short = peak_of_compile_and_grad(40, 40);
+    let long = peak_of_compile_and_grad(400, 400);
+    // The documented bound: T steps' residuals (inside the scan's result),
+    // plus a constant number of carries (the loops' step buffers, the
+    // plan's other values, the compiled bodies: 15.7 carries measured, so
+    // 24 is a chosen margin; the growth per step below is the real check).
+    assert!(long <= 400 * per_step + 24 * CARRY, "{long} bytes");
+    // 360 more steps, 360 more steps of residuals.
+    assert!(
+        (long - short).abs_diff(360 * per_step) < CARRY / 2,
+        "{short} vs {long} bytes"
     );
 }
 

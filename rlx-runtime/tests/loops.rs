@@ -1,6 +1,6 @@
 //! Loop nodes built with the core API: value, gradient, JVP and HVP graphs
 //! of a scan run by the reference interpreter, the compiled plan (with the
-//! spine fusion of a value-and-gradient) and the plain-math evaluator of
+//! spine or residual fusion of a value-and-gradient) and the plain-math evaluator of
 //! `tests/common`, which computes the scan step by step and the adjoint
 //! from its two-scan lowering; the JVP against central differences.
 
@@ -70,7 +70,18 @@ fn loop_graphs_agree_across_interpreter_compiler_and_plain_math() {
         let x = point(&mut rng, steps);
         run(&g, &x);
         run(&grad(&g, &[0, 1, 2, 3]).unwrap(), &x);
-        run(&value_and_grad(&g, &[0, 1, 2, 3]).unwrap(), &x);
+        let vg = value_and_grad(&g, &[0, 1, 2, 3]).unwrap();
+        run(&vg, &x);
+        // A budget of T compiles to a scan storing residuals and an
+        // adjoint reading them; a smaller one to a spine and checkpoints.
+        let fused = rlx_core::loops::spine::fuse_spines(&vg)
+            .unwrap()
+            .expect("a scan and its adjoint")
+            .0
+            .to_string();
+        let stored = budget.unwrap_or(steps) == steps;
+        assert_eq!(fused.contains(" residuals"), stored, "{fused}");
+        assert_eq!(fused.contains(" spine"), !stored, "{fused}");
         let mut xt = x.clone();
         xt.extend(point(&mut rng, steps));
         let jv = run(&jvp(&g, &[0, 1, 2, 3]).unwrap(), &xt);
@@ -121,5 +132,13 @@ fn a_warm_loop_allocates_nothing_per_step_nor_per_checkpoint() {
         (short, wide),
         (long, long),
         "allocations: {short} at T = 8, {long} at T = 64, {wide} with 16 checkpoints"
+    );
+    // Every carry stored: the scan records residuals and the adjoint
+    // replays them, with the same reuse of buffers.
+    let stored_short = warm_loop_allocations(8, 8);
+    let stored_long = warm_loop_allocations(64, 64);
+    assert_eq!(
+        stored_short, stored_long,
+        "allocations with residuals: {stored_short} at T = 8, {stored_long} at T = 64"
     );
 }

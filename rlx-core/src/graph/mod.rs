@@ -410,6 +410,22 @@ impl Graph {
         id
     }
 
+    /// Appends a copy of node `i` of `other` (with its source line) reading
+    /// `inputs` of `self` instead of its own operands.
+    pub(crate) fn push_copy(&mut self, other: &Graph, i: usize, inputs: Vec<NodeId>) -> NodeId {
+        let node = &other.nodes[i];
+        let id = self.push_unchecked(Node {
+            op: node.op.clone(),
+            inputs,
+            shape: node.shape.clone(),
+            dtype: node.dtype,
+        });
+        if let Some(l) = other.source(NodeId(i as u32)) {
+            self.set_source(id.index(), l);
+        }
+        id
+    }
+
     /// Copies the nodes of `other` needed for its outputs into `self`,
     /// substituting `args[i]` for `other`'s input `i`, with their source
     /// lines. Returns the new ids of `other`'s outputs.
@@ -448,16 +464,7 @@ impl Graph {
                 .iter()
                 .map(|j| map[j.index()].expect("topological order"))
                 .collect();
-            let id = self.push_unchecked(Node {
-                op: node.op.clone(),
-                inputs,
-                shape: node.shape.clone(),
-                dtype: node.dtype,
-            });
-            if let Some(l) = other.source(NodeId(i as u32)) {
-                self.set_source(id.index(), l);
-            }
-            map[i] = Some(id);
+            map[i] = Some(self.push_copy(other, i, inputs));
         }
         Ok(other
             .outputs

@@ -112,9 +112,10 @@ pub fn lower_adjoint(adj: &LoopOp) -> Result<Graph> {
     Ok(g)
 }
 
-/// Loops with a spine are made by the compiler after differentiation.
+/// Loops with a spine or residuals are made by the compiler after
+/// differentiation: they have no derivative rules or batching.
 pub fn no_spine(l: &LoopOp) -> Result<()> {
-    if l.spine > 0 {
+    if l.fused() {
         return Err(Error::Unsupported(format!(
             "{}: a loop fused with its adjoint by the compiler has no derivative rules or batching; transform the graph before compiling it",
             l.name

@@ -35,6 +35,7 @@
 //! carry types match; `length >= 1`; `1 <= checkpoints <= length`.
 
 pub mod lower;
+pub mod residuals;
 pub mod schedule;
 pub mod spine;
 
@@ -69,6 +70,14 @@ pub struct LoopOp {
     /// takes them as extra operands and skips that descent. Loops with a
     /// spine have no derivative rules.
     pub spine: usize,
+    /// `None`, or (set by the compiler's [`spine`](mod@spine) fusion, after
+    /// differentiation, instead of a spine) the reverse step split in two
+    /// ([`residuals`](mod@residuals)): a scan runs `forward` and appends
+    /// each step's residuals (`[T, ..r]` pieces) to its result; an adjoint
+    /// takes that whole packed result as one more operand and runs
+    /// `backward` once per step, storing no carry and recomputing nothing.
+    /// Such loops have no derivative rules.
+    pub residuals: Option<Arc<residuals::Residuals>>,
     /// A forward loop or the reverse mode of one.
     pub kind: LoopKind,
 }
@@ -120,7 +129,11 @@ impl fmt::Display for LoopRef {
             LoopKind::Scan => "loop",
             LoopKind::Adjoint { .. } => "loop_adjoint",
         };
-        let spine = if self.spine > 0 { " spine" } else { "" };
+        let spine = match (self.spine, &self.residuals) {
+            (_, Some(_)) => " residuals",
+            (0, None) => "",
+            _ => " spine",
+        };
         write!(
             f,
             "{kind} {} T={}{dir} checkpoints={}{spine}",
@@ -205,6 +218,7 @@ impl LoopOp {
             reverse,
             checkpoints: checkpoints.unwrap_or(1),
             spine: 0,
+            residuals: None,
             kind: LoopKind::Scan,
         };
         if checkpoints.is_none() && length > 0 && l.body.inputs().len() >= carries {
@@ -302,6 +316,9 @@ impl LoopOp {
             }
         }
         check_checkpoints(&self.name, self.checkpoints, self.length)?;
+        if let Some(r) = &self.residuals {
+            self.validate_residuals(r)?;
+        }
         if let LoopKind::Adjoint { vjp, .. } = &self.kind {
             vjp.verify()?;
             let mut ins = self.input_types();
@@ -325,6 +342,64 @@ impl LoopOp {
             }
         }
         Ok(())
+    }
+
+    /// Checks the split step `r` against the body (and the reverse step).
+    fn validate_residuals(&self, r: &residuals::Residuals) -> Result<()> {
+        let types = |g: &Graph, ids: &[NodeId]| -> Vec<TensorType> {
+            ids.iter().map(|&i| g.ty(i)).collect()
+        };
+        let (f, b) = (&r.forward, &r.backward);
+        f.verify()?;
+        b.verify()?;
+        let n_out = self.body.outputs().len();
+        let body_out = types(&self.body, self.body.outputs());
+        let f_out = types(f, f.outputs());
+        let mut b_in = self.x_types();
+        b_in.extend(self.const_types());
+        b_in.extend(self.carry_types());
+        b_in.extend(self.y_types());
+        b_in.extend(r.types(n_out));
+        let mut b_out = self.carry_types();
+        let xt = self.x_types();
+        b_out.extend(self.float_xs().into_iter().map(|j| xt[j].clone()));
+        let kt = self.const_types();
+        b_out.extend(self.float_consts().into_iter().map(|j| kt[j].clone()));
+        if self.spine > 0
+            || types(f, &f.input_ids()) != self.input_types()
+            || f_out.len() < n_out
+            || f_out[..n_out] != body_out[..]
+            || types(b, &b.input_ids()) != b_in
+            || types(b, b.outputs()) != b_out
+        {
+            return Err(self.err("the split reverse step does not match the body".into()));
+        }
+        Ok(())
+    }
+
+    /// The graphs the runtime runs once per step: a scan's body (its
+    /// `forward` half with residuals); an adjoint's body and reverse step,
+    /// or with residuals only the `backward` half.
+    pub fn step_graphs(&self) -> (&Graph, Option<&Graph>) {
+        match (&self.kind, &self.residuals) {
+            (LoopKind::Scan, Some(r)) => (&r.forward, None),
+            (LoopKind::Scan, None) => (&self.body, None),
+            (LoopKind::Adjoint { .. }, Some(r)) => (&r.backward, None),
+            (LoopKind::Adjoint { vjp, .. }, None) => (&self.body, Some(vjp)),
+        }
+    }
+
+    /// Whether the compiler fused this loop with its scan or adjoint (a
+    /// spine or residuals): such a loop has no derivative rules.
+    pub fn fused(&self) -> bool {
+        self.spine > 0 || self.residuals.is_some()
+    }
+
+    /// The residuals' types (one step's values; empty without residuals).
+    pub fn residual_types(&self) -> Vec<TensorType> {
+        self.residuals
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.types(self.body.outputs().len()))
     }
 
     /// Number of loop-invariant body inputs.
@@ -399,7 +474,9 @@ impl LoopOp {
         let spine = if self.spine > 0 { self.carries } else { 0 };
         match self.kind {
             LoopKind::Scan => n,
-            LoopKind::Adjoint { .. } => n + self.carries + self.ys() + spine,
+            LoopKind::Adjoint { .. } => {
+                n + self.carries + self.ys() + spine + usize::from(self.residuals.is_some())
+            }
         }
     }
 
@@ -425,6 +502,9 @@ impl LoopOp {
             if self.spine > 0 {
                 v.extend(self.spine_types());
             }
+            if self.residuals.is_some() {
+                v.push(self.scan_type());
+            }
         }
         v
     }
@@ -444,6 +524,8 @@ impl LoopOp {
                 if self.spine > 0 {
                     v.extend(self.spine_types());
                 }
+                let r = self.residual_types();
+                v.extend(r.into_iter().map(|t| self.stacked_type(t)));
                 v
             }
             LoopKind::Adjoint { .. } => {
@@ -459,6 +541,17 @@ impl LoopOp {
                 v
             }
         }
+    }
+
+    /// The packed type of the scan with this loop's body, length and
+    /// residuals: what an adjoint with residuals reads them from.
+    fn scan_type(&self) -> TensorType {
+        LoopOp {
+            kind: LoopKind::Scan,
+            spine: 0,
+            ..self.clone()
+        }
+        .out_type()
     }
 
     /// The node's (packed, 1-D) type.
@@ -488,7 +581,7 @@ impl LoopOp {
             "per-step input",
             "invariant",
             "carry cotangent",
-            "output cotangent or spine",
+            "output cotangent, spine or residual",
         ];
         for (i, (w, g)) in want.iter().zip(operands).enumerate() {
             if w != *g {

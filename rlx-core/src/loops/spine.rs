@@ -10,11 +10,18 @@
 //! the recomputations of the schedule, as a hand-written adjoint with the
 //! same memory would.
 //!
-//! Loops with a spine have no derivative rules, so this runs last, on
+//! When `A` stores every carry (its budget is `T`) and all steps' residuals
+//! fit in [`RESIDUAL_BYTES`], `S` records the residuals of its adjoint's
+//! split reverse step instead ([`residuals`](super::residuals)), and `A`
+//! runs only the cotangent half of each step: one forward sweep and one
+//! backward sweep, nothing recomputed.
+//!
+//! Loops with a spine or residuals have no derivative rules, so this runs last, on
 //! graphs about to be compiled.
 
 use std::sync::Arc;
 
+use super::residuals::{split, Residuals, RESIDUAL_BYTES};
 use super::{schedule, LoopKind, LoopOp, LoopRef};
 use crate::{Graph, Node, NodeId, Op, Result};
 
@@ -25,19 +32,24 @@ use crate::{Graph, Node, NodeId, Op, Result};
 /// ```
 /// use rlx_core::loops::spine::fuse_spines;
 /// use rlx_core::{autodiff, DType, Graph, LoopOp};
-/// let mut b = Graph::new();
-/// let c = b.input("c", [3], DType::F64);
-/// let s = b.sin(c).unwrap();
-/// b.set_outputs(vec![s]);
-/// let l = LoopOp::scan("l", b, 1, 0, 20, false, None).unwrap();
-/// let mut g = Graph::new();
-/// let c0 = g.input("c0", [3], DType::F64);
-/// let p = g.looped(l, &[c0]).unwrap();
-/// let y = g.sum_all(p).unwrap();
-/// g.set_outputs(vec![y]);
-/// let vg = autodiff::value_and_grad(&g, &[0]).unwrap();
-/// let (fused, _) = fuse_spines(&vg).unwrap().expect("a scan and its adjoint");
-/// assert!(fused.to_string().contains("spine"));
+/// // Σ c(20) of c' = sin(c), with a budget of 5 carries or the default (all 20)
+/// let fused = |budget: Option<usize>| {
+///     let mut b = Graph::new();
+///     let c = b.input("c", [3], DType::F64);
+///     let s = b.sin(c).unwrap();
+///     b.set_outputs(vec![s]);
+///     let l = LoopOp::scan("l", b, 1, 0, 20, false, budget).unwrap();
+///     let mut g = Graph::new();
+///     let c0 = g.input("c0", [3], DType::F64);
+///     let p = g.looped(l, &[c0]).unwrap();
+///     let y = g.sum_all(p).unwrap();
+///     g.set_outputs(vec![y]);
+///     let vg = autodiff::value_and_grad(&g, &[0]).unwrap();
+///     let (fused, _) = fuse_spines(&vg).unwrap().expect("a scan and its adjoint");
+///     fused.to_string()
+/// };
+/// assert!(fused(Some(5)).contains("spine"));
+/// assert!(fused(None).contains("residuals"));
 /// ```
 pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
     let nodes = g.nodes();
@@ -45,6 +57,9 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
     // adjoint node -> its scan node
     let mut partner: Vec<Option<usize>> = vec![None; nodes.len()];
     let mut taken = vec![false; nodes.len()];
+    // scan node -> its adjoint's split reverse step, when stored residuals
+    // replace the spine
+    let mut split: Vec<Option<Arc<Residuals>>> = vec![None; nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
         let Op::Loop(a) = &n.op else { continue };
         let LoopKind::Adjoint { primal, .. } = &a.kind else {
@@ -63,6 +78,7 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
         if let Some(j) = found {
             partner[i] = Some(j);
             taken[j] = true;
+            split[j] = residuals_within_budget(a)?;
         }
     }
     if !taken.iter().any(|&t| t) {
@@ -80,10 +96,15 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
                 out.input(g.inputs()[*index].name.clone(), n.shape.clone(), n.dtype)
             }
             Op::Loop(s) if taken[i] => {
-                let k = schedule::spine(s.length, s.checkpoints).len();
-                let l = LoopRef(Arc::new(LoopOp {
-                    spine: k,
-                    ..(**s).clone()
+                let l = LoopRef(Arc::new(match &split[i] {
+                    Some(r) => LoopOp {
+                        residuals: Some(r.clone()),
+                        ..(**s).clone()
+                    },
+                    None => LoopOp {
+                        spine: schedule::spine(s.length, s.checkpoints).len(),
+                        ..(**s).clone()
+                    },
                 }));
                 let node = out.looped(l.clone(), &args)?;
                 fused[i] = Some((node, l));
@@ -92,18 +113,25 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
             Op::Loop(a) if partner[i].is_some() => {
                 let j = partner[i].expect("checked");
                 let (node, s) = fused[j].clone().expect("scans come before their adjoints");
-                let segs = s.segments();
-                let mut off: usize = segs.iter().map(|t| t.shape.numel()).sum();
-                let spine_segs = &segs[segs.len() - s.carries..];
-                off -= spine_segs.iter().map(|t| t.shape.numel()).sum::<usize>();
                 let mut ops = args;
-                for t in spine_segs {
-                    let piece = out.slice(node, 0, off, t.shape.numel())?;
-                    ops.push(out.reshape(piece, t.shape.clone())?);
-                    off += t.shape.numel();
+                if s.residuals.is_some() {
+                    // The adjoint reads the residuals in place.
+                    ops.push(node);
+                } else {
+                    // The spine pieces end the scan's result.
+                    let segs = s.segments();
+                    let mut off: usize = segs.iter().map(|t| t.shape.numel()).sum();
+                    let spine_segs = &segs[segs.len() - s.carries..];
+                    off -= spine_segs.iter().map(|t| t.shape.numel()).sum::<usize>();
+                    for t in spine_segs {
+                        let piece = out.slice(node, 0, off, t.shape.numel())?;
+                        ops.push(out.reshape(piece, t.shape.clone())?);
+                        off += t.shape.numel();
+                    }
                 }
                 let l = LoopRef(Arc::new(LoopOp {
                     spine: s.spine,
+                    residuals: s.residuals.clone(),
                     ..(**a).clone()
                 }));
                 out.looped(l, &ops)?
@@ -120,4 +148,20 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
     }
     out.set_outputs(g.outputs().iter().map(|o| map[o.index()]).collect());
     Ok(Some((out, origins)))
+}
+
+/// The split reverse step of adjoint `a` when its scan should store
+/// residuals instead of a spine: when `a` stores every carry anyway and
+/// all steps' residuals fit in [`RESIDUAL_BYTES`].
+fn residuals_within_budget(a: &LoopOp) -> Result<Option<Arc<Residuals>>> {
+    if a.checkpoints < a.length {
+        return Ok(None);
+    }
+    let r = split(a)?;
+    let per_step = r
+        .types(a.body.outputs().len())
+        .iter()
+        .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
+        .fold(0usize, usize::saturating_add);
+    Ok((per_step.saturating_mul(a.length) <= RESIDUAL_BYTES).then(|| Arc::new(r)))
 }

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use rlx_core::{LoopKind, LoopRef, Result};
+use rlx_core::{LoopRef, Result};
 
 use super::env::{Env, Inputs, Outputs, Val};
 use super::exec;
@@ -19,6 +19,7 @@ use crate::storage::Storage;
 #[derive(Clone, Debug)]
 pub(crate) struct LoopStep {
     pub(crate) l: LoopRef,
+    /// The first of [`LoopOp::step_graphs`](rlx_core::LoopOp::step_graphs), compiled; `vjp` the second.
     body: Arc<Executable>,
     vjp: Option<Arc<Executable>>,
     /// `schedule::spine(T, checkpoints)` for a loop with a spine, else empty.
@@ -75,10 +76,11 @@ impl LoopStep {
             scalarize: false,
             ..options.clone()
         };
-        let body = Arc::new(compile_with(&l.body, &options)?);
-        let vjp = match &l.kind {
-            LoopKind::Scan => None,
-            LoopKind::Adjoint { vjp, .. } => Some(Arc::new(compile_with(vjp, &options)?)),
+        let (body, vjp) = l.step_graphs();
+        let body = Arc::new(compile_with(body, &options)?);
+        let vjp = match vjp {
+            None => None,
+            Some(vjp) => Some(Arc::new(compile_with(vjp, &options)?)),
         };
         let spine = match l.spine {
             0 => vec![],

@@ -43,6 +43,8 @@ pub(crate) struct LoopBuffers {
     cbar: Vec<Storage>,
     vouts: Vec<Storage>,
     kbar: Vec<Storage>,
+    /// One step's residuals (an adjoint with residuals).
+    rbuf: Vec<Storage>,
     /// The input list of a body or reverse step, empty between steps (its
     /// allocation is reused; see [`recycle`]).
     spare: Vec<&'static Storage>,
@@ -80,8 +82,10 @@ fn zero(dst: &mut Vec<Storage>, types: impl ExactSizeIterator<Item = (rlx_core::
     }
 }
 
-/// Runs loop `l` on `operands` into its packed result `out`; `body` runs
-/// `l.body` and, for an adjoint, `vjp` runs its reverse-mode step. `spine`
+/// Runs loop `l` on `operands` into its packed result `out`; `body` and
+/// `vjp` run the graphs of [`LoopOp::step_graphs`] (a scan's body, an
+/// adjoint's body and reverse-mode step, or with residuals only their
+/// halves, in `body`). `spine`
 /// is `schedule::spine(T, checkpoints)` for a loop with a spine (the steps
 /// whose carries a scan records for its adjoint), else empty. `bufs` are
 /// the run's storages (kept from an earlier call, or empty).
@@ -111,6 +115,9 @@ pub(crate) fn run_loop(
     }
     match (&l.kind, vjp) {
         (LoopKind::Scan, _) => scan(l, body, spine, operands, out, bufs),
+        (LoopKind::Adjoint { .. }, _) if l.residuals.is_some() => {
+            replay(l, body, operands, out, bufs)
+        }
         (LoopKind::Adjoint { .. }, Some(vjp)) => adjoint(l, body, vjp, operands, out, bufs),
         (LoopKind::Adjoint { .. }, None) => Err(Error::InvalidArgument {
             op: "loop",
@@ -125,6 +132,10 @@ struct Sizes {
     y: Vec<usize>,
     /// Offset of each per-step output's stacked piece in the packed result.
     y_off: Vec<usize>,
+    /// Per-step residual sizes, and their pieces' offsets in the scan's
+    /// packed result.
+    r: Vec<usize>,
+    r_off: Vec<usize>,
 }
 
 fn sizes(l: &LoopOp) -> Sizes {
@@ -136,7 +147,19 @@ fn sizes(l: &LoopOp) -> Sizes {
         y_off.push(off);
         off += n * l.length;
     }
-    Sizes { x, y, y_off }
+    let r: Vec<usize> = l.residual_types().iter().map(|t| t.shape.numel()).collect();
+    let mut r_off = Vec::with_capacity(r.len());
+    for &n in &r {
+        r_off.push(off);
+        off += n * l.length;
+    }
+    Sizes {
+        x,
+        y,
+        y_off,
+        r,
+        r_off,
+    }
 }
 
 /// The index into `xs`/`ys` of iteration `t`.
@@ -174,7 +197,9 @@ fn scan(
         &mut bufs.xbuf,
         (0..k).map(|j| (operands[c + j].dtype(), sz.x[j])),
     );
-    zero(&mut bufs.outs, types_of(&l.body, l.body.outputs()));
+    let (graph, _) = l.step_graphs();
+    zero(&mut bufs.outs, types_of(graph, graph.outputs()));
+    let p = l.ys();
     let LoopBuffers {
         carry,
         xbuf,
@@ -204,8 +229,11 @@ fn scan(
             body.run(&ins, outs)?;
             spare = recycle(ins);
         }
-        for (j, y) in outs[c..].iter().enumerate() {
+        for (j, y) in outs[c..c + p].iter().enumerate() {
             copy(out, sz.y_off[j] + s * sz.y[j], y, 0, sz.y[j])?;
+        }
+        for (j, r) in outs[c + p..].iter().enumerate() {
+            copy(out, sz.r_off[j] + s * sz.r[j], r, 0, sz.r[j])?;
         }
         for (a, b) in carry.iter_mut().zip(outs.iter_mut()) {
             std::mem::swap(a, b);
@@ -349,19 +377,31 @@ impl Sweep for Adjoint<'_> {
             self.b.spare = recycle(ins);
             r?;
         }
-        for (a, b) in self.b.cbar.iter_mut().zip(self.b.vouts.iter_mut()) {
-            std::mem::swap(a, b);
-        }
-        let fx = self.xbar_off.len();
-        for (n, &off) in self.xbar_off.iter().enumerate() {
-            let v = &self.b.vouts[c + n];
-            copy(self.out, off + s * v.len(), v, 0, v.len())?;
-        }
-        for (acc, v) in self.b.kbar.iter_mut().zip(&self.b.vouts[c + fx..]) {
-            add_into(acc, v)?;
-        }
-        Ok(())
+        take_bars(c, s, &self.xbar_off, self.b, self.out)
     }
+}
+
+/// After a reverse step at index `s` (results in `b.vouts`): the carry
+/// cotangents become `b.cbar`, `x̄(s)` goes to `out` at `xbar_off`, and `k̄`
+/// is added to `b.kbar`.
+fn take_bars(
+    c: usize,
+    s: usize,
+    xbar_off: &[usize],
+    b: &mut LoopBuffers,
+    out: &mut Storage,
+) -> Result<()> {
+    for (a, v) in b.cbar.iter_mut().zip(b.vouts.iter_mut()) {
+        std::mem::swap(a, v);
+    }
+    for (n, &off) in xbar_off.iter().enumerate() {
+        let v = &b.vouts[c + n];
+        copy(out, off + s * v.len(), v, 0, v.len())?;
+    }
+    for (acc, v) in b.kbar.iter_mut().zip(&b.vouts[c + xbar_off.len()..]) {
+        add_into(acc, v)?;
+    }
+    Ok(())
 }
 
 fn adjoint(
@@ -375,33 +415,9 @@ fn adjoint(
     let LoopKind::Adjoint { vjp: vg, .. } = &l.kind else {
         unreachable!("called for adjoints")
     };
-    let (c, k) = (l.carries, l.xs);
-    let n_in = l.body.inputs().len();
-    let sz = sizes(l);
-    let seg: Vec<usize> = l.segments().iter().map(|t| t.shape.numel()).collect();
-    let fx = l.float_xs();
-    let mut xbar_off = Vec::with_capacity(fx.len());
-    let mut off: usize = seg[..c].iter().sum();
-    for n in &seg[c..c + fx.len()] {
-        xbar_off.push(off);
-        off += n;
-    }
-    assign(&mut bufs.carry, operands[..c].iter().copied())?;
-    assign(&mut bufs.cbar, operands[n_in..n_in + c].iter().copied())?;
-    zero(
-        &mut bufs.xbuf,
-        (0..k).map(|j| (operands[c + j].dtype(), sz.x[j])),
-    );
-    zero(
-        &mut bufs.ybar,
-        l.y_types().iter().map(|t| (t.dtype, t.shape.numel())),
-    );
+    let (sz, xbar_off) = start_reverse(l, vg, operands, bufs)?;
+    assign(&mut bufs.carry, operands[..l.carries].iter().copied())?;
     zero(&mut bufs.outs, types_of(&l.body, l.body.outputs()));
-    zero(&mut bufs.vouts, types_of(vg, vg.outputs()));
-    zero(
-        &mut bufs.kbar,
-        seg[c + fx.len()..].iter().map(|&n| (l.dtype(), n)),
-    );
     let mut a = Adjoint {
         l,
         body,
@@ -415,17 +431,108 @@ fn adjoint(
         stores: 0,
     };
     revolve(l.length, l.checkpoints, &mut a)?;
+    end_reverse(l, a.b, a.out)
+}
+
+/// Sets up the buffers of an adjoint's reverse sweep whose reverse step is
+/// `step`: `c̄(T)` in `cbar`, zero `x`, `ȳ`, step results and `k̄`. Gives
+/// the step sizes and the offsets of the `x̄s` pieces in the result.
+fn start_reverse(
+    l: &LoopOp,
+    step: &rlx_core::Graph,
+    operands: &[&Storage],
+    bufs: &mut LoopBuffers,
+) -> Result<(Sizes, Vec<usize>)> {
+    let (c, k) = (l.carries, l.xs);
+    let n_in = l.body.inputs().len();
+    let sz = sizes(l);
+    let seg: Vec<usize> = l.segments().iter().map(|t| t.shape.numel()).collect();
+    let fx = l.float_xs().len();
+    let mut xbar_off = Vec::with_capacity(fx);
+    let mut off: usize = seg[..c].iter().sum();
+    for n in &seg[c..c + fx] {
+        xbar_off.push(off);
+        off += n;
+    }
+    assign(&mut bufs.cbar, operands[n_in..n_in + c].iter().copied())?;
+    zero(
+        &mut bufs.xbuf,
+        (0..k).map(|j| (operands[c + j].dtype(), sz.x[j])),
+    );
+    zero(
+        &mut bufs.ybar,
+        l.y_types().iter().map(|t| (t.dtype, t.shape.numel())),
+    );
+    zero(&mut bufs.vouts, types_of(step, step.outputs()));
+    zero(
+        &mut bufs.kbar,
+        seg[c + fx..].iter().map(|&n| (l.dtype(), n)),
+    );
+    Ok((sz, xbar_off))
+}
+
+/// Writes `c̄(0)` and `k̄` into an adjoint's result after its sweep.
+fn end_reverse(l: &LoopOp, b: &LoopBuffers, out: &mut Storage) -> Result<()> {
     let mut off = 0;
-    for v in &a.b.cbar {
-        copy(a.out, off, v, 0, v.len())?;
+    for v in &b.cbar {
+        copy(out, off, v, 0, v.len())?;
         off += v.len();
     }
-    let mut off: usize = seg[..c + fx.len()].iter().sum();
-    for v in &a.b.kbar {
-        copy(a.out, off, v, 0, v.len())?;
+    let seg: Vec<usize> = l.segments().iter().map(|t| t.shape.numel()).collect();
+    let mut off: usize = seg[..l.carries + l.float_xs().len()].iter().sum();
+    for v in &b.kbar {
+        copy(out, off, v, 0, v.len())?;
         off += v.len();
     }
     Ok(())
+}
+
+/// The reverse sweep of an adjoint with residuals: `step` (the split
+/// step's backward half, `[x, k, c̄', ȳ, r] → [c̄, x̄, k̄]`) once per step,
+/// from the last, on the residuals its scan recorded. No carry is stored
+/// or recomputed.
+fn replay(
+    l: &LoopOp,
+    step: &mut dyn RunGraph,
+    operands: &[&Storage],
+    out: &mut Storage,
+    bufs: &mut LoopBuffers,
+) -> Result<()> {
+    let (backward, _) = l.step_graphs();
+    let (sz, xbar_off) = start_reverse(l, backward, operands, bufs)?;
+    let (c, k, p) = (l.carries, l.xs, l.ys());
+    let n_in = l.body.inputs().len();
+    // The scan's packed result, holding the stacked residuals, follows
+    // `[c(0), xs, k, c̄(T), ȳs]`.
+    let packed = operands[n_in + c + p];
+    zero(&mut bufs.rbuf, sz.r.iter().map(|&n| (packed.dtype(), n)));
+    let mut spare: Vec<&Storage> = recycle(std::mem::take(&mut bufs.spare));
+    for t in (0..l.length).rev() {
+        let s = index(l, t);
+        for j in 0..k {
+            copy(&mut bufs.xbuf[j], 0, operands[c + j], s * sz.x[j], sz.x[j])?;
+        }
+        for (j, yb) in bufs.ybar.iter_mut().enumerate() {
+            copy(yb, 0, operands[n_in + c + j], s * sz.y[j], sz.y[j])?;
+        }
+        for (i, r) in bufs.rbuf.iter_mut().enumerate() {
+            copy(r, 0, packed, sz.r_off[i] + s * sz.r[i], sz.r[i])?;
+        }
+        {
+            let mut ins = recycle(std::mem::take(&mut spare));
+            ins.extend(bufs.xbuf.iter());
+            ins.extend_from_slice(invariants(l, operands));
+            ins.extend(bufs.cbar.iter());
+            ins.extend(bufs.ybar.iter());
+            ins.extend(bufs.rbuf.iter());
+            let r = step.run(&ins, &mut bufs.vouts);
+            spare = recycle(ins);
+            r?;
+        }
+        take_bars(c, s, &xbar_off, bufs, out)?;
+    }
+    bufs.spare = recycle(spare);
+    end_reverse(l, bufs, out)
 }
 
 /// `v` emptied, with its allocation kept for references of another

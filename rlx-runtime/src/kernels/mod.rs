@@ -98,34 +98,22 @@ pub fn eval_into(
         Op::Loop(l) => {
             use looping::{run_loop, Interpreted};
             let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
-            let mut body = Interpreted(&l.body);
+            let (body, vjp) = l.step_graphs();
+            let mut body = Interpreted(body);
             let spine = match l.spine {
                 0 => vec![],
                 _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
             };
-            match &l.kind {
-                rlx_core::LoopKind::Scan => run_loop(
-                    l,
-                    &mut body,
-                    None,
-                    &spine,
-                    &storages,
-                    out,
-                    &mut Default::default(),
-                ),
-                rlx_core::LoopKind::Adjoint { vjp, .. } => {
-                    let mut vjp = Interpreted(vjp);
-                    run_loop(
-                        l,
-                        &mut body,
-                        Some(&mut vjp),
-                        &spine,
-                        &storages,
-                        out,
-                        &mut Default::default(),
-                    )
-                }
-            }
+            let mut vjp = vjp.map(Interpreted);
+            run_loop(
+                l,
+                &mut body,
+                vjp.as_mut().map(|v| v as &mut dyn looping::RunGraph),
+                &spine,
+                &storages,
+                out,
+                &mut Default::default(),
+            )
         }
         Op::Custom(c) => {
             let flat = c.forward.inline_custom()?;

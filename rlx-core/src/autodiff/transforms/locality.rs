@@ -187,7 +187,7 @@ fn analyze_loop(
     n: usize,
     id: NodeId,
 ) -> Option<Vec<(usize, crate::Shape, State)>> {
-    if !matches!(l.kind, LoopKind::Scan) || l.spine > 0 {
+    if !matches!(l.kind, LoopKind::Scan) || l.fused() {
         return None;
     }
     let (c, k) = (l.carries, l.xs);
