@@ -76,3 +76,29 @@ pub(crate) fn checked_indices(
         .collect::<Option<Vec<u32>>>()
         .map(Arc::from)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_order_of_checked_indices_is_found_once() {
+        let step = |idx: &[i64], size: usize, parts: usize| {
+            ScatterStep::checked((0, 1), (1, size, 1), idx.len(), parts, |k| idx[k])
+                .map(|s| s.order)
+        };
+        assert_eq!(step(&[0, 0, 2, 3], 4, 2), Some(Order::Sorted));
+        // Three coordinates of particles 0, 0, 1 and 2, 1, 0.
+        let xyz: Vec<i64> = (0..3)
+            .flat_map(|k| [0, 0, 3, 6, 3, 0].map(|i| i + k))
+            .collect();
+        assert_eq!(step(&xyz, 9, 3), Some(Order::Disjoint(3)));
+        // Element 1 in both halves; parts not dividing the count; one part.
+        assert_eq!(step(&[1, 0, 2, 1], 3, 2), Some(Order::Any));
+        assert_eq!(step(&[1, 0, 2, 1, 0], 3, 2), Some(Order::Any));
+        assert_eq!(step(&[1, 0], 3, 1), Some(Order::Any));
+        // An index out of range makes no step.
+        assert_eq!(step(&[1, 3], 3, 1), None);
+        assert_eq!(step(&[-1, 0], 3, 1), None);
+    }
+}
