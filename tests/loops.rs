@@ -9,7 +9,9 @@ use rlx::Scan;
 #[path = "../rlx-runtime/tests/counting/mod.rs"]
 mod counting;
 
-const H: f64 = 0.05;
+#[path = "common/driven.rs"]
+mod driven_case;
+use driven_case::{close, direction, inputs, t, v, H, T};
 
 /// Damped springs driven by a per-step force: carries `(q, p)`, per-step
 /// input `f_t`, per-step output `sin(q_t)`; the loss mixes the trajectory
@@ -125,33 +127,6 @@ fn chain_grad_unrolled(x0: &Tensor, k: &Tensor) -> f64 {
     (gx * x0).sum_all() + gk
 }
 
-fn t(v: &[f64]) -> Tensor {
-    Tensor::from_slice(v, [v.len()])
-}
-
-fn v(x: &Tensor) -> Vec<f64> {
-    x.to_vec::<f64>().unwrap()
-}
-
-/// Values agree to a few ulps of their size.
-fn close(what: &str, a: &[f64], b: &[f64]) {
-    assert_eq!(a.len(), b.len(), "{what}");
-    let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!((x - y).abs() <= 1e-12 * scale, "{what}[{i}]: {x} vs {y}");
-    }
-}
-
-const T: usize = 6;
-
-fn inputs() -> (Tensor, Tensor, f64) {
-    let q0 = t(&[0.3, -0.7, 1.1]);
-    let f: Vec<f64> = (0..T * 3)
-        .map(|i| ((i * 7 % 11) as f64 - 5.0) * 0.3)
-        .collect();
-    (q0, Tensor::from_slice(&f, [T, 3]), 1.7)
-}
-
 #[test]
 fn every_companion_of_a_loop_matches_the_unrolled_loop() {
     let (q0, f, k) = inputs();
@@ -210,38 +185,17 @@ fn every_companion_of_a_loop_matches_the_unrolled_loop() {
 #[test]
 fn loop_derivatives_match_central_differences() {
     let (q0, f, k) = inputs();
-    // a random direction in (q0, forces, k)
-    let dq = [0.3, -0.1, 0.7];
-    let df: Vec<f64> = (0..T * 3)
-        .map(|i| ((i * 5 % 7) as f64 - 3.0) * 0.1)
-        .collect();
-    let dk = -0.4;
-    let at = |e: f64| {
-        let q: Vec<f64> = v(&q0).iter().zip(dq).map(|(a, d)| a + e * d).collect();
-        let fs: Vec<f64> = v(&f).iter().zip(&df).map(|(a, d)| a + e * d).collect();
-        driven(&t(&q), &Tensor::from_slice(&fs, [T, 3]), k + e * dk)
-    };
-    let e = 1e-5;
-    let fd = (at(e) - at(-e)) / (2.0 * e);
-    let (gq, gf, gk) = grad_driven(&q0, &f, k).unwrap();
-    let dot: f64 = v(&gq).iter().zip(dq).map(|(a, b)| a * b).sum::<f64>()
-        + v(&gf).iter().zip(&df).map(|(a, b)| a * b).sum::<f64>()
-        + gk * dk;
-    assert!((fd - dot).abs() < 1e-7 * fd.abs().max(1.0), "{fd} vs {dot}");
-    // forward mode agrees with reverse mode
-    let (_, jv) = jvp_driven(&q0, &f, k, &t(&dq), &Tensor::from_slice(&df, [T, 3]), dk).unwrap();
-    assert!(
-        (jv - dot).abs() < 1e-12 * dot.abs().max(1.0),
-        "{jv} vs {dot}"
-    );
+    let d = direction();
+    let grad = grad_driven(&q0, &f, k).unwrap();
+    let (_, jv) = jvp_driven(&q0, &f, k, &d.dq, &d.df, d.dk).unwrap();
+    d.check_first_order(driven, grad, jv);
     // second order: the Hessian-vector product against differences of the gradient
+    let e = 1e-5;
     let g_at = |e: f64| {
-        let q: Vec<f64> = v(&q0).iter().zip(dq).map(|(a, d)| a + e * d).collect();
-        let fs: Vec<f64> = v(&f).iter().zip(&df).map(|(a, d)| a + e * d).collect();
-        grad_driven(&t(&q), &Tensor::from_slice(&fs, [T, 3]), k + e * dk).unwrap()
+        let (q, f, k) = d.at(e);
+        grad_driven(&q, &f, k).unwrap()
     };
-    let (hq, hf, hk) =
-        hvp_driven(&q0, &f, k, &t(&dq), &Tensor::from_slice(&df, [T, 3]), dk).unwrap();
+    let (hq, hf, hk) = hvp_driven(&q0, &f, k, &d.dq, &d.df, d.dk).unwrap();
     let (p, m) = (g_at(e), g_at(-e));
     let fd_k = (p.2 - m.2) / (2.0 * e);
     assert!(

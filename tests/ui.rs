@@ -10,5 +10,6 @@ fn ui() {
     t.compile_fail("tests/ui/args/*.rs");
     t.compile_fail("tests/ui/body/*.rs");
     t.compile_fail("tests/ui/call/*.rs");
+    t.compile_fail("tests/ui/scan/*.rs");
     t.pass("tests/ui/pass/*.rs");
 }

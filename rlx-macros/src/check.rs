@@ -11,6 +11,7 @@ use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::{Block, Expr, ExprIf, Stmt};
 
+use crate::marked;
 use crate::parse::Func;
 use crate::traced::{assigned_name, Taint};
 
@@ -90,11 +91,46 @@ impl Checker<'_> {
     }
 }
 
+impl Checker<'_> {
+    fn misplaced_marker(&mut self, attrs: &[syn::Attribute]) {
+        if let Some(a) = attrs.iter().find(|a| marked::is_marker(a)) {
+            self.errors.push(marked::misplaced(a));
+        }
+    }
+
+    /// A `#[scan]` loop: what its syntax shows (`marked::errors`), and that
+    /// its range and budget are static.
+    fn check_marked(&mut self, f: &syn::ExprForLoop, m: syn::Result<marked::Marker>) {
+        self.errors.extend(marked::errors(f, &m));
+        let mut statics: Vec<(&str, Expr)> = Vec::new();
+        if let Ok(r) = marked::range(&f.expr) {
+            statics.push(("the range", r.start));
+            statics.push(("the range", r.end));
+        }
+        if let Ok(marked::Marker {
+            checkpoints: Some(c),
+            ..
+        }) = m
+        {
+            statics.push(("the checkpoint budget", c));
+        }
+        for (what, e) in statics {
+            if self.taint.expr(&e) {
+                self.err(
+                    e.span(),
+                    &format!("{what} of a `#[scan]` loop must be static, but this is a traced value: tensor values are not known while tracing\n  = help: pass the number as a `usize` parameter (static: part of the plan-cache key)"),
+                );
+            }
+        }
+    }
+}
+
 impl<'ast> Visit<'ast> for Checker<'_> {
     fn visit_block(&mut self, b: &'ast Block) {
         for s in &b.stmts {
             match s {
                 Stmt::Local(l) => {
+                    self.misplaced_marker(&l.attrs);
                     if let Some(init) = &l.init {
                         self.visit_expr(&init.expr);
                         if let Some((_, d)) = &init.diverge {
@@ -104,8 +140,14 @@ impl<'ast> Visit<'ast> for Checker<'_> {
                     self.taint.bind_local(l);
                 }
                 Stmt::Item(_) => {}
-                Stmt::Expr(e, _) => self.visit_expr(e),
-                Stmt::Macro(m) => self.visit_stmt_macro(m),
+                Stmt::Expr(e, _) => {
+                    self.misplaced_marker(marked::expr_attrs(e));
+                    self.visit_expr(e)
+                }
+                Stmt::Macro(m) => {
+                    self.misplaced_marker(&m.attrs);
+                    self.visit_stmt_macro(m)
+                }
             }
         }
     }
@@ -151,6 +193,9 @@ impl<'ast> Visit<'ast> for Checker<'_> {
                 syn::visit::visit_expr_if(self, i);
             }
             Expr::ForLoop(f) => {
+                if let Some(m) = marked::marker(&f.attrs) {
+                    self.check_marked(f, m);
+                }
                 self.visit_expr(&f.expr);
                 let traced = self.taint.expr(&f.expr);
                 self.taint.bind_pat(&f.pat, traced);

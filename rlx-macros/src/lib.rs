@@ -9,9 +9,11 @@
 //!   static ones;
 //! - `rewrite`: comparisons and `if`/`else` on traced
 //!   values to mask ops and selects;
+//! - `marked`: `#[scan]` loops (checked with `check`, lowered to
+//!   `rlx::scan` after `rewrite`);
 //! - `expand`: the plain function, its companions, the tracer.
 //!
-//! Imports point down the pipeline: `check` uses `parse` and `traced`,
+//! Imports point down the pipeline: `check` uses `parse`, `traced` and `marked`,
 //! `rewrite` uses `traced`, `expand` uses `parse`; only this file calls
 //! the steps, in order. The generated code names only paths of the `rlx`
 //! facade (`::rlx::Tensor`, `::rlx::__private::...`).
@@ -24,6 +26,7 @@ use proc_macro::TokenStream;
 
 mod check;
 mod expand;
+mod marked;
 mod parse;
 mod rewrite;
 mod traced;
@@ -69,5 +72,6 @@ fn differentiable_impl(
         traced::Taint::new(func.runtime().map(|p| &p.ident)),
         &numbers,
     );
+    marked::lower(&mut body);
     Ok(expand::expand(&func, &body))
 }

@@ -180,6 +180,7 @@ tuple_per_step!(A 0, B 1, C 2, D 3);
 pub struct Scan {
     checkpoints: Option<usize>,
     reverse: bool,
+    length: Option<usize>,
 }
 
 impl Scan {
@@ -207,6 +208,24 @@ impl Scan {
         self
     }
 
+    /// The number of steps of [`Scan::run`], JAX's `length`: needed when
+    /// there are no per-step inputs (`xs = ()`), which still allows per-step
+    /// outputs; with per-step inputs it must equal their first axis.
+    ///
+    /// ```
+    /// use rlx_runtime::{scan::Scan, Tensor};
+    /// // the first four powers of 2, stacked
+    /// let (_, powers) = Scan::new().length(4).run(Tensor::scalar(1.0), (), |p, ()| {
+    ///     let next = &p * 2.0;
+    ///     (next.clone(), next)
+    /// });
+    /// assert_eq!(powers.to_vec::<f64>().unwrap(), vec![2.0, 4.0, 8.0, 16.0]);
+    /// ```
+    pub fn length(mut self, steps: usize) -> Scan {
+        self.length = Some(steps);
+        self
+    }
+
     /// [`scan`] with these settings.
     #[track_caller]
     pub fn run<C: Tensors, X: PerStep, Y: Tensors>(
@@ -216,7 +235,7 @@ impl Scan {
         mut f: impl FnMut(C, X::Step) -> (C, Y),
     ) -> (C, Y) {
         let loc = Location::caller();
-        unwrap(self.looped(init, xs, None, &mut f, loc), loc)
+        unwrap(self.looped(init, xs, self.length, &mut f, loc), loc)
     }
 
     /// [`Scan::run`], returning errors instead of panicking on concrete tensors.
@@ -228,7 +247,7 @@ impl Scan {
         mut f: impl FnMut(C, X::Step) -> (C, Y),
     ) -> Result<(C, Y)> {
         let loc = Location::caller();
-        let (r, _) = self.looped(init, xs, None, &mut f, loc);
+        let (r, _) = self.looped(init, xs, self.length, &mut f, loc);
         r.map_err(|e| e.at(loc.file(), loc.line(), loc.column()))
     }
 
@@ -264,7 +283,11 @@ impl Scan {
         f: &mut dyn FnMut(C, X::Step) -> (C, Y),
         loc: &'static Location<'static>,
     ) -> Outcome<(C, Y)> {
-        let api = if steps.is_some() { "iterate" } else { "scan" };
+        let api = if steps.is_some() && self.length.is_none() {
+            "iterate"
+        } else {
+            "scan"
+        };
         let name = format!(
             "`rlx::{api}` at {}:{}:{}",
             loc.file(),
@@ -464,7 +487,8 @@ fn per_step(s: &Shape) -> Shape {
     Shape::new(s.dims().get(1..).unwrap_or(&[]).to_vec())
 }
 
-/// The loop's length: the common first axis of the per-step inputs, or `steps`.
+/// The loop's length: the common first axis of the per-step inputs, or
+/// `steps`; both given, they must agree.
 fn length(name: &str, xs: &[Tensor], steps: Option<usize>) -> Result<usize> {
     let bad = |message: String| Error::InvalidArgument {
         op: "scan",
@@ -489,7 +513,14 @@ fn length(name: &str, xs: &[Tensor], steps: Option<usize>) -> Result<usize> {
             )));
         }
     }
-    Ok(first.shape().dim(0))
+    let t = first.shape().dim(0);
+    match steps {
+        Some(n) if n != t => Err(bad(format!(
+            "the loop's length is {n} but its per-step inputs have {t} steps (shape {})\n  = help: give per-step inputs of {n} rows, or leave the length out",
+            first.shape()
+        ))),
+        _ => Ok(t),
+    }
 }
 
 /// A result, or in traced code the recorded error and placeholders; on

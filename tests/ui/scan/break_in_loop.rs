@@ -1,0 +1,16 @@
+use rlx::prelude::*;
+
+#[differentiable]
+fn f(x0: &Tensor, steps: usize) -> Tensor {
+    let mut x = x0.clone();
+    #[scan]
+    for _ in 0..steps {
+        x = x.sin();
+        if steps > 3 {
+            break;
+        }
+    }
+    x.sum_all()
+}
+
+fn main() {}

@@ -1,0 +1,12 @@
+use rlx::prelude::*;
+
+fn f(x0: &Tensor, steps: usize) -> Tensor {
+    let mut x = x0.clone();
+    #[scan]
+    for _ in 0..steps {
+        x = x.sin();
+    }
+    x.sum_all()
+}
+
+fn main() {}
