@@ -22,7 +22,10 @@
 //!   scalar regions (issue #15), whose step counts are printed.
 //!
 //! Each group first checks that both sides agree, and prints the cold cost
-//! (trace, differentiate, compile, first run) once.
+//! (trace, differentiate, compile, first run) once. With
+//! `RLX_BENCH_BATCHES="rosenbrock|lj_"` the named groups are also timed by
+//! the fastest of many alternating batches (`common/batches.rs`), which
+//! holds still on a loaded machine.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -30,6 +33,8 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
 
+#[path = "common/batches.rs"]
+mod batches;
 #[path = "common/device.rs"]
 mod device;
 #[path = "common/diode_fit.rs"]
@@ -94,6 +99,15 @@ fn rosenbrock_bench(c: &mut Criterion) {
     let mut want = vec![0.0; n];
     rosenbrock_hvp_by_hand(&x, &v, &mut want);
     assert_close("rosenbrock hvp", &vals(&got), &want);
+    batches::compare(
+        "rosenbrock_hvp_1000",
+        || {
+            drop(black_box(
+                hvp_rosenbrock(black_box(&xt), black_box(&vt)).unwrap(),
+            ))
+        },
+        || rosenbrock_hvp_by_hand(black_box(&x), black_box(&v), black_box(&mut want)),
+    );
     let mut grp = c.benchmark_group("rosenbrock_hvp_1000");
     grp.bench_function("rlx hvp_", |b| {
         b.iter(|| hvp_rosenbrock(black_box(&xt), black_box(&vt)).unwrap())
@@ -216,6 +230,17 @@ fn lj_bench(c: &mut Criterion) {
     let e_want = lj_by_hand(&p, &mut want);
     assert_close("lj energy", &[e], &[e_want]);
     assert_close("lj gradient", &vals(&g.0), &want);
+    batches::compare(
+        "lj_broadcast_64",
+        || {
+            drop(black_box(
+                value_and_grad_lj_energy(black_box(&pt), black_box(&eye)).unwrap(),
+            ))
+        },
+        || {
+            black_box(lj_by_hand(black_box(&p), &mut want));
+        },
+    );
     let mut grp = c.benchmark_group("lj_broadcast_64");
     grp.bench_function("rlx value_and_grad_", |b| {
         b.iter(|| value_and_grad_lj_energy(black_box(&pt), black_box(&eye)).unwrap())

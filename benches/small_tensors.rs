@@ -20,6 +20,9 @@
 //!   signature.
 //!
 //! Each first call (trace + differentiate + compile + run) is printed once.
+//! With `RLX_BENCH_BATCHES=pair_loop` that group is also timed by the
+//! fastest of many alternating batches (`common/batches.rs`), which holds
+//! still on a loaded machine.
 //!
 //! Run one group with
 //! `cargo bench --bench small_tensors -- lj_tensor --warm-up-time 1 --measurement-time 3`.
@@ -30,6 +33,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
+#[path = "common/batches.rs"]
+mod batches;
 #[path = "common/lj.rs"]
 mod lj;
 use lj::lj_grad;
@@ -315,6 +320,12 @@ fn pair_loop(c: &mut Criterion) {
     for (a, b) in g.to_vec::<f64>().unwrap().iter().zip(&want) {
         close(*a, *b, "pair gradient");
     }
+    let mut g = vec![0.0; N * 3];
+    batches::compare(
+        "pair_loop",
+        || drop(black_box(grad_pair_energy(black_box(&p), 0).unwrap())),
+        || pair_grad_by_hand(black_box(&ps), black_box(&mut g)),
+    );
     let mut group = c.benchmark_group("pair_loop");
     group.bench_function("grad_ 64 particles (warm)", |b| {
         b.iter(|| grad_pair_energy(black_box(&p), 0).unwrap())

@@ -1,7 +1,8 @@
 //! A warm `run_into` performs no heap allocation: proven with a counting
 //! global allocator on a graph with fused chains, a scalar region, a matrix
 //! product with a transposed operand, a reduction, a solve, a slice, and a
-//! softmax and a gather (both through the reference kernels); and the same
+//! softmax and a gather (both through the reference kernels), a
+//! scatter-add with constant indices (checked when the plan is built); and the same
 //! graph with its small values run as scalar regions (the default plan).
 
 use rlx_runtime::compile::{compile_with, Options};
@@ -43,7 +44,12 @@ fn warm_run_into_allocates_nothing() {
     // A gather through the reference kernels.
     let idx = g.input("idx", [3], DType::I64);
     let ga = g.gather(sl, idx, 1).unwrap();
-    g.set_outputs(vec![out0, ga, sol]);
+    // A scatter-add with constant indices (checked once, at plan build).
+    let lit = rlx_core::Literal::I64(vec![0, 2, 2, 5, 1, 0].into());
+    let ci = g.constant(lit, [2, 3], DType::I64).unwrap();
+    let upd = g.reshape(t2, [2, 3, 5]).unwrap();
+    let sc = g.scatter_add(x, ci, upd, 0).unwrap();
+    g.set_outputs(vec![out0, ga, sol, sc]);
 
     // Every value is small, but softmax, solve and the i64 input keep the
     // graph from being scalarised whole: the default plan runs the rest
@@ -59,7 +65,10 @@ fn warm_run_into_allocates_nothing() {
     .unwrap();
     let st = general.stats();
     assert!(
-        st.fused_loops >= 2 && st.scalar_regions >= 1 && st.virtual_transposes == 1,
+        st.fused_loops >= 2
+            && st.scalar_regions >= 1
+            && st.virtual_transposes == 1
+            && st.checked_scatters == 1,
         "{st:?}"
     );
     let mixed = compile(&g).unwrap();

@@ -411,3 +411,137 @@ fn element_scatters_with_runs_of_equal_indices_add_in_order() {
         assert_eq!(a.to_bits(), b.to_bits(), "{got:?} vs {want:?}");
     }
 }
+
+/// Compiles without scalarisation (these graphs are small enough to be
+/// one scalar program otherwise), so that the scatter is a step.
+fn general(g: &Graph) -> rlx_runtime::Executable {
+    let options = rlx_runtime::compile::Options {
+        scalarize: false,
+        ..Default::default()
+    };
+    rlx_runtime::compile::compile_with(g, &options).unwrap()
+}
+
+/// `base`, then `upd` added at `idx` along axis 0 of `[size, inner]`, one
+/// addition at a time in index order (the definition of `scatter_add`).
+fn scatter_in_order(base: &[f64], idx: &[i64], upd: &[f64], inner: usize) -> Vec<f64> {
+    let mut want = base.to_vec();
+    for (k, &j) in idx.iter().enumerate() {
+        for q in 0..inner {
+            want[j as usize * inner + q] += upd[k * inner + q];
+        }
+    }
+    want
+}
+
+/// A scatter-add of `upd: [parts, count / parts, inner]` into
+/// `x: [size, inner]` at `idx` (shaped `[parts, count / parts]`: the parts
+/// a step may add in lock-step), the indices a constant (`constant`) or
+/// an input.
+fn scatter_graph(size: usize, inner: usize, idx: &[i64], parts: usize, constant: bool) -> Graph {
+    let mut g = Graph::new();
+    let ix_shape = [parts, idx.len() / parts];
+    let x = g.input("x", [size, inner], DType::F64);
+    let u = g.input("u", [parts, idx.len() / parts, inner], DType::F64);
+    let i = if constant {
+        let lit = rlx_core::Literal::I64(idx.to_vec().into());
+        g.constant(lit, ix_shape, DType::I64).unwrap()
+    } else {
+        g.input("idx", ix_shape, DType::I64)
+    };
+    let y = g.scatter_add(x, i, u, 0).unwrap();
+    g.set_outputs(vec![y]);
+    g
+}
+
+#[test]
+fn constant_index_scatters_are_checked_once_and_add_in_order() {
+    // Index patterns: sorted; in 2, 3 and 4 parts touching disjoint
+    // elements (with runs, and with an element left and met again); two
+    // parts sharing an element; and rows (`inner` > 1).
+    let third: Vec<i64> = (0..3)
+        .flat_map(|k| [0i64, 0, 0, 1, 1, 2, 0, 3, 3, 3].map(|i| 3 * i + k))
+        .collect();
+    let cases: Vec<(usize, usize, Vec<i64>, usize)> = vec![
+        (6, 1, vec![0, 0, 1, 3, 3, 3, 5], 1),
+        (12, 1, third, 3),
+        (8, 1, vec![1, 1, 0, 1, 6, 7, 7, 6], 2),
+        (
+            8,
+            1,
+            vec![0, 2, 0, 0, 4, 6, 6, 4, 1, 1, 3, 1, 5, 5, 7, 7],
+            4,
+        ),
+        (5, 1, vec![0, 1, 1, 2, 2, 1, 4, 0], 2),
+        (4, 3, vec![2, 0, 2, 3, 3, 1], 2),
+    ];
+    for (size, inner, idx, parts) in cases {
+        let base: Vec<f64> = (0..size * inner)
+            .map(|k| 1e16 * (k % 2) as f64 - 0.3 * k as f64)
+            .collect();
+        let upd: Vec<f64> = (0..idx.len() * inner)
+            .map(|k| 0.1 + (k as f64).sqrt())
+            .collect();
+        let want = scatter_in_order(&base, &idx, &upd, inner);
+        let (xt, ut) = (
+            Tensor::from_slice(&base, [size, inner]),
+            Tensor::from_slice(&upd, [parts, idx.len() / parts, inner]),
+        );
+        let exe = general(&scatter_graph(size, inner, &idx, parts, true));
+        assert_eq!(exe.stats().checked_scatters, 1, "{idx:?}");
+        let got = exe.run(&[&xt, &ut]).unwrap()[0].to_f64_vec().unwrap();
+        // The kernel step, which checks the indices on every call.
+        let kernel = general(&scatter_graph(size, inner, &idx, parts, false));
+        assert_eq!(kernel.stats().checked_scatters, 0);
+        let it = Tensor::from_slice(&idx, [parts, idx.len() / parts]);
+        let by_kernel = kernel.run(&[&xt, &ut, &it]).unwrap()[0]
+            .to_f64_vec()
+            .unwrap();
+        for k in 0..want.len() {
+            assert_eq!(got[k].to_bits(), want[k].to_bits(), "{idx:?} at {k}");
+            assert_eq!(got[k].to_bits(), by_kernel[k].to_bits(), "{idx:?} at {k}");
+        }
+    }
+}
+
+#[test]
+fn constant_indices_out_of_range_still_give_the_error() {
+    for bad in [4i64, -1] {
+        let idx = [0, 3, bad, 1];
+        let exe = general(&scatter_graph(4, 1, &idx, 2, true));
+        assert_eq!(exe.stats().checked_scatters, 0);
+        let (xt, ut) = (
+            Tensor::zeros([4, 1], DType::F64),
+            Tensor::ones([2, 2, 1], DType::F64),
+        );
+        let err = exe.run(&[&xt, &ut]).unwrap_err();
+        match err.root() {
+            rlx_core::Error::IndexOutOfRange {
+                op, index, size, ..
+            } => {
+                assert_eq!((*op, *index, *size), ("scatter_add", bad, 4), "{err}");
+            }
+            other => panic!("expected an index error, got {other}"),
+        }
+        assert!(err.to_string().contains("scatter_add"), "{err}");
+    }
+}
+
+#[test]
+fn the_pair_loop_gradient_scatters_with_checked_indices() {
+    let g = reroll(&pair_energy(20)).unwrap();
+    let vg = autodiff::value_and_grad(&g, &[0]).unwrap();
+    let exe = compile(&vg).unwrap();
+    assert_eq!(exe.stats().checked_scatters, 2, "{:?}", exe.stats());
+    // Identical bits at every thread count (the scatter runs on one).
+    let x = Tensor::from_slice(&lattice(20), [60]);
+    let one = {
+        rlx_runtime::set_num_threads(1);
+        run(&vg, &x)
+    };
+    for threads in 2..=4 {
+        rlx_runtime::set_num_threads(threads);
+        assert_eq!(run(&vg, &x), one, "{threads} threads");
+    }
+    rlx_runtime::set_num_threads(0);
+}

@@ -224,6 +224,9 @@ pub(crate) fn run(
                 }
                 .map_err(|e| at_node(step.node, k.op.name(), e))
             }
+            StepKind::Scatter(s) => s
+                .run(&env, &mut targets[0])
+                .map_err(|e| at_node(step.node, "scatter_add", e)),
             StepKind::Region(r) => {
                 r.run(&env, targets);
                 Ok(())

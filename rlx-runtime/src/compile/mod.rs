@@ -18,8 +18,10 @@
 //!   (block-wise fused loops), `jit` (feature `jit`, on by default: scalar
 //!   regions to native code with Cranelift, bit-identical to the
 //!   interpreter), `scalar` (0-d scalar regions), `matmul`, `reduce`,
-//!   `solve`, `movement`; the remaining ops (gather, scatter-add, softmax,
-//!   log-softmax) call the reference kernels, [`crate::kernels::eval_into`];
+//!   `solve`, `movement`, `scatter` (scatter-adds with constant indices,
+//!   checked once); the remaining ops (gather, other scatter-adds,
+//!   softmax, log-softmax) call the reference kernels,
+//!   [`crate::kernels::eval_into`];
 //! - `chain_form`: forms the chains of a fused loop; `plan`: the immutable
 //!   plan, a schedule of steps;
 //! - `planner`: grouping of element-wise chains, step selection, buffer
@@ -62,6 +64,7 @@ mod reduce;
 mod regs;
 mod scalar;
 mod scalar_code;
+mod scatter;
 mod small;
 mod small_region;
 mod solve;

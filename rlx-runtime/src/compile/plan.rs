@@ -9,6 +9,7 @@ use super::matmul::MatMulStep;
 use super::movement::CopyStep;
 use super::reduce::ReduceStep;
 use super::scalar::ScalarStep;
+use super::scatter::ScatterStep;
 use super::small_region::RegionStep;
 use super::solve::SolveStep;
 use crate::storage::Storage;
@@ -39,6 +40,8 @@ pub(crate) enum StepKind {
     Solve(SolveStep),
     Copy(CopyStep),
     Kernel(KernelStep),
+    /// A scatter-add with constant indices, checked when the plan was built.
+    Scatter(ScatterStep),
     Loop(super::looping::LoopStep),
     /// A scalar region of small values in a mixed graph.
     Region(RegionStep),
@@ -186,6 +189,9 @@ pub struct PlanStats {
     pub indexed_gathers: usize,
     /// Slices read in place by matrix products.
     pub virtual_slices: usize,
+    /// Scatter-adds with constant indices, checked when the plan was built
+    /// instead of on every call.
+    pub checked_scatters: usize,
     /// Buffer slots of the per-call state.
     pub buffers: usize,
     /// Nodes of the graph lowered element by element into one scalar

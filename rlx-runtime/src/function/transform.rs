@@ -97,8 +97,8 @@ impl Transform {
             Transform::Jvp => dense(autodiff::jvp(g, wrt)),
             Transform::Vjp => dense(autodiff::vjp(g, wrt)),
             Transform::Jacobian => dense(autodiff::jacobian(g, wrt)),
-            Transform::Hessian => dense(autodiff::hessian(g, wrt)),
-            Transform::Hvp => dense(autodiff::hvp(g, wrt)),
+            Transform::Hessian => dense(autodiff::hessian(g, wrt).map(|h| values_skipped(h, g))),
+            Transform::Hvp => dense(autodiff::hvp(g, wrt).map(|h| values_skipped(h, g))),
             Transform::BatchJacobian => {
                 // The companion returns the blocks alone: the function's
                 // own outputs, and what only they need, are not computed.
@@ -111,4 +111,19 @@ impl Transform {
             Transform::SparseHessian => values_only(sparse_hessian(g, wrt)),
         }
     }
+}
+
+/// `h`, a derivative of `g` whose first outputs are `g`'s own, with those
+/// replaced by zeros of their types. The companions running the transform
+/// (`hessian_*`, `hvp_*`) skip them, so the plan only computes what the
+/// derivative needs: the function's value and what only it reads are
+/// dropped (for Rosenbrock's `hvp_`, a quarter of the loop body and its
+/// reduction).
+fn values_skipped(mut h: Graph, g: &Graph) -> Graph {
+    let mut outputs = h.outputs().to_vec();
+    for o in &mut outputs[..g.outputs().len()] {
+        *o = h.zeros_like(*o);
+    }
+    h.set_outputs(outputs);
+    h
 }

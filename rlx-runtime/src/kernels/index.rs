@@ -91,12 +91,73 @@ pub(super) fn gather(
     })
 }
 
+/// A checked index: a position along the scattered axis.
+pub(crate) trait Position: Copy + PartialEq {
+    fn at(self) -> usize;
+}
+
+impl Position for i64 {
+    #[inline(always)]
+    fn at(self) -> usize {
+        self as usize
+    }
+}
+
+impl Position for u32 {
+    #[inline(always)]
+    fn at(self) -> usize {
+        self as usize
+    }
+}
+
+/// What is known of the order of a scatter's indices. Each element gets
+/// its updates in the order of the indices whatever the order, so every
+/// order gives the same bits; the known ones only go faster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// Nothing.
+    Any,
+    /// The indices never decrease.
+    Sorted,
+    /// Element indices (`inner = outer = 1`) in `s` (2 to 4) contiguous
+    /// parts of equal length that touch disjoint elements (the three
+    /// coordinates of a rerolled pair loop's particles): the parts are
+    /// added in lock-step, each part's running sum in its own register,
+    /// so that their additions overlap.
+    Disjoint(usize),
+}
+
+impl Order {
+    /// The order of checked element indices `ix` into `0..size`:
+    /// `Disjoint(parts)` if they split so, else `Sorted` or `Any`.
+    pub(crate) fn of(ix: &[u32], size: usize, parts: usize) -> Order {
+        if sorted(ix) {
+            return Order::Sorted;
+        }
+        if !(2..=4).contains(&parts) || ix.is_empty() || ix.len() % parts != 0 {
+            return Order::Any;
+        }
+        let len = ix.len() / parts;
+        let mut part_of = vec![u8::MAX; size];
+        for (k, &j) in ix.iter().enumerate() {
+            let part = (k / len) as u8;
+            let p = &mut part_of[j as usize];
+            if *p != u8::MAX && *p != part {
+                return Order::Any;
+            }
+            *p = part;
+        }
+        Order::Disjoint(parts)
+    }
+}
+
 /// `o = x`, then `upd` (laid out `[outer, count, inner]`) added into `o`
-/// (`[outer, size, inner]`) at `ix` (`is_sorted`: `ix` never decreases).
-fn copy_and_scatter<T: Copy>(
+/// (`[outer, size, inner]`) at `ix`, known to come in `order`. Every index
+/// must lie in `0..size`.
+fn copy_and_scatter<T: Copy, I: Position>(
     split: (usize, usize, usize),
-    is_sorted: bool,
-    ix: &[i64],
+    order: Order,
+    ix: &[I],
     x: &[T],
     upd: &[T],
     o: &mut [T],
@@ -110,7 +171,7 @@ fn copy_and_scatter<T: Copy>(
     // its constant ones): one pass in cache-sized chunks, each copied and
     // then added into while it is in the cache. Equal indices are
     // adjacent, so they accumulate in the same order as below.
-    if split.2 == 1 && is_sorted {
+    if split.2 == 1 && order == Order::Sorted {
         let (outer, size, _) = split;
         let count = ix.len();
         for b in 0..outer {
@@ -123,8 +184,8 @@ fn copy_and_scatter<T: Copy>(
             for lo in (0..size).step_by(SCATTER_CHUNK) {
                 let hi = (lo + SCATTER_CHUNK).min(size);
                 o[lo..hi].copy_from_slice(&x[lo..hi]);
-                while k < count && (ix[k] as usize) < hi {
-                    let j = ix[k] as usize;
+                while k < count && ix[k].at() < hi {
+                    let j = ix[k].at();
                     o[j] = add(o[j], upd[k]);
                     k += 1;
                 }
@@ -133,11 +194,48 @@ fn copy_and_scatter<T: Copy>(
         return;
     }
     o.copy_from_slice(x);
-    scatter(split, ix, upd, o, add);
+    match order {
+        Order::Disjoint(2) if split.0 == 1 && split.2 == 1 => in_parts::<T, I, 2>(ix, upd, o, add),
+        Order::Disjoint(3) if split.0 == 1 && split.2 == 1 => in_parts::<T, I, 3>(ix, upd, o, add),
+        Order::Disjoint(4) if split.0 == 1 && split.2 == 1 => in_parts::<T, I, 4>(ix, upd, o, add),
+        _ => scatter(split, ix, upd, o, add),
+    }
+}
+
+/// Adds element updates `upd` into `o` at `ix`, which split into `S`
+/// contiguous parts of equal length touching disjoint elements, in
+/// lock-step: step `t` adds update `t` of every part, each part summing a
+/// run of equal indices in its own register. Every element still gets its
+/// updates in order, from one part, so the bits are [`scatter`]'s.
+fn in_parts<T: Copy, I: Position, const S: usize>(
+    ix: &[I],
+    upd: &[T],
+    o: &mut [T],
+    add: impl Fn(T, T) -> T,
+) {
+    let len = ix.len() / S;
+    let ix: [&[I]; S] = std::array::from_fn(|s| &ix[s * len..(s + 1) * len]);
+    let upd: [&[T]; S] = std::array::from_fn(|s| &upd[s * len..(s + 1) * len]);
+    let mut at: [usize; S] = std::array::from_fn(|s| ix[s][0].at());
+    let mut acc: [T; S] = std::array::from_fn(|s| o[at[s]]);
+    for t in 0..len {
+        for s in 0..S {
+            let j = ix[s][t].at();
+            if j != at[s] {
+                o[at[s]] = acc[s];
+                at[s] = j;
+                acc[s] = o[j];
+            }
+            acc[s] = add(acc[s], upd[s][t]);
+        }
+    }
+    for s in 0..S {
+        o[at[s]] = acc[s];
+    }
 }
 
 /// Whether `ix` never decreases (one branch-free pass).
-fn sorted(ix: &[i64]) -> bool {
+pub(crate) fn sorted<I: Copy + PartialOrd>(ix: &[I]) -> bool {
     ix.windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]))
 }
 
@@ -146,9 +244,9 @@ fn sorted(ix: &[i64]) -> bool {
 const SCATTER_CHUNK: usize = 4096;
 
 /// Adds `upd` (laid out `[outer, count, inner]`) into `o` (`[outer, size, inner]`).
-fn scatter<T: Copy>(
+fn scatter<T: Copy, I: Position>(
     (outer, size, inner): (usize, usize, usize),
-    ix: &[i64],
+    ix: &[I],
     upd: &[T],
     o: &mut [T],
     add: impl Fn(T, T) -> T,
@@ -167,19 +265,19 @@ fn scatter<T: Copy>(
             let mut k = 0;
             while k < count {
                 let j = ix[k];
-                let mut acc = ob[j as usize];
+                let mut acc = ob[j.at()];
                 while k < count && ix[k] == j {
                     acc = add(acc, ub[k]);
                     k += 1;
                 }
-                ob[j as usize] = acc;
+                ob[j.at()] = acc;
             }
         }
         return;
     }
     for b in 0..outer {
         for (i, &j) in ix.iter().enumerate() {
-            let dst = (b * size + j as usize) * inner;
+            let dst = (b * size + j.at()) * inner;
             let src = (b * count + i) * inner;
             for q in 0..inner {
                 o[dst + q] = add(o[dst + q], upd[src + q]);
@@ -202,9 +300,12 @@ pub(super) fn scatter_add(
     check_axis("scatter_add", axis, operand)?;
     let split = split_at_axis(operand.dims(), axis);
     // Sorted indices (checked once, here) are added in one pass.
-    let mut is_sorted = false;
+    let mut order = Order::Any;
     let ix = indices("scatter_add", axis, split.1, idx, |ix| {
-        is_sorted = sorted(ix);
+        let is_sorted = sorted(ix);
+        if is_sorted {
+            order = Order::Sorted;
+        }
         is_sorted
     })?;
     if updates.storage.len() != split.0 * ix.len() * split.2 {
@@ -215,30 +316,43 @@ pub(super) fn scatter_add(
             expected: format!("updates shaped like a gather of {} indices", ix.len()),
         });
     }
-    let err = dtype_error(
-        "scatter_add",
-        operand.storage.dtype(),
-        updates.storage.dtype(),
-    );
-    match (operand.storage, updates.storage, out) {
+    scatter_add_checked(split, order, ix, operand.storage, updates.storage, out)
+}
+
+/// [`scatter_add`] with indices already checked to lie in `0..split.1`
+/// (and known to come in `order`), `updates`
+/// holding `split.0 · ix.len() · split.2` elements: the step of a
+/// scatter-add whose indices are constants, checked when the plan was
+/// built (`compile::scatter`). The same additions in the same order as
+/// [`scatter_add`], so the same bits.
+pub(crate) fn scatter_add_checked<I: Position>(
+    split: (usize, usize, usize),
+    order: Order,
+    ix: &[I],
+    operand: &Storage,
+    updates: &Storage,
+    out: &mut Storage,
+) -> Result<()> {
+    let err = dtype_error("scatter_add", operand.dtype(), updates.dtype());
+    match (operand, updates, out) {
         (Storage::F32(x), Storage::F32(u), Storage::F32(o)) => {
-            copy_and_scatter(split, is_sorted, ix, x, u, o, float_add);
+            copy_and_scatter(split, order, ix, x, u, o, float_add);
         }
         (Storage::F64(x), Storage::F64(u), Storage::F64(o)) => {
-            copy_and_scatter(split, is_sorted, ix, x, u, o, float_add);
+            copy_and_scatter(split, order, ix, x, u, o, float_add);
         }
         (Storage::F16(x), Storage::F16(u), Storage::F16(o)) => {
-            copy_and_scatter(split, is_sorted, ix, x, u, o, float_add);
+            copy_and_scatter(split, order, ix, x, u, o, float_add);
         }
         (Storage::BF16(x), Storage::BF16(u), Storage::BF16(o)) => {
-            copy_and_scatter(split, is_sorted, ix, x, u, o, float_add);
+            copy_and_scatter(split, order, ix, x, u, o, float_add);
         }
         (Storage::I64(x), Storage::I64(u), Storage::I64(o)) => {
-            copy_and_scatter(split, is_sorted, ix, x, u, o, i64::wrapping_add);
+            copy_and_scatter(split, order, ix, x, u, o, i64::wrapping_add);
         }
         // Booleans add as logical or (saturating 0/1 arithmetic).
         (Storage::Bool(x), Storage::Bool(u), Storage::Bool(o)) => {
-            copy_and_scatter(split, is_sorted, ix, x, u, o, |a, b| a || b);
+            copy_and_scatter(split, order, ix, x, u, o, |a, b| a || b);
         }
         _ => return Err(err),
     }

@@ -33,6 +33,7 @@ use rlx_core::{Error, Graph, Op, Result, Shape};
 use crate::storage::Storage;
 use operand::{dtype_error, same_dtype};
 
+pub(crate) use index::{scatter_add_checked, Order};
 pub use operand::Operand;
 pub use solve::{solve_into, solve_scratch_len};
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use rlx_core::{DType, Graph, Literal, Op};
 
 use crate::compile::fused::Access;
+use crate::compile::scatter::checked_indices;
 
 /// Per node: the checked indices when it is an indexed gather.
 pub(super) fn indexed_gathers(
@@ -53,16 +54,7 @@ pub(super) fn indexed_gathers(
         // Indices as `u32` (half the memory traffic of `usize`); a source
         // too long for them, or an index out of range, stays a kernel step
         // (which reports the bad index).
-        if size > u32::MAX as usize {
-            continue;
-        }
-        let ix: Option<Vec<u32>> = (0..count)
-            .map(|k| {
-                let j = lit.get_i64(k);
-                (j >= 0 && (j as u64) < size as u64).then_some(j as u32)
-            })
-            .collect();
-        out[i] = ix.map(Arc::from);
+        out[i] = checked_indices(count, size, |k| lit.get_i64(k));
     }
     out
 }

@@ -1,6 +1,7 @@
 //! The step of each op that is not element-wise: copies for movement ops,
 //! reductions, matrix products (reading virtual transposes in place),
-//! solves, and reference kernels for the rest.
+//! solves, scatter-adds with constant indices (checked here), and
+//! reference kernels for the rest.
 
 use rlx_core::{DType, Error, Op, Result, Shape};
 
@@ -11,7 +12,9 @@ use crate::compile::matmul::{MatMulStep, MatView};
 use crate::compile::movement::{merge_axes, CopyStep, Strided};
 use crate::compile::plan::{KernelStep, StepKind};
 use crate::compile::reduce::ReduceStep;
+use crate::compile::scatter::ScatterStep;
 use crate::compile::solve::SolveStep;
+use crate::kernels::iter::split_at_axis;
 
 /// The output stride of each axis of a reduction's operand `xs` (0 on
 /// the reduced `axes`; `out` is the result's shape), and the number of
@@ -165,6 +168,14 @@ impl Builder<'_> {
             // Read by its users' fused loops through the indices.
             Op::Gather { .. } if self.indexed[i].is_some() => {}
             Op::Gather { .. } | Op::ScatterAdd { .. } | Op::Softmax { .. } | Op::LogSoftmax { .. } => {
+                if let Op::ScatterAdd { axis } = n.op {
+                    if let Some(step) = self.scatter_step(n, axis) {
+                        let reads = vec![step.operand, step.updates];
+                        self.stats.checked_scatters += 1;
+                        self.push(i, StepKind::Scatter(step), reads);
+                        return Ok(());
+                    }
+                }
                 let args: Vec<(Val, Shape)> = n
                     .inputs
                     .iter()
@@ -191,6 +202,26 @@ impl Builder<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The step of scatter-add `n` along `axis` when its indices are a
+    /// constant and every one is in range (checked here, once); `None`
+    /// leaves it to the kernel step, which checks them on every call.
+    fn scatter_step(&self, n: &rlx_core::Node, axis: usize) -> Option<ScatterStep> {
+        let nodes = self.g.nodes();
+        let [x, idx, upd] = [0, 1, 2].map(|k| n.inputs[k].index());
+        let Op::Constant(lit) = &nodes[idx].op else {
+            return None;
+        };
+        if nodes[idx].dtype != DType::I64 || axis >= nodes[x].shape.rank() {
+            return None;
+        }
+        let split = split_at_axis(nodes[x].shape.dims(), axis);
+        let (count, parts) = (nodes[idx].shape.numel(), nodes[idx].shape.dims().first());
+        let vals = (self.root[x], self.root[upd]);
+        ScatterStep::checked(vals, split, count, parts.copied().unwrap_or(1), |k| {
+            lit.get_i64(k)
+        })
     }
 
     /// A matmul operand as a strided view (a virtual transpose reads its

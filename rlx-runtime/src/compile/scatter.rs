@@ -1,0 +1,104 @@
+//! Scatter-adds whose indices are constants (a gradient through the
+//! constant-index gathers of a rerolled loop, or of a sparse derivative):
+//! the indices are checked against the axis once, when the plan is built,
+//! and held as `u32`, so a call only copies the operand and adds the
+//! updates. The additions are the reference kernel's, in its order
+//! ([`crate::kernels::scatter_add_checked`]), so the bits are too. Indices
+//! out of range never make such a step: that scatter-add stays a kernel
+//! step, which reports the index on every call.
+
+use std::sync::Arc;
+
+use rlx_core::Result;
+
+use super::env::{Env, Val};
+use crate::kernels::{self, Order};
+use crate::storage::Storage;
+
+/// `out = operand`, then `updates` added in at the checked indices `idx`.
+#[derive(Clone, Debug)]
+pub(crate) struct ScatterStep {
+    pub(crate) operand: Val,
+    pub(crate) updates: Val,
+    /// The indices, each in `0..split.1`.
+    pub(crate) idx: Arc<[u32]>,
+    /// What is known of the order of `idx` (sorted, or in parts touching
+    /// disjoint elements), found here once.
+    pub(crate) order: Order,
+    /// The operand as `[outer, size, inner]` around the scattered axis.
+    pub(crate) split: (usize, usize, usize),
+}
+
+impl ScatterStep {
+    /// The step of a scatter-add along the axis `split` is taken around,
+    /// when every index (element `k` is `index(k)`, `count` of them) lies
+    /// in `0..split.1`; `None` otherwise (the kernel step then reports it).
+    /// `parts`: the leading dim of the indices' shape, the parts they may
+    /// split into (see [`Order::Disjoint`]).
+    pub(crate) fn checked(
+        (operand, updates): (Val, Val),
+        split: (usize, usize, usize),
+        count: usize,
+        parts: usize,
+        index: impl Fn(usize) -> i64,
+    ) -> Option<ScatterStep> {
+        let idx = checked_indices(count, split.1, index)?;
+        Some(ScatterStep {
+            operand,
+            updates,
+            order: Order::of(&idx, split.1, parts),
+            idx,
+            split,
+        })
+    }
+
+    pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage) -> Result<()> {
+        let (x, u) = (env.get(self.operand), env.get(self.updates));
+        kernels::scatter_add_checked(self.split, self.order, &self.idx, x, u, out)
+    }
+}
+
+/// The indices as `u32` when every one (element `k` is `index(k)`) lies in
+/// `0..size` and `size` fits in `u32`; `None` otherwise.
+pub(crate) fn checked_indices(
+    count: usize,
+    size: usize,
+    index: impl Fn(usize) -> i64,
+) -> Option<Arc<[u32]>> {
+    if size > u32::MAX as usize {
+        return None;
+    }
+    (0..count)
+        .map(|k| {
+            let j = index(k);
+            (j >= 0 && (j as u64) < size as u64).then_some(j as u32)
+        })
+        .collect::<Option<Vec<u32>>>()
+        .map(Arc::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_order_of_checked_indices_is_found_once() {
+        let step = |idx: &[i64], size: usize, parts: usize| {
+            ScatterStep::checked((0, 1), (1, size, 1), idx.len(), parts, |k| idx[k])
+                .map(|s| s.order)
+        };
+        assert_eq!(step(&[0, 0, 2, 3], 4, 2), Some(Order::Sorted));
+        // Three coordinates of particles 0, 0, 1 and 2, 1, 0.
+        let xyz: Vec<i64> = (0..3)
+            .flat_map(|k| [0, 0, 3, 6, 3, 0].map(|i| i + k))
+            .collect();
+        assert_eq!(step(&xyz, 9, 3), Some(Order::Disjoint(3)));
+        // Element 1 in both halves; parts not dividing the count; one part.
+        assert_eq!(step(&[1, 0, 2, 1], 3, 2), Some(Order::Any));
+        assert_eq!(step(&[1, 0, 2, 1, 0], 3, 2), Some(Order::Any));
+        assert_eq!(step(&[1, 0], 3, 1), Some(Order::Any));
+        // An index out of range makes no step.
+        assert_eq!(step(&[1, 3], 3, 1), None);
+        assert_eq!(step(&[-1, 0], 3, 1), None);
+    }
+}
