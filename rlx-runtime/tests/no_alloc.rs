@@ -103,3 +103,52 @@ fn warm_run_allocates_nothing(exe: &rlx_runtime::Executable) {
     });
     assert!(m > 0);
 }
+
+/// A warm `run_into` of an MLP layer's value and gradient whose products
+/// run as epilogues allocates nothing. The products have few rows and
+/// right operands that fit in cache, so they take the unpacked kernels
+/// (`matrixmultiply` allocates its packing buffer on every call).
+#[test]
+fn warm_run_into_with_epilogues_allocates_nothing() {
+    let (batch, d_in, hidden) = (8, 40, 24);
+    let mut g = Graph::new();
+    let x = g.input("x", [batch, d_in], DType::F32);
+    let w = g.input("w", [d_in, hidden], DType::F32);
+    let b = g.input("b", [hidden], DType::F32);
+    let p = g.matmul(x, w).unwrap();
+    let z = g.add(p, b).unwrap();
+    let h = g.tanh(z).unwrap();
+    let sq = g.mul(h, h).unwrap();
+    let loss = g.sum_all(sq).unwrap();
+    g.set_outputs(vec![loss]);
+    let vg = rlx_core::autodiff::value_and_grad(&g, &[0, 1, 2]).unwrap();
+    let options = Options {
+        scalarize: false,
+        ..Options::default()
+    };
+    let exe = compile_with(&vg, &options).unwrap();
+    assert!(exe.stats().epilogues >= 1, "{:?}", exe.stats());
+    let vals = |n: usize| {
+        (0..n)
+            .map(|i| (i as f32 * 0.37).sin())
+            .collect::<Vec<f32>>()
+    };
+    let ins = [
+        Tensor::from_vec(vals(batch * d_in), [batch, d_in]),
+        Tensor::from_vec(vals(d_in * hidden), [d_in, hidden]),
+        Tensor::from_vec(vals(hidden), [hidden]),
+    ];
+    let ins: Vec<&Tensor> = ins.iter().collect();
+    let mut outs: Vec<Tensor> = exe
+        .output_types()
+        .iter()
+        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
+        .collect();
+    exe.run_into(&ins, &mut outs).unwrap();
+    let n = allocations(|| {
+        for _ in 0..3 {
+            exe.run_into(&ins, &mut outs).unwrap();
+        }
+    });
+    assert_eq!(n, 0, "warm run_into allocated {n} times");
+}

@@ -42,6 +42,7 @@
 mod chain;
 mod chain_form;
 mod env;
+mod epilogue;
 mod exec;
 mod fold;
 mod fused;
