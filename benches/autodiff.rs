@@ -16,10 +16,9 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use rlx_core::autodiff;
 use rlx_runtime::{compile, DType, Graph, Tensor};
 
-const B: usize = 64;
-const D_IN: usize = 784;
-const H: usize = 256;
-const D_OUT: usize = 10;
+#[path = "common/mlp.rs"]
+mod mlp_model;
+use mlp_model::{mlp_graph, B, D_IN, D_OUT, H};
 
 /// Deterministic pseudo-random values in [-scale, scale).
 fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
@@ -32,36 +31,6 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
             ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
         })
         .collect()
-}
-
-/// The MLP's loss as a graph: inputs x, y (one-hot), w1, b1, w2, b2, w3, b3.
-fn mlp_graph() -> Graph {
-    let mut g = Graph::new();
-    let f = DType::F32;
-    let x = g.input("x", [B, D_IN], f);
-    let y = g.input("y", [B, D_OUT], f);
-    let w1 = g.input("w1", [D_IN, H], f);
-    let b1 = g.input("b1", [H], f);
-    let w2 = g.input("w2", [H, H], f);
-    let b2 = g.input("b2", [H], f);
-    let w3 = g.input("w3", [H, D_OUT], f);
-    let b3 = g.input("b3", [D_OUT], f);
-    let dense = |g: &mut Graph, a, w, b| {
-        let m = g.matmul(a, w).unwrap();
-        g.add(m, b).unwrap()
-    };
-    let z1 = dense(&mut g, x, w1, b1);
-    let h1 = g.tanh(z1).unwrap();
-    let z2 = dense(&mut g, h1, w2, b2);
-    let h2 = g.tanh(z2).unwrap();
-    let logits = dense(&mut g, h2, w3, b3);
-    let ls = g.log_softmax(logits, 1).unwrap();
-    let picked = g.mul(y, ls).unwrap();
-    let total = g.sum_all(picked).unwrap();
-    let scale = g.scalar(-1.0 / B as f64, f);
-    let loss = g.mul(total, scale).unwrap();
-    g.set_outputs(vec![loss]);
-    g
 }
 
 /// `c = a b` for row-major `a: [m, k]` (or `a^T` stored `[k, m]` when
@@ -241,6 +210,22 @@ fn mlp(c: &mut Criterion) {
     let mut group = c.benchmark_group("mlp_784_256_256_10_b64");
     group.bench_function("rlx value_and_grad", |b| {
         b.iter(|| exe.run_into(black_box(&inputs), &mut outs).unwrap())
+    });
+    // The same plan with each product and the loop reading it as two
+    // steps: what the epilogues save, in the same run.
+    let apart = rlx_runtime::compile::Options {
+        epilogues: false,
+        ..Default::default()
+    };
+    let apart = rlx_runtime::compile::compile_with(&vg, &apart).unwrap();
+    eprintln!(
+        "mlp: {} epilogues, {} steps ({} without epilogues)",
+        exe.stats().epilogues,
+        exe.stats().steps,
+        apart.stats().steps
+    );
+    group.bench_function("rlx value_and_grad without epilogues", |b| {
+        b.iter(|| apart.run_into(black_box(&inputs), &mut outs).unwrap())
     });
     group.bench_function("hand-written sgemm", |b| {
         b.iter(|| black_box(hand.run(black_box(&x), &y, &params)))

@@ -141,16 +141,14 @@ pub(crate) fn is_tiny(m: usize, k: usize, n: usize) -> bool {
 }
 
 /// Most rows of `C` a product may have for the panel kernels to take it
-/// when it is not tiny, unless it has at most [`PANEL_WORK`] multiply-adds.
-/// The panels skip packing (and `matrixmultiply`'s allocation of its
-/// packing buffer) but run at about half the speed of its FMA kernels, so
-/// they pay for few rows (an LSTM step's 4) or little work; an MLP's
-/// weight gradient (`[784, 64] · [64, 256]`) runs faster packed.
+/// when it is not tiny. The panels skip packing (and `matrixmultiply`'s
+/// allocation of its packing buffer) but run at a fraction of the speed
+/// of its FMA kernels, slower still on ragged edges (columns past a
+/// multiple of 8, rows past a multiple of 4, computed one element at a
+/// time): they pay for a few rows (an LSTM step's 4), not for an MLP's
+/// products (`[64, 256] · [256, 10]` and its gradients took 10% of the
+/// MLP's time on the panels, about 1% of its multiply-adds).
 pub(crate) const PANEL_ROWS: usize = 16;
-
-/// Most multiply-adds of a product of more than [`PANEL_ROWS`] rows that
-/// the panel kernels take.
-pub(crate) const PANEL_WORK: usize = 1 << 18;
 
 /// The kernel computing a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,11 +178,7 @@ impl Kernel {
         let tiny = is_tiny(m, k, n);
         let panel = k > 0
             && super::panel::fits(k, n, a, b, csc)
-            && if tiny {
-                b.cs == 1
-            } else {
-                m <= PANEL_ROWS || m.saturating_mul(k).saturating_mul(n) <= PANEL_WORK
-            };
+            && if tiny { b.cs == 1 } else { m <= PANEL_ROWS };
         match (panel, tiny) {
             (true, _) => Kernel::Panel,
             (false, true) => Kernel::Plain,
@@ -461,4 +455,43 @@ fn half_product<T: Copy>(
         n,
         1,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Row-major (or, `t`, transposed) views of an `r x c` matrix.
+    fn view(data: &[f32], r: usize, c: usize, t: bool) -> Mat<'_, f32> {
+        let (rs, cs) = if t { (1, r) } else { (c, 1) };
+        Mat {
+            data,
+            off: 0,
+            rs,
+            cs,
+        }
+    }
+
+    #[test]
+    fn kernels_by_shape() {
+        let data = vec![0.0f32; 784 * 256];
+        let of = |(m, k, n): (usize, usize, usize), ta: bool, tb: bool| {
+            Kernel::of(m, k, n, &view(&data, m, k, ta), &view(&data, k, n, tb), 1)
+        };
+        // An LSTM step's gates: few rows, a weight that fits in cache.
+        assert_eq!(of((4, 64, 128), false, false), Kernel::Panel);
+        assert_eq!(of((4, 64, 128), false, true), Kernel::Panel);
+        // An MLP's weight gradients `xᵀ · dz`: many rows, much work.
+        assert_eq!(of((784, 64, 256), true, false), Kernel::Packed);
+        assert_eq!(of((256, 64, 256), true, false), Kernel::Packed);
+        // Many rows, little work: packed too.
+        assert_eq!(of((256, 64, 10), true, false), Kernel::Packed);
+        assert_eq!(of((64, 10, 256), false, true), Kernel::Packed);
+        // A right operand too large for the panels.
+        assert_eq!(of((4, 784, 256), false, false), Kernel::Packed);
+        // Tiny: the panels only where they keep the plain loop's sums.
+        assert_eq!(of((3, 5, 7), false, false), Kernel::Panel);
+        assert_eq!(of((3, 5, 7), false, true), Kernel::Plain);
+        assert_eq!(of((3, 0, 7), false, false), Kernel::Plain);
+    }
 }

@@ -11,6 +11,10 @@
 
 use super::*;
 
+/// The benchmark's MLP.
+#[path = "../../../benches/common/mlp.rs"]
+mod mlp;
+
 /// How a layer's product is finished.
 #[derive(Clone, Copy, Debug)]
 enum Act {
@@ -192,31 +196,7 @@ fn epilogue_gradients_give_the_bits_of_separate_steps() {
 /// that loop's step.
 #[test]
 fn mlp_plan_has_an_epilogue_per_layer_and_cotangent() {
-    let (b, d_in, h, d_out) = (64, 784, 256, 10);
-    let f = DType::F32;
-    let mut g = Graph::new();
-    let x = g.input("x", [b, d_in], f);
-    let y = g.input("y", [b, d_out], f);
-    let mut a = x;
-    let mut prev = d_in;
-    for (l, width) in [h, h, d_out].into_iter().enumerate() {
-        let w = g.input(format!("w{l}"), [prev, width], f);
-        let bias = g.input(format!("b{l}"), [width], f);
-        let p = g.matmul(a, w).unwrap();
-        let z = g.add(p, bias).unwrap();
-        a = if width == d_out {
-            z
-        } else {
-            g.tanh(z).unwrap()
-        };
-        prev = width;
-    }
-    let ls = g.log_softmax(a, 1).unwrap();
-    let picked = g.mul(y, ls).unwrap();
-    let total = g.sum_all(picked).unwrap();
-    let scale = g.scalar(-1.0 / b as f64, f);
-    let loss = g.mul(total, scale).unwrap();
-    g.set_outputs(vec![loss]);
+    let g = mlp::mlp_graph();
     let vg = rlx_core::autodiff::value_and_grad(&g, &[2, 3, 4, 5, 6, 7]).unwrap();
     let fused = compile_with(&vg, &with_epilogues(true)).unwrap().stats();
     let apart = compile_with(&vg, &with_epilogues(false)).unwrap().stats();
