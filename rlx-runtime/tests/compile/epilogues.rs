@@ -11,7 +11,8 @@
 
 use super::*;
 
-/// The benchmark's MLP.
+/// The benchmark's MLP (its hand-written version is not used here).
+#[allow(dead_code)]
 #[path = "../../../benches/common/mlp.rs"]
 mod mlp;
 
