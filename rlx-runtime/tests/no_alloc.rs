@@ -80,26 +80,34 @@ fn warm_run_allocates_nothing(exe: &rlx_runtime::Executable) {
     let avt = Tensor::from_vec(av, [4, 4]);
     let kv = Tensor::scalar(0.8f64);
     let iv = Tensor::from_vec(vec![3i64, 0, 2], [3]);
-    let inputs = [&xv, &wv, &avt, &kv, &iv];
+    warm_run_into_allocates_nothing_on(exe, &[&xv, &wv, &avt, &kv, &iv]);
+}
+
+/// Runs `exe` on `inputs` once, then asserts that three warm `run_into`s
+/// allocate nothing and give the same values (and that a `run`, which
+/// allocates fresh outputs, is counted).
+fn warm_run_into_allocates_nothing_on(exe: &rlx_runtime::Executable, inputs: &[&Tensor]) {
     let mut outs: Vec<Tensor> = exe
         .output_types()
         .iter()
         .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
         .collect();
     // Cold run (states are created at compile time; this warms everything).
-    exe.run_into(&inputs, &mut outs).unwrap();
-    let first: Vec<Vec<f64>> = outs.iter().map(|t| t.to_vec::<f64>().unwrap()).collect();
+    exe.run_into(inputs, &mut outs).unwrap();
+    let values = |outs: &[Tensor]| -> Vec<Vec<f64>> {
+        outs.iter().map(|t| t.to_f64_vec().unwrap()).collect()
+    };
+    let first = values(&outs);
     let n = allocations(|| {
         for _ in 0..3 {
-            exe.run_into(&inputs, &mut outs).unwrap();
+            exe.run_into(inputs, &mut outs).unwrap();
         }
     });
     assert_eq!(n, 0, "warm run_into allocated {n} times");
-    let again: Vec<Vec<f64>> = outs.iter().map(|t| t.to_vec::<f64>().unwrap()).collect();
-    assert_eq!(first, again);
+    assert_eq!(first, values(&outs));
     // The counter does count: a `run` (fresh outputs) allocates.
     let m = allocations(|| {
-        let _ = exe.run(&inputs).unwrap();
+        let _ = exe.run(inputs).unwrap();
     });
     assert!(m > 0);
 }
@@ -140,16 +148,5 @@ fn warm_run_into_with_epilogues_allocates_nothing() {
         Tensor::from_vec(vals(hidden), [hidden]),
     ];
     let ins: Vec<&Tensor> = ins.iter().collect();
-    let mut outs: Vec<Tensor> = exe
-        .output_types()
-        .iter()
-        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
-        .collect();
-    exe.run_into(&ins, &mut outs).unwrap();
-    let n = allocations(|| {
-        for _ in 0..3 {
-            exe.run_into(&ins, &mut outs).unwrap();
-        }
-    });
-    assert_eq!(n, 0, "warm run_into allocated {n} times");
+    warm_run_into_allocates_nothing_on(&exe, &ins);
 }
