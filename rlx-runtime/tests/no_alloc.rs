@@ -89,26 +89,73 @@ fn warm_run_allocates_nothing(exe: &rlx_runtime::Executable) {
     let avt = Tensor::from_vec(av, [4, 4]);
     let kv = Tensor::scalar(0.8f64);
     let iv = Tensor::from_vec(vec![3i64, 0, 2], [3]);
-    let inputs = [&xv, &wv, &avt, &kv, &iv];
+    warm_run_into_allocates_nothing_on(exe, &[&xv, &wv, &avt, &kv, &iv]);
+}
+
+/// Runs `exe` on `inputs` once, then asserts that three warm `run_into`s
+/// allocate nothing and give the same values (and that a `run`, which
+/// allocates fresh outputs, is counted).
+fn warm_run_into_allocates_nothing_on(exe: &rlx_runtime::Executable, inputs: &[&Tensor]) {
     let mut outs: Vec<Tensor> = exe
         .output_types()
         .iter()
         .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
         .collect();
     // Cold run (states are created at compile time; this warms everything).
-    exe.run_into(&inputs, &mut outs).unwrap();
-    let first: Vec<Vec<f64>> = outs.iter().map(|t| t.to_vec::<f64>().unwrap()).collect();
+    exe.run_into(inputs, &mut outs).unwrap();
+    let values = |outs: &[Tensor]| -> Vec<Vec<f64>> {
+        outs.iter().map(|t| t.to_f64_vec().unwrap()).collect()
+    };
+    let first = values(&outs);
     let n = allocations(|| {
         for _ in 0..3 {
-            exe.run_into(&inputs, &mut outs).unwrap();
+            exe.run_into(inputs, &mut outs).unwrap();
         }
     });
     assert_eq!(n, 0, "warm run_into allocated {n} times");
-    let again: Vec<Vec<f64>> = outs.iter().map(|t| t.to_vec::<f64>().unwrap()).collect();
-    assert_eq!(first, again);
+    assert_eq!(first, values(&outs));
     // The counter does count: a `run` (fresh outputs) allocates.
     let m = allocations(|| {
-        let _ = exe.run(&inputs).unwrap();
+        let _ = exe.run(inputs).unwrap();
     });
     assert!(m > 0);
+}
+
+/// A warm `run_into` of an MLP layer's value and gradient whose products
+/// run as epilogues allocates nothing. The products have at most 16 rows
+/// (or are tiny) and right operands that fit in cache, so they take the
+/// unpacked kernels (`matrixmultiply` allocates its packing buffer on
+/// every call).
+#[test]
+fn warm_run_into_with_epilogues_allocates_nothing() {
+    let (batch, d_in, hidden) = (8, 16, 40);
+    let mut g = Graph::new();
+    let x = g.input("x", [batch, d_in], DType::F32);
+    let w = g.input("w", [d_in, hidden], DType::F32);
+    let b = g.input("b", [hidden], DType::F32);
+    let p = g.matmul(x, w).unwrap();
+    let z = g.add(p, b).unwrap();
+    let h = g.tanh(z).unwrap();
+    let sq = g.mul(h, h).unwrap();
+    let loss = g.sum_all(sq).unwrap();
+    g.set_outputs(vec![loss]);
+    let vg = rlx_core::autodiff::value_and_grad(&g, &[0, 1, 2]).unwrap();
+    let options = Options {
+        scalarize: false,
+        ..Options::default()
+    };
+    let exe = compile_with(&vg, &options).unwrap();
+    assert!(exe.stats().epilogues >= 1, "{:?}", exe.stats());
+    let vals = |n: usize| {
+        (0..n)
+            .map(|i| (i as f32 * 0.37).sin())
+            .collect::<Vec<f32>>()
+    };
+    let ins = [
+        Tensor::from_vec(vals(batch * d_in), [batch, d_in]),
+        Tensor::from_vec(vals(d_in * hidden), [d_in, hidden]),
+        Tensor::from_vec(vals(hidden), [hidden]),
+    ];
+    let ins: Vec<&Tensor> = ins.iter().collect();
+    warm_run_into_allocates_nothing_on(&exe, &ins);
 }

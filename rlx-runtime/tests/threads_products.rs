@@ -73,8 +73,12 @@ fn products_give_the_same_bits_for_every_thread_count() {
     let _g = lock();
     // (batch, m, k, n, transpose b), each above the two-part threshold of
     // 2^20 multiply-adds: odd sizes, a row count that is not a multiple of
-    // the 8-row groups, a transposed operand, a tall thin product, a batch.
+    // the 8-row groups, a transposed operand, a tall thin product, a batch,
+    // and a product whose right operand fits the unpacked panel kernels
+    // but whose rows are too many for them, while its parts' rows are not
+    // (the kernel is chosen once, for the whole product).
     let cases = [
+        (1, 40, 128, 256, false),
         (1, 133, 129, 117, false),
         (1, 64, 160, 256, false),
         (1, 300, 64, 100, true),
@@ -189,5 +193,54 @@ fn reductions_give_the_same_bits_for_every_thread_count() {
                 assert_close(&what, &out[0], &want, rel * (count as f64).sqrt());
             }
         }
+    }
+}
+
+/// An MLP layer's value and gradient with epilogues (each product written
+/// into the buffer of the loop reading it, which then runs over it):
+/// products large enough to be split across threads, and loops over their
+/// results split too, give the bits of one thread and of the plan without
+/// epilogues.
+#[test]
+fn epilogues_give_the_same_bits_for_every_thread_count() {
+    let _g = lock();
+    let (batch, d_in, hidden) = (64, 300, 130);
+    for dtype in [DType::F32, DType::F64] {
+        let mut g = Graph::new();
+        let x = g.input("x", [batch, d_in], dtype);
+        let w = g.input("w", [d_in, hidden], dtype);
+        let b = g.input("b", [hidden], dtype);
+        let v = g.input("v", [hidden, d_in], dtype);
+        let p = g.matmul(x, w).unwrap();
+        let z = g.add(p, b).unwrap();
+        let h = g.tanh(z).unwrap();
+        let back = g.matmul(h, v).unwrap();
+        let sq = g.mul(back, back).unwrap();
+        let loss = g.sum_all(sq).unwrap();
+        g.set_outputs(vec![loss]);
+        let vg = rlx_core::autodiff::value_and_grad(&g, &[1, 2, 3]).unwrap();
+        let ins = [
+            input(&[batch, d_in], 0.5, dtype),
+            input(&[d_in, hidden], 1.5, dtype),
+            input(&[hidden], 2.5, dtype),
+            input(&[hidden, d_in], 3.5, dtype),
+        ];
+        let ins: Vec<&Tensor> = ins.iter().collect();
+        let what = format!("mlp layer {dtype:?}");
+        assert!(compile(&vg).unwrap().stats().epilogues >= 2, "{what}");
+        let one = same_bits_for_every_count(&what, &vg, &ins);
+        let apart = rlx_runtime::compile::Options {
+            epilogues: false,
+            ..Default::default()
+        };
+        let apart = rlx_runtime::compile::compile_with(&vg, &apart).unwrap();
+        set_num_threads(1);
+        let want = bits(&apart.run(&ins).unwrap());
+        set_num_threads(0);
+        assert_eq!(
+            bits(&one),
+            want,
+            "{what}: against the plan without epilogues"
+        );
     }
 }

@@ -191,6 +191,7 @@ fn touches(ins: &Instr, leaves: &[Leaf], r: Reg) -> (bool, bool) {
     let out = |o: Out| o == Out::Reg(r);
     match ins {
         Instr::Load { leaf } => (false, leaves[*leaf as usize].reg == Some(r)),
+        Instr::LoadTarget { dst, .. } => (false, *dst == r),
         Instr::Unary { x, dst, .. } => (src(*x), out(*dst)),
         Instr::Binary { a, b, dst, .. } => (src(*a) || src(*b), out(*dst)),
         Instr::Compare { a, b, dst, .. } => (*a == r || *b == r, *dst == r),

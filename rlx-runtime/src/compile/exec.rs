@@ -194,6 +194,18 @@ pub(crate) fn run(
                 m.run(&env, &mut targets[0], &mut st.half);
                 Ok(())
             }
+            StepKind::Epilogue(e) => {
+                e.run(
+                    &env,
+                    &mut st.regs,
+                    targets,
+                    &mut st.idx,
+                    &mut st.par,
+                    &mut st.acc,
+                    &mut st.half,
+                );
+                Ok(())
+            }
             StepKind::Reduce(r) => {
                 r.run(&env, &mut targets[0], &mut st.acc, &mut st.idx);
                 Ok(())

@@ -40,6 +40,14 @@ pub(crate) enum Instr {
     Load {
         leaf: u32,
     },
+    /// Copies the current block of target `target` into register `dst`:
+    /// the matrix product an epilogue step wrote into the buffer this loop
+    /// then overwrites (see `epilogue`). It comes first in the body, so
+    /// every block is read before anything writes it.
+    LoadTarget {
+        target: u32,
+        dst: Reg,
+    },
     Unary {
         op: UnaryOp,
         bank: Bank,
@@ -374,6 +382,7 @@ fn streams(ins: &Instr) -> bool {
                 })
         }
         Instr::Load { .. }
+        | Instr::LoadTarget { .. }
         | Instr::Compare { .. }
         | Instr::Select { .. }
         | Instr::Cast { .. }
@@ -415,6 +424,16 @@ fn prefetch_block(st: &Storage, next: usize) {
     let _ = (st, next);
 }
 
+/// Copies elements `start..start + len` of target `t` into register `r`.
+fn load_target<T: Lanes>(regs: &mut Registers, t: RawTarget, r: Reg, start: usize, len: usize) {
+    let (p, n) = T::raw(t);
+    // SAFETY: the block `start..start + len` of a target belongs to the one
+    // part running it, and no other reference into it is live: the copy
+    // ends before any instruction of the block writes the target.
+    let block = unsafe { window(p, n, start, len) };
+    reg_mut(T::bank(regs), r)[..len].copy_from_slice(block);
+}
+
 fn exec<'e>(
     ins: &Instr,
     at: At<'e>,
@@ -431,6 +450,12 @@ fn exec<'e>(
                 load(regs, (leaf, r), src, start, len, idx);
             }
         }
+        Instr::LoadTarget { target, dst } => match dst.bank {
+            Bank::F32 => load_target::<f32>(regs, targets[target as usize], dst, start, len),
+            Bank::F64 => load_target::<f64>(regs, targets[target as usize], dst, start, len),
+            Bank::I64 => load_target::<i64>(regs, targets[target as usize], dst, start, len),
+            Bank::Bool => load_target::<bool>(regs, targets[target as usize], dst, start, len),
+        },
         Instr::Unary { op, bank, x, dst } => match bank {
             Bank::F32 => {
                 let (o, r) = operands::<f32>(regs, targets, at, dst);

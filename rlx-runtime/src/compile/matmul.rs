@@ -13,8 +13,8 @@
 //! `matrixmultiply` allocates its packing buffer on every call, which
 //! would cost more than such a product and break the no-allocation
 //! guarantee of warm runs on small (physics-sized) matrices. Products
-//! whose right operand fits in cache (an LSTM step's) skip the packing
-//! too: see `panel`.
+//! of a few rows whose right operand fits in cache (an LSTM step's) skip
+//! the packing too: see `panel` and [`Kernel::of`].
 
 use half::{bf16, f16};
 use rlx_core::DType;
@@ -140,15 +140,61 @@ pub(crate) fn is_tiny(m: usize, k: usize, n: usize) -> bool {
     k == 0 || m.saturating_mul(k).saturating_mul(n) <= SMALL
 }
 
+/// Most rows of `C` a product may have for the panel kernels to take it
+/// when it is not tiny. The panels skip packing (and `matrixmultiply`'s
+/// allocation of its packing buffer) but run at a fraction of the speed
+/// of its FMA kernels, slower still on ragged edges (columns past a
+/// multiple of 8, rows past a multiple of 4, computed one element at a
+/// time): they pay for a few rows (an LSTM step's 4), not for an MLP's
+/// products (`[64, 256] · [256, 10]` and its gradients took 10% of the
+/// MLP's time on the panels, about 1% of its multiply-adds).
+pub(crate) const PANEL_ROWS: usize = 16;
+
+/// The kernel computing a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// The plain triple loop (tiny products).
+    Plain,
+    /// The register-blocked loops of `panel`, without packing.
+    Panel,
+    /// `matrixmultiply`.
+    Packed,
+}
+
+impl Kernel {
+    /// The kernel of a whole `m x k x n` product, `C` with column stride
+    /// `csc`. It is chosen once per product, so the row parts of a product
+    /// split across threads take the kernel of the whole (the same bits).
+    /// Tiny products take the panel kernels only where they keep the plain
+    /// loop's order of sums.
+    pub(crate) fn of<T>(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &Mat<'_, T>,
+        b: &Mat<'_, T>,
+        csc: usize,
+    ) -> Kernel {
+        let tiny = is_tiny(m, k, n);
+        let panel = k > 0
+            && super::panel::fits(k, n, a, b, csc)
+            && if tiny { b.cs == 1 } else { m <= PANEL_ROWS };
+        match (panel, tiny) {
+            (true, _) => Kernel::Panel,
+            (false, true) => Kernel::Plain,
+            (false, false) => Kernel::Packed,
+        }
+    }
+}
+
 /// `C ← A B` with `A: m x k`, `B: k x n` and `C: m x n` at `c_off` with
-/// strides `rsc`, `csc`: a plain loop when `plain` (pass
-/// [`is_tiny`]`(m, k, n)`), else `matrixmultiply`.
+/// strides `rsc`, `csc`, by `kernel` (see [`Kernel::of`]).
 ///
 /// # Panics
 /// If a view reaches outside its slice (a planner bug, never user input).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm<T: Gemm>(
-    plain: bool,
+    kernel: Kernel,
     (m, k, n): (usize, usize, usize),
     a: Mat<'_, T>,
     b: Mat<'_, T>,
@@ -167,52 +213,47 @@ pub(crate) fn gemm<T: Gemm>(
     if m == 0 || n == 0 {
         return;
     }
-    // Products the panel kernels take; when `plain`, only those with the
-    // plain loop's order of sums (so that tiny products keep its
-    // roundings). The choice does not depend on `m`, so the row parts of a
-    // product split across threads take the same kernel as the whole.
-    let panel = k > 0 && super::panel::fits(k, n, &a, &b, csc) && (b.cs == 1 || !plain);
-    if panel {
-        super::panel::product((m, k, n), a, b, c, c_off, rsc);
-        return;
-    }
-    if plain {
-        for i in 0..m {
-            for j in 0..n {
-                c[c_off + i * rsc + j * csc] = T::ZERO;
-            }
-            for p in 0..k {
-                let av = a.data[a.off + i * a.rs + p * a.cs];
-                let brow = b.off + p * b.rs;
+    match kernel {
+        Kernel::Panel => super::panel::product((m, k, n), a, b, c, c_off, rsc),
+        Kernel::Plain => {
+            for i in 0..m {
                 for j in 0..n {
-                    let o = c_off + i * rsc + j * csc;
-                    c[o] = c[o] + av * b.data[brow + j * b.cs];
+                    c[c_off + i * rsc + j * csc] = T::ZERO;
+                }
+                for p in 0..k {
+                    let av = a.data[a.off + i * a.rs + p * a.cs];
+                    let brow = b.off + p * b.rs;
+                    for j in 0..n {
+                        let o = c_off + i * rsc + j * csc;
+                        c[o] = c[o] + av * b.data[brow + j * b.cs];
+                    }
                 }
             }
         }
-        return;
-    }
-    // Strides are at most the slice lengths, which fit in `isize`.
-    let s = |x: usize| x as isize;
-    // SAFETY: the assertion above shows that every element addressed
-    // through (offset, dims, strides) lies inside `a.data`, `b.data` and
-    // `c`; `c` is a unique borrow, so it does not overlap the shared
-    // borrows `a` and `b`.
-    unsafe {
-        T::raw(
-            m,
-            k,
-            n,
-            a.data.as_ptr().add(a.off),
-            s(a.rs),
-            s(a.cs),
-            b.data.as_ptr().add(b.off),
-            s(b.rs),
-            s(b.cs),
-            c.as_mut_ptr().add(c_off),
-            s(rsc),
-            s(csc),
-        )
+        Kernel::Packed => {
+            // Strides are at most the slice lengths, which fit in `isize`.
+            let s = |x: usize| x as isize;
+            // SAFETY: the assertion above shows that every element addressed
+            // through (offset, dims, strides) lies inside `a.data`, `b.data` and
+            // `c`; `c` is a unique borrow, so it does not overlap the shared
+            // borrows `a` and `b`.
+            unsafe {
+                T::raw(
+                    m,
+                    k,
+                    n,
+                    a.data.as_ptr().add(a.off),
+                    s(a.rs),
+                    s(a.cs),
+                    b.data.as_ptr().add(b.off),
+                    s(b.rs),
+                    s(b.cs),
+                    c.as_mut_ptr().add(c_off),
+                    s(rsc),
+                    s(csc),
+                )
+            }
+        }
     }
 }
 
@@ -240,20 +281,21 @@ pub(crate) fn row_parts(m: usize, k: usize, n: usize) -> usize {
 /// `C ← A B` for a row-major `c: m x n` (the layout of every product's
 /// output), its rows split across threads above a size threshold.
 ///
-/// Each part multiplies its own rows of `A` by all of `B` through
-/// `matrixmultiply`, which computes every element of `C` from its row and
-/// column alone in an order fixed by `k`: every thread count gives the
-/// same bits (tested). Tiny products take the plain loop of [`gemm`],
-/// never split; the parts of a split product never take it.
+/// Each part multiplies its own rows of `A` by all of `B` with the kernel
+/// chosen for the whole product ([`Kernel::of`]), which computes every
+/// element of `C` from its row and column alone in an order fixed by `k`:
+/// every thread count gives the same bits (tested). Tiny products take
+/// the plain loop of [`gemm`], never split.
 pub(crate) fn product<T: Gemm + Send + Sync>(
     (m, k, n): (usize, usize, usize),
     a: Mat<'_, T>,
     b: Mat<'_, T>,
     c: &mut [T],
 ) {
+    let kernel = Kernel::of(m, k, n, &a, &b, 1);
     let parts = row_parts(m, k, n);
     if parts <= 1 {
-        return gemm(is_tiny(m, k, n), (m, k, n), a, b, c, 0, n, 1);
+        return gemm(kernel, (m, k, n), a, b, c, 0, n, 1);
     }
     let groups = m.div_ceil(ROW_GROUP);
     let row = |p: usize| (groups * p / parts * ROW_GROUP).min(m);
@@ -263,7 +305,7 @@ pub(crate) fn product<T: Gemm + Send + Sync>(
             off: a.off + r0 * a.rs,
             ..a
         };
-        gemm(false, (r1 - r0, k, n), a, b, chunk, 0, n, 1)
+        gemm(kernel, (r1 - r0, k, n), a, b, chunk, 0, n, 1)
     });
 }
 
@@ -391,24 +433,65 @@ fn half_product<T: Copy>(
             half.b[p * n + j] = to(b[bo + p * brs + j * bcs]);
         }
     }
+    let a = Mat {
+        data: &half.a[..],
+        off: 0,
+        rs: k,
+        cs: 1,
+    };
+    let b = Mat {
+        data: &half.b[..],
+        off: 0,
+        rs: n,
+        cs: 1,
+    };
     gemm(
-        is_tiny(m, k, n),
+        Kernel::of(m, k, n, &a, &b, 1),
         (m, k, n),
-        Mat {
-            data: &half.a,
-            off: 0,
-            rs: k,
-            cs: 1,
-        },
-        Mat {
-            data: &half.b,
-            off: 0,
-            rs: n,
-            cs: 1,
-        },
+        a,
+        b,
         &mut half.c,
         0,
         n,
         1,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Row-major (or, `t`, transposed) views of an `r x c` matrix.
+    fn view(data: &[f32], r: usize, c: usize, t: bool) -> Mat<'_, f32> {
+        let (rs, cs) = if t { (1, r) } else { (c, 1) };
+        Mat {
+            data,
+            off: 0,
+            rs,
+            cs,
+        }
+    }
+
+    #[test]
+    fn kernels_by_shape() {
+        let data = vec![0.0f32; 784 * 256];
+        let of = |(m, k, n): (usize, usize, usize), ta: bool, tb: bool| {
+            Kernel::of(m, k, n, &view(&data, m, k, ta), &view(&data, k, n, tb), 1)
+        };
+        // An LSTM step's gates: few rows, a weight that fits in cache.
+        assert_eq!(of((4, 64, 128), false, false), Kernel::Panel);
+        assert_eq!(of((4, 64, 128), false, true), Kernel::Panel);
+        // An MLP's weight gradients `xᵀ · dz`: many rows, much work.
+        assert_eq!(of((784, 64, 256), true, false), Kernel::Packed);
+        assert_eq!(of((256, 64, 256), true, false), Kernel::Packed);
+        // Many rows, little work: packed too.
+        assert_eq!(of((256, 64, 10), true, false), Kernel::Packed);
+        assert_eq!(of((64, 10, 256), false, true), Kernel::Packed);
+        // A right operand too large for the panels.
+        assert_eq!(of((4, 784, 256), false, false), Kernel::Packed);
+        // Tiny: the panels only where they keep the plain loop's sums.
+        assert_eq!(of((3, 5, 7), false, false), Kernel::Panel);
+        assert_eq!(of((3, 5, 7), false, true), Kernel::Plain);
+        assert_eq!(of((3, 0, 7), false, false), Kernel::Plain);
+    }
 }

@@ -44,6 +44,7 @@
 mod chain;
 mod chain_form;
 mod env;
+mod epilogue;
 mod exec;
 mod fold;
 mod fused;

@@ -48,6 +48,15 @@ pub struct Options {
     /// [`placed`](super::PlanStats::placed) and
     /// [`fused_reductions`](super::PlanStats::fused_reductions)).
     pub fuse_movement: bool,
+    /// Run the element-wise loop reading a matrix product (a bias add and
+    /// an activation; in a backward pass, the activation's derivative
+    /// times the cotangent and the bias gradient's column sum) in the
+    /// product's step: the product is written straight into the buffer of
+    /// the loop's result, which the loop then overwrites block by block.
+    /// The same operations in the same order, so the same bits. Off, the
+    /// product is a step of its own with its own buffer. See
+    /// [`PlanStats::epilogues`](super::PlanStats::epilogues).
+    pub epilogues: bool,
 }
 
 impl Default for Options {
@@ -56,6 +65,7 @@ impl Default for Options {
             jit: true,
             scalarize: true,
             fuse_movement: true,
+            epilogues: true,
         }
     }
 }

@@ -45,6 +45,9 @@ pub(crate) enum StepKind {
     Loop(super::looping::LoopStep),
     /// A scalar region of small values in a mixed graph.
     Region(RegionStep),
+    /// A matrix product and the element-wise loop over its result, run
+    /// in place in one step (see `epilogue`).
+    Epilogue(super::epilogue::EpilogueStep),
 }
 
 /// One step of the schedule.
@@ -182,6 +185,13 @@ pub struct PlanStats {
     pub small_region_outputs: usize,
     /// Scalar regions compiled to native code (feature `jit`).
     pub native_regions: usize,
+    /// Matrix products whose element-wise consumers (a bias add, an
+    /// activation, an activation's derivative times a cotangent, with the
+    /// reductions folded into them) run in the same step, over the
+    /// product's result in place: the product writes straight into the
+    /// buffer of the loop's result and is never stored on its own (see
+    /// [`Options::epilogues`](super::Options::epilogues)).
+    pub epilogues: usize,
     /// Transposes read in place by matrix products.
     pub virtual_transposes: usize,
     /// Gathers with constant indices read through their indices by fused

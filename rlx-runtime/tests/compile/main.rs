@@ -12,6 +12,7 @@ mod common;
 #[path = "../../../rlx-core/tests/shared/device.rs"]
 mod device;
 mod elementwise;
+mod epilogues;
 mod execution;
 mod fusion;
 mod fusion_movement;

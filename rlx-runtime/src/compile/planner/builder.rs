@@ -42,6 +42,8 @@ pub(super) struct Builder<'a> {
     pub(super) places: &'a [Option<super::places::Place>],
     pub(super) group: &'a [Option<u32>],
     pub(super) stored: &'a [bool],
+    /// Products run by the fused loop reading them.
+    pub(super) epilogues: &'a super::epilogue::Epilogues,
     pub(super) consts: Vec<Storage>,
     pub(super) locs: Vec<Loc>,
     pub(super) steps: Vec<Step>,

@@ -33,6 +33,10 @@
 //! - a run of small values (at most 256 elements each) in a graph that
 //!   also has large ones is a *scalar region* (see `mixed`): one step
 //!   running a scalar program over its elements;
+//! - a matrix product read only by one fused loop of its shape that
+//!   stores a value of the product's shape and dtype runs in that loop's
+//!   step, written into that value's buffer (an *epilogue*, see
+//!   `epilogue`);
 //! - every other node is its own step.
 //!
 //! Values that outlive their step live in buffer slots. Slots are assigned
@@ -49,6 +53,7 @@
 //! module groups the nodes and drives the build.
 
 mod builder;
+mod epilogue;
 mod indexed;
 mod mixed;
 mod ops;
@@ -361,6 +366,21 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         })
         .collect();
 
+    let epilogues = match options.epilogues {
+        true => epilogue::epilogues(&epilogue::Facts {
+            g,
+            live: &live,
+            users: &users,
+            pinned: &pinned,
+            group: &group,
+            groups: &groups,
+            sink: &sink,
+            stored: &stored,
+            places: &places,
+        }),
+        false => epilogue::Epilogues::none(nn, groups.len()),
+    };
+
     // The declared types, and the sizes and counts of a plan with no
     // steps, which the builder grows.
     let base = Plan::types_only(g);
@@ -374,6 +394,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
         places: &places,
         group: &group,
         stored: &stored,
+        epilogues: &epilogues,
         consts: Vec::new(),
         locs: vec![Loc::None; nn],
         steps: Vec::new(),

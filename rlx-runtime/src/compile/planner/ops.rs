@@ -130,22 +130,11 @@ impl Builder<'_> {
                 }
                 self.push(i, StepKind::Reduce(step), vec![self.root[x]]);
             }
+            // Computed by the epilogue step of the loop reading it.
+            Op::MatMul if self.epilogues.product[i] => {}
             Op::MatMul => {
-                let (a, ar) = self.mat_view(arg(0), &n.shape);
-                let (b, br) = self.mat_view(arg(1), &n.shape);
-                let r = n.shape.rank();
-                let step = MatMulStep {
-                    a,
-                    b,
-                    batch_dims: n.shape.dims()[..r - 2].to_vec(),
-                    m: n.shape.dim(r - 2),
-                    k: self.shape(arg(0)).dim(self.shape(arg(0)).rank() - 1),
-                    n: n.shape.dim(r - 1),
-                    dtype: n.dtype,
-                };
-                let h = step.half_scratch();
-                self.half = (self.half.0.max(h.0), self.half.1.max(h.1), self.half.2.max(h.2));
-                self.push(i, StepKind::MatMul(step), vec![ar, br]);
+                let (step, reads) = self.matmul_step(n);
+                self.push(i, StepKind::MatMul(step), reads);
             }
             Op::Solve => {
                 let (a, bb) = (arg(0), arg(1));
@@ -222,6 +211,30 @@ impl Builder<'_> {
         ScatterStep::checked(vals, split, count, parts.copied().unwrap_or(1), |k| {
             lit.get_i64(k)
         })
+    }
+
+    /// The step of matrix product `n` and the values it reads.
+    pub(super) fn matmul_step(&mut self, n: &rlx_core::Node) -> (MatMulStep, Vec<Val>) {
+        let arg = |k: usize| n.inputs[k].index();
+        let (a, ar) = self.mat_view(arg(0), &n.shape);
+        let (b, br) = self.mat_view(arg(1), &n.shape);
+        let r = n.shape.rank();
+        let step = MatMulStep {
+            a,
+            b,
+            batch_dims: n.shape.dims()[..r - 2].to_vec(),
+            m: n.shape.dim(r - 2),
+            k: self.shape(arg(0)).dim(self.shape(arg(0)).rank() - 1),
+            n: n.shape.dim(r - 1),
+            dtype: n.dtype,
+        };
+        let h = step.half_scratch();
+        self.half = (
+            self.half.0.max(h.0),
+            self.half.1.max(h.1),
+            self.half.2.max(h.2),
+        );
+        (step, vec![ar, br])
     }
 
     /// A matmul operand as a strided view (a virtual transpose reads its

@@ -9,7 +9,8 @@ use rlx_core::{BinaryOp, CmpOp, DType, Op, Result, UnaryOp};
 use super::builder::{Builder, Group};
 use super::ops::reduce_strides;
 use crate::compile::chain_form::form_chains;
-use crate::compile::env::Loc;
+use crate::compile::env::{Dst, Loc};
+use crate::compile::epilogue::EpilogueStep;
 use crate::compile::fold::Sink;
 use crate::compile::fused::{Access, FusedStep, Instr, Leaf};
 use crate::compile::fused_io::Scatter;
@@ -108,6 +109,15 @@ impl Builder<'_> {
                 splat_of.insert(p.0, reg);
                 splat_leaf.insert(p.0, leaves.len() - 1);
             }
+        }
+        // An epilogue's product (see `epilogue`): read from the buffer it
+        // was written into, first, so that every block is read before
+        // anything writes it.
+        let epilogue = gid.and_then(|g| self.epilogues.of_group[g as usize]);
+        if let Some((p, _)) = epilogue {
+            let dst = ra.alloc(Bank::of(nodes[p as usize].dtype));
+            body.push(Instr::LoadTarget { target: 0, dst });
+            reg_of.insert(p, dst);
         }
         for (k, &m) in members.iter().enumerate() {
             let n = &nodes[m as usize];
@@ -289,6 +299,19 @@ impl Builder<'_> {
         for (b, c) in ra.count.iter().enumerate() {
             self.regs[b] = self.regs[b].max(*c);
         }
+        let mut product = None;
+        if let Some((p, h)) = epilogue {
+            let into = targets.iter().position(|t| t.dst == Dst::Node(h));
+            let into =
+                into.expect("an epilogue's loop stores the value its product is written into");
+            if let Some(Instr::LoadTarget { target, .. }) = body.first_mut() {
+                *target = into as u32;
+            }
+            let (step, product_reads) = self.matmul_step(&nodes[p as usize]);
+            reads.retain(|&v| v != p);
+            reads.extend(product_reads);
+            product = Some((step, into as u32));
+        }
         reads.sort_unstable();
         reads.dedup();
         let (body, chained) = form_chains(body, &leaves);
@@ -297,9 +320,21 @@ impl Builder<'_> {
         self.stats.fused_loops += 1;
         self.stats.fused_nodes += members.len() - sinks.len();
         self.stats.chained_nodes += chained;
+        let fused = FusedStep::new(gr.shape.numel(), leaves, body, sinks);
+        let kind = match product {
+            Some((product, target)) => {
+                self.stats.epilogues += 1;
+                StepKind::Epilogue(EpilogueStep {
+                    product,
+                    target,
+                    body: fused,
+                })
+            }
+            None => StepKind::Fused(fused),
+        };
         self.steps.push(Step {
             node: gr.members.last().copied().unwrap_or_default(),
-            kind: StepKind::Fused(FusedStep::new(gr.shape.numel(), leaves, body, sinks)),
+            kind,
             targets,
             reads,
         });
