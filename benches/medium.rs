@@ -28,7 +28,7 @@
 //! holds still on a loaded machine.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
@@ -120,19 +120,6 @@ fn rosenbrock_bench(c: &mut Criterion) {
 
 // ---- 3-terminal device ----
 
-/// Seconds per call of `f`: the fastest of 40 batches of 5 calls.
-fn fastest_batch(mut f: impl FnMut()) -> f64 {
-    (0..40)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..5 {
-                f();
-            }
-            t.elapsed().as_secs_f64() / 5.0
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
 fn device_bench(c: &mut Criterion) {
     let n = 10_000;
     let u = values(3 * n, 3, -0.2, 0.2);
@@ -148,10 +135,14 @@ fn device_bench(c: &mut Criterion) {
     assert_close("device jacobian", &vals(&got), &want);
     // Criterion's mean moves with the load of a shared machine; the
     // fastest of many short batches, both sides in turn, moves less.
-    let rlx = fastest_batch(|| {
-        black_box(batch_jacobian_device(black_box(&ut)).unwrap());
-    });
-    let hand = fastest_batch(|| device_jacobian_by_hand(black_box(&u), black_box(&mut want)));
+    let [rlx, hand] = batches::fastest(
+        &mut [
+            &mut || drop(black_box(batch_jacobian_device(black_box(&ut)).unwrap())),
+            &mut || device_jacobian_by_hand(black_box(&u), black_box(&mut want)),
+        ],
+        40,
+        Duration::from_millis(1),
+    );
     println!(
         "device batch_jacobian_ N = {n}: fastest batch {:.1} µs vs hand {:.1} µs ({:.2}x)",
         rlx * 1e6,

@@ -21,11 +21,13 @@
 //!
 //! Run: `cargo bench --bench reprojection -- --warm-up-time 1 --measurement-time 3`
 
+#[path = "common/batches.rs"]
+mod batches;
 #[path = "common/reprojection.rs"]
 mod reprojection;
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use reprojection::{
@@ -52,16 +54,20 @@ fn group(c: &mut Criterion, n: usize) {
         );
     }
     let mut res = vec![0.0; n * OUTPUTS];
-    let fastest = fastest_of_batches(&mut [
-        &mut || {
-            drop(black_box(
-                batch_jacobian_reprojection(black_box(&xt)).unwrap(),
-            ))
-        },
-        &mut || drop(black_box(reprojection(black_box(&xt)))),
-        &mut || jacobians_by_hand(black_box(&x), black_box(&mut jac)),
-        &mut || residuals_by_hand(black_box(&x), black_box(&mut res)),
-    ]);
+    let fastest = batches::fastest(
+        &mut [
+            &mut || {
+                drop(black_box(
+                    batch_jacobian_reprojection(black_box(&xt)).unwrap(),
+                ))
+            },
+            &mut || drop(black_box(reprojection(black_box(&xt)))),
+            &mut || jacobians_by_hand(black_box(&x), black_box(&mut jac)),
+            &mut || residuals_by_hand(black_box(&x), black_box(&mut res)),
+        ],
+        30,
+        Duration::from_millis(2),
+    );
     let [jac_rlx, obj_rlx, jac_hand, obj_hand] = fastest.map(|t| t * 1e6);
     println!(
         "reprojection N = {n}, fastest batch (µs a call): rlx batch_jacobian_ {jac_rlx:.2}, \
@@ -82,30 +88,6 @@ fn group(c: &mut Criterion, n: usize) {
         b.iter(|| residuals_by_hand(black_box(&x), &mut res))
     });
     grp.finish();
-}
-
-/// Seconds a call of each of `fs`: the fastest of 30 batches (of as many
-/// calls as take about 2 ms), the functions taking turns batch by batch.
-fn fastest_of_batches<const K: usize>(fs: &mut [&mut dyn FnMut(); K]) -> [f64; K] {
-    let calls: Vec<u32> = fs
-        .iter_mut()
-        .map(|f| {
-            let t = Instant::now();
-            f();
-            (2e-3 / t.elapsed().as_secs_f64().max(1e-9)).clamp(1.0, 10_000.0) as u32
-        })
-        .collect();
-    let mut best = [f64::INFINITY; K];
-    for _ in 0..30 {
-        for (k, f) in fs.iter_mut().enumerate() {
-            let t = Instant::now();
-            for _ in 0..calls[k] {
-                f();
-            }
-            best[k] = best[k].min(t.elapsed().as_secs_f64() / calls[k] as f64);
-        }
-    }
-    best
 }
 
 fn large(c: &mut Criterion) {

@@ -28,13 +28,29 @@ fn per_call(f: &mut dyn FnMut()) -> f64 {
     t.elapsed().as_secs_f64() / f64::from(calls)
 }
 
-/// Seconds per call of the fastest of `ROUNDS` batches of `calls` calls.
-fn batch(f: &mut dyn FnMut(), calls: usize, best: &mut f64) {
-    let t = Instant::now();
-    for _ in 0..calls {
-        f();
+/// Seconds per call of each of `fs`: the fastest of `rounds` batches of
+/// about `batch` each, the functions taking turns batch by batch (so all
+/// of them run under the same load).
+pub fn fastest<const K: usize>(
+    fs: &mut [&mut dyn FnMut(); K],
+    rounds: usize,
+    batch: Duration,
+) -> [f64; K] {
+    let calls: Vec<usize> = fs
+        .iter_mut()
+        .map(|f| ((batch.as_secs_f64() / per_call(*f)) as usize).max(1))
+        .collect();
+    let mut best = [f64::MAX; K];
+    for _ in 0..rounds {
+        for (k, f) in fs.iter_mut().enumerate() {
+            let t = Instant::now();
+            for _ in 0..calls[k] {
+                f();
+            }
+            best[k] = best[k].min(t.elapsed().as_secs_f64() / calls[k] as f64);
+        }
     }
-    *best = best.min(t.elapsed().as_secs_f64() / calls as f64);
+    best
 }
 
 /// Times `rlx` and `hand` in alternating batches when `group` is selected
@@ -46,13 +62,7 @@ pub fn compare(group: &str, mut rlx: impl FnMut(), mut hand: impl FnMut()) {
     if !filter.split('|').any(|f| group.contains(f.trim())) {
         return;
     }
-    let calls = |f: &mut dyn FnMut()| ((BATCH.as_secs_f64() / per_call(f)) as usize).max(1);
-    let (n_rlx, n_hand) = (calls(&mut rlx), calls(&mut hand));
-    let (mut best_rlx, mut best_hand) = (f64::MAX, f64::MAX);
-    for _ in 0..ROUNDS {
-        batch(&mut rlx, n_rlx, &mut best_rlx);
-        batch(&mut hand, n_hand, &mut best_hand);
-    }
+    let [best_rlx, best_hand] = fastest(&mut [&mut rlx, &mut hand], ROUNDS, BATCH);
     println!(
         "{group}: fastest of {ROUNDS} batches: rlx {:.3} µs, hand {:.3} µs, ratio {:.3}x \
          ({} threads)",
