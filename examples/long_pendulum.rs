@@ -54,12 +54,22 @@ fn main() -> rlx::Result<()> {
         "value_and_grad: first call {first:.2?} (trace + differentiate + compile + run), warm {warm:.2?} ({:.0} ns per step)",
         warm.as_nanos() as f64 / steps as f64
     );
-    let budget = rlx::core::loops::default_checkpoints(steps);
-    println!(
-        "reverse mode stored at most {budget} states ({} KiB) instead of {steps} ({} KiB)",
-        budget * 2 * n * 8 / 1024,
-        steps * 2 * n * 8 / 1024
-    );
+    // The default budget: every state if the T states fit in 16 MiB
+    // (10⁴ steps), else ⌈√T⌉ (10⁵ steps: 317).
+    let state_bytes = 2 * n * 8;
+    let budget = rlx::core::loops::default_budget(steps, state_bytes);
+    if budget < steps {
+        println!(
+            "reverse mode stored at most {budget} states ({} KiB) instead of {steps} ({} KiB)",
+            budget * state_bytes / 1024,
+            steps * state_bytes / 1024
+        );
+    } else {
+        println!(
+            "reverse mode stored all {steps} states ({} KiB: under the 16 MiB the default stores whole)",
+            steps * state_bytes / 1024
+        );
+    }
 
     // Central differences in a few coordinates.
     let d = d_theta0.to_vec::<f64>()?;
