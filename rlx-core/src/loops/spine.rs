@@ -151,15 +151,20 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
 }
 
 /// The split reverse step of adjoint `a` when its scan should store
-/// residuals instead of a spine: when `a` stores every carry anyway and
-/// all steps' residuals fit in [`RESIDUAL_BYTES`].
+/// residuals instead of a spine: when `a` stores every carry anyway, every
+/// residual has the loop's dtype (the packed result has one dtype, so a
+/// `select`'s mask, a bool, cannot be stored there) and all steps'
+/// residuals fit in [`RESIDUAL_BYTES`].
 fn residuals_within_budget(a: &LoopOp) -> Result<Option<Arc<Residuals>>> {
     if a.checkpoints < a.length {
         return Ok(None);
     }
     let r = split(a)?;
-    let per_step = r
-        .types(a.body.outputs().len())
+    let types = r.types(a.body.outputs().len());
+    if types.iter().any(|t| t.dtype != a.dtype()) {
+        return Ok(None);
+    }
+    let per_step = types
         .iter()
         .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
         .fold(0usize, usize::saturating_add);
