@@ -142,3 +142,53 @@ fn a_warm_loop_allocates_nothing_per_step_nor_per_checkpoint() {
         "allocations with residuals: {stored_short} at T = 8, {stored_long} at T = 64"
     );
 }
+
+#[test]
+fn buffers_are_allocated_by_the_first_run_not_by_the_plan_build() {
+    // 20 000 steps storing every carry: the scan's packed result holds every
+    // step's residuals (megabytes). Building the plan allocates none of it,
+    // the first run allocates it (from zeroed memory, written only by the
+    // loop), and a warm run reuses it.
+    let steps = 20_000;
+    let g = value_and_grad(&looped(steps, false, Some(steps)), &[0, 1, 2, 3]).unwrap();
+    let (fused, _) = rlx_core::loops::spine::fuse_spines(&g)
+        .unwrap()
+        .expect("a scan and its adjoint");
+    let per_step: usize = fused
+        .nodes()
+        .iter()
+        .find_map(|n| match &n.op {
+            rlx_core::Op::Loop(l) if l.residuals.is_some() => Some(l.residual_types()),
+            _ => None,
+        })
+        .expect("residuals")
+        .iter()
+        .map(|t| t.shape.numel() * 8)
+        .sum();
+    let residuals = steps * per_step;
+    assert!(residuals >= 1 << 20, "{residuals} bytes");
+    let mut exe = None;
+    let build = counting::peak_bytes(|| exe = Some(compile(&g).unwrap()));
+    let exe = exe.unwrap();
+    assert!(build < residuals / 4, "building took {build} bytes");
+    let x = point(&mut Rng::new(5), steps);
+    let ts: Vec<Tensor> = g
+        .inputs()
+        .iter()
+        .zip(&x)
+        .map(|(inp, v)| Tensor::from_vec(v.clone(), g.ty(inp.node).shape))
+        .collect();
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let mut outs: Vec<Tensor> = exe
+        .output_types()
+        .iter()
+        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
+        .collect();
+    let first = counting::peak_bytes(|| exe.run_into(&refs, &mut outs).unwrap());
+    assert!(first >= residuals, "the first run took {first} bytes");
+    let cold: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    let warm = counting::peak_bytes(|| exe.run_into(&refs, &mut outs).unwrap());
+    assert!(warm < residuals / 100, "a warm run took {warm} bytes");
+    let again: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    assert_eq!(cold, again);
+}
