@@ -34,6 +34,7 @@
 //! by `Graph::verify` through [`infer`](crate::infer())): the body verifies;
 //! carry types match; `length >= 1`; `1 <= checkpoints <= length`.
 
+pub mod hoist;
 pub mod lower;
 pub mod residuals;
 pub mod schedule;
@@ -364,13 +365,26 @@ impl LoopOp {
         let xt = self.x_types();
         b_out.extend(self.float_xs().into_iter().map(|j| xt[j].clone()));
         let kt = self.const_types();
-        b_out.extend(self.float_consts().into_iter().map(|j| kt[j].clone()));
+        let fk = self.float_consts();
+        let kept = |q: usize| r.hoisted.as_ref().is_none_or(|h| h.per_step[q]);
+        if let Some(h) = &r.hoisted {
+            hoist::check(self, b, h)?;
+        }
+        b_out.extend(
+            fk.iter()
+                .enumerate()
+                .filter(|&(q, _)| kept(q))
+                .map(|(_, &j)| kt[j].clone()),
+        );
+        let b_got = types(b, b.outputs());
         if self.spine > 0
             || types(f, &f.input_ids()) != self.input_types()
             || f_out.len() < n_out
             || f_out[..n_out] != body_out[..]
             || types(b, &b.input_ids()) != b_in
-            || types(b, b.outputs()) != b_out
+            || b_got.len() < b_out.len()
+            || b_got[..b_out.len()] != b_out[..]
+            || (r.hoisted.is_none() && b_got.len() != b_out.len())
         {
             return Err(self.err("the split reverse step does not match the body".into()));
         }

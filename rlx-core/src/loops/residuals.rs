@@ -41,8 +41,13 @@ pub const RESIDUAL_BYTES: usize = 64 << 20;
 pub struct Residuals {
     /// `[c, x, k] → [c', y, r]`: the body, also returning the residuals.
     pub forward: Graph,
-    /// `[x, k, c̄', ȳ, r] → [c̄, x̄ (float x), k̄ (float k)]`.
+    /// `[x, k, c̄', ȳ, r] → [c̄, x̄ (float x), k̄ (float k)]`, or with
+    /// `hoisted` products `[c̄, x̄, k̄ (those with a per-step part),
+    /// factors]`.
     pub backward: Graph,
+    /// The weight-gradient products taken out of `backward` and computed
+    /// once after the sweep ([`hoist`](super::hoist)), if any.
+    pub hoisted: Option<super::hoist::Hoisted>,
 }
 
 impl Residuals {
@@ -235,6 +240,7 @@ pub fn split(adj: &LoopOp) -> Result<Residuals> {
     Ok(Residuals {
         forward: f,
         backward: b,
+        hoisted: None,
     })
 }
 
