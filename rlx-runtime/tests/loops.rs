@@ -92,28 +92,41 @@ fn loop_graphs_agree_across_interpreter_compiler_and_plain_math() {
     }
 }
 
+/// Tensors of `g`'s input types holding `x` (one flat vector per input).
+fn tensors(g: &Graph, x: &[Vec<f64>]) -> Vec<Tensor> {
+    g.inputs()
+        .iter()
+        .zip(x)
+        .map(|(inp, v)| Tensor::from_vec(v.clone(), g.ty(inp.node).shape))
+        .collect()
+}
+
+/// Zeros of `exe`'s output types, for `run_into`.
+fn zero_outputs(exe: &rlx_runtime::Executable) -> Vec<Tensor> {
+    exe.output_types()
+        .iter()
+        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
+        .collect()
+}
+
+/// The values of `ts`.
+fn numbers_of(ts: &[Tensor]) -> Vec<Vec<f64>> {
+    ts.iter().map(|t| t.to_f64_vec().unwrap()).collect()
+}
+
 /// Heap allocations of one warm `run_into` of the compiled value and
 /// gradient of `looped(steps, false, Some(budget))`.
 fn warm_loop_allocations(steps: usize, budget: usize) -> usize {
     let g = value_and_grad(&looped(steps, false, Some(budget)), &[0, 1, 2, 3]).unwrap();
     let exe = compile(&g).unwrap();
     let x = point(&mut Rng::new(3), steps);
-    let ts: Vec<Tensor> = g
-        .inputs()
-        .iter()
-        .zip(&x)
-        .map(|(inp, v)| Tensor::from_vec(v.clone(), g.ty(inp.node).shape))
-        .collect();
+    let ts = tensors(&g, &x);
     let refs: Vec<&Tensor> = ts.iter().collect();
-    let mut outs: Vec<Tensor> = exe
-        .output_types()
-        .iter()
-        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
-        .collect();
+    let mut outs = zero_outputs(&exe);
     exe.run_into(&refs, &mut outs).unwrap();
-    let first: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    let first = numbers_of(&outs);
     let n = counting::allocations(|| exe.run_into(&refs, &mut outs).unwrap());
-    let again: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    let again = numbers_of(&outs);
     assert_eq!(first, again, "a warm run gives the cold run's numbers");
     n
 }
@@ -172,24 +185,15 @@ fn buffers_are_allocated_by_the_first_run_not_by_the_plan_build() {
     let exe = exe.unwrap();
     assert!(build < residuals / 4, "building took {build} bytes");
     let x = point(&mut Rng::new(5), steps);
-    let ts: Vec<Tensor> = g
-        .inputs()
-        .iter()
-        .zip(&x)
-        .map(|(inp, v)| Tensor::from_vec(v.clone(), g.ty(inp.node).shape))
-        .collect();
+    let ts = tensors(&g, &x);
     let refs: Vec<&Tensor> = ts.iter().collect();
-    let mut outs: Vec<Tensor> = exe
-        .output_types()
-        .iter()
-        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
-        .collect();
+    let mut outs = zero_outputs(&exe);
     let first = counting::peak_bytes(|| exe.run_into(&refs, &mut outs).unwrap());
     assert!(first >= residuals, "the first run took {first} bytes");
-    let cold: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    let cold = numbers_of(&outs);
     let warm = counting::peak_bytes(|| exe.run_into(&refs, &mut outs).unwrap());
     assert!(warm < residuals / 100, "a warm run took {warm} bytes");
-    let again: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    let again = numbers_of(&outs);
     assert_eq!(cold, again);
 }
 
@@ -267,12 +271,7 @@ fn weight_gradient_products_are_hoisted_out_of_the_reverse_sweep() {
     let checkpointed =
         value_and_grad(&recurrent(rows, steps, Some(steps - 1)), &[0, 1, 2, 3, 4]).unwrap();
     assert!(hoisted_of(&checkpointed).is_none());
-    let ts: Vec<Tensor> = vg
-        .inputs()
-        .iter()
-        .zip(&x)
-        .map(|(inp, v)| Tensor::from_vec(v.clone(), vg.ty(inp.node).shape))
-        .collect();
+    let ts = tensors(&vg, &x);
     let refs: Vec<&Tensor> = ts.iter().collect();
     let want: Vec<Vec<f64>> = compile(&checkpointed)
         .unwrap()
