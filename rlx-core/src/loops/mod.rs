@@ -68,8 +68,9 @@ pub struct LoopOp {
     /// differentiation) `K = schedule::spine(T, checkpoints).len()`: a scan
     /// also records, per carry, the `K` carries its adjoint's first descent
     /// would store (a `[K, ..c]` piece appended to its result); an adjoint
-    /// takes them as extra operands and skips that descent. Loops with a
-    /// spine have no derivative rules.
+    /// takes that whole packed result as one more operand, reads them
+    /// there in place and skips that descent. Loops with a spine have no
+    /// derivative rules.
     pub spine: usize,
     /// `None`, or (set by the compiler's [`spine`](mod@spine) fusion, after
     /// differentiation, instead of a spine) the reverse step split in two
@@ -485,17 +486,14 @@ impl LoopOp {
     /// The number of operands of the loop node.
     pub fn operand_count(&self) -> usize {
         let n = self.body.inputs().len();
-        let spine = if self.spine > 0 { self.carries } else { 0 };
         match self.kind {
             LoopKind::Scan => n,
-            LoopKind::Adjoint { .. } => {
-                n + self.carries + self.ys() + spine + usize::from(self.residuals.is_some())
-            }
+            LoopKind::Adjoint { .. } => n + self.carries + self.ys() + usize::from(self.fused()),
         }
     }
 
     /// The spine pieces (one per carry, `[K, ..c]`): appended to a scan's
-    /// result and an adjoint's operands when [`LoopOp::spine`] is set.
+    /// result when [`LoopOp::spine`] is set; its adjoint reads them there.
     pub fn spine_types(&self) -> Vec<TensorType> {
         let k = self.spine;
         self.carry_types()
@@ -513,10 +511,7 @@ impl LoopOp {
         if let LoopKind::Adjoint { .. } = self.kind {
             v.extend(self.carry_types());
             v.extend(self.y_types().into_iter().map(|t| self.stacked_type(t)));
-            if self.spine > 0 {
-                v.extend(self.spine_types());
-            }
-            if self.residuals.is_some() {
+            if self.fused() {
                 v.push(self.scan_type());
             }
         }
@@ -557,12 +552,11 @@ impl LoopOp {
         }
     }
 
-    /// The packed type of the scan with this loop's body, length and
-    /// residuals: what an adjoint with residuals reads them from.
+    /// The packed type of the scan with this loop's body, length, spine and
+    /// residuals: what a fused adjoint reads its spine or residuals from.
     fn scan_type(&self) -> TensorType {
         LoopOp {
             kind: LoopKind::Scan,
-            spine: 0,
             ..self.clone()
         }
         .out_type()

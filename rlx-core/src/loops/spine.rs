@@ -114,22 +114,9 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
             Op::Loop(a) if partner[i].is_some() => {
                 let j = partner[i].expect("checked");
                 let (node, s) = fused[j].clone().expect("scans come before their adjoints");
+                // The adjoint reads the spine or the residuals in place.
                 let mut ops = args;
-                if s.residuals.is_some() {
-                    // The adjoint reads the residuals in place.
-                    ops.push(node);
-                } else {
-                    // The spine pieces end the scan's result.
-                    let segs = s.segments();
-                    let mut off: usize = segs.iter().map(|t| t.shape.numel()).sum();
-                    let spine_segs = &segs[segs.len() - s.carries..];
-                    off -= spine_segs.iter().map(|t| t.shape.numel()).sum::<usize>();
-                    for t in spine_segs {
-                        let piece = out.slice(node, 0, off, t.shape.numel())?;
-                        ops.push(out.reshape(piece, t.shape.clone())?);
-                        off += t.shape.numel();
-                    }
-                }
+                ops.push(node);
                 let l = LoopRef(Arc::new(LoopOp {
                     spine: s.spine,
                     residuals: s.residuals.clone(),

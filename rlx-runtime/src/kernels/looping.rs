@@ -15,7 +15,8 @@
 //! the scan recorded); a scan's, 2 carries. These storages are
 //! [`LoopBuffers`], which a plan keeps from call to call: a warm call
 //! copies into them and allocates none. An adjoint with a spine skips the first descent of
-//! the schedule: its advances are not run and its stores read the spine.
+//! the schedule: its advances are not run and its stores read the spine, in
+//! place in the scan's packed result (which it takes as an operand).
 
 use rlx_core::loops::schedule::{revolve, Sweep};
 use rlx_core::{Error, LoopKind, LoopOp, Result};
@@ -299,12 +300,18 @@ struct Adjoint<'a> {
 }
 
 impl Adjoint<'_> {
-    /// Copies spine entry `k` (the carries its scan recorded) into `dst`.
+    /// Copies spine entry `k` (the carries its scan recorded) into `dst`,
+    /// from the scan's packed result: its spine pieces `[K, ..c_i]` follow
+    /// `[c(T).., ys..]`.
     fn spine_entry(&self, k: usize, dst: &mut [Storage]) -> Result<()> {
-        let first = self.l.body.inputs().len() + self.l.carries + self.l.ys();
-        for (i, d) in dst.iter_mut().enumerate() {
+        let packed = self.operands[self.l.body.inputs().len() + self.l.carries + self.l.ys()];
+        // `dst` holds one storage per carry, of its size.
+        let mut off: usize = dst.iter().map(|d| d.len()).sum();
+        off += self.sz.y.iter().map(|n| n * self.l.length).sum::<usize>();
+        for d in dst.iter_mut() {
             let n = d.len();
-            copy(d, 0, self.operands[first + i], k * n, n)?;
+            copy(d, 0, packed, off + k * n, n)?;
+            off += self.l.spine * n;
         }
         Ok(())
     }
