@@ -11,13 +11,23 @@ use super::cache::{Entry, Function, StaticArg};
 use super::transform::Transform;
 use crate::compile::Flat;
 use crate::debug_nans::debug_nans;
+use crate::tensor::Repr;
 use crate::trace;
-use crate::value::Arg;
+use crate::value::{same_dims, Arg};
 
-/// Whether `a` is a concrete argument of type `ty`.
+/// Whether `a` is a concrete argument of type `ty` (one match on the
+/// tensor's representation, then its dtype and dimensions).
 #[inline]
 fn fits(a: &Arg<'_>, ty: &TensorType) -> bool {
-    !a.is_traced() && a.matches(ty)
+    match a {
+        Arg::Tensor(t) => match &t.repr {
+            Repr::Concrete(c) => {
+                c.storage.dtype() == ty.dtype && same_dims(c.shape.dims(), ty.shape.dims())
+            }
+            Repr::Traced(_) => false,
+        },
+        Arg::F64(_) | Arg::F32(_) => a.matches(ty),
+    }
 }
 
 impl Function {
