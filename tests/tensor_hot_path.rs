@@ -12,11 +12,11 @@ mod counting;
 
 use counting::allocations;
 use proptest::prelude::*;
+use rlx::__private::{Arg, Transform};
 use rlx::core::autodiff;
 use rlx::prelude::*;
 use rlx::runtime::compile::{compile_with, Options};
 use rlx::runtime::Storage;
-use rlx::__private::{Arg, Transform};
 use rlx::{BinaryOp, Executable, Graph, Op, Result};
 
 /// The LJ energy of three particles in 2-D over one `[6]` tensor, with a
@@ -485,7 +485,8 @@ fn eager_small_solve_equals_the_general_kernel() {
 /// Runs transform `t` of `lj` through its plan cache's general path
 /// (`Function::run`, which never takes the pinned small-tensor path).
 fn lj_run(t: Transform, p: &Tensor, k: f64, extras: &[Arg<'_>]) -> Result<Vec<Vec<f64>>> {
-    let outs = __rlx_function_lj().run(t, &[Arg::from(p), Arg::F64(k)], extras, &(), __rlx_trace_lj)?;
+    let outs =
+        __rlx_function_lj().run(t, &[Arg::from(p), Arg::F64(k)], extras, &(), __rlx_trace_lj)?;
     Ok(outs.into_iter().map(|v| values(&v.into_tensor())).collect())
 }
 
@@ -494,7 +495,8 @@ fn lj_run(t: Transform, p: &Tensor, k: f64, extras: &[Arg<'_>]) -> Result<Vec<Ve
 fn lj_pinned(t: Transform, p: &Tensor, k: f64, extras: &[Arg<'_>]) -> bool {
     let args = [Arg::from(p), Arg::F64(k)];
     let f = __rlx_function_lj();
-    f.run_small(t, &args, extras, &(), 0, |_| Some(())).is_some()
+    f.run_small(t, &args, extras, &(), 0, |_| Some(()))
+        .is_some()
 }
 
 #[test]
@@ -565,7 +567,9 @@ fn warm_companions_take_the_pinned_path_with_the_bits_of_the_general_path() {
     let p32 = Tensor::from_slice(&[0.0f32, 0.1, 1.2, -0.1, 0.5, 1.0], [6]);
     assert!(!lj_pinned(Transform::Grad, &p32, k, &[]));
     let e = grad_lj(&p32, k).unwrap_err().to_string();
-    let want = lj_run(Transform::Grad, &p32, k, &[]).unwrap_err().to_string();
+    let want = lj_run(Transform::Grad, &p32, k, &[])
+        .unwrap_err()
+        .to_string();
     assert_eq!(e, want, "an f32 tensor with an f64 spring constant");
     for bad in [
         Tensor::from_slice(&[0.0; 8], [8]),
@@ -586,7 +590,12 @@ fn warm_companions_take_the_pinned_path_with_the_bits_of_the_general_path() {
     assert!(lj_pinned(Transform::Grad, &p, k, &[]));
     // A wrong tangent shape: the general path's error.
     let short = Tensor::from_slice(&[0.5; 4], [4]);
-    assert!(!lj_pinned(Transform::Jvp, &p, k, &[Arg::from(&short), Arg::F64(0.5)]));
+    assert!(!lj_pinned(
+        Transform::Jvp,
+        &p,
+        k,
+        &[Arg::from(&short), Arg::F64(0.5)]
+    ));
     let e = jvp_lj(&p, k, &short, 0.5).unwrap_err();
     let want = lj_run(Transform::Jvp, &p, k, &[Arg::from(&short), Arg::F64(0.5)]);
     assert_eq!(e.to_string(), want.unwrap_err().to_string());
