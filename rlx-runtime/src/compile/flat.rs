@@ -17,7 +17,8 @@ use crate::value::{is_number, Value, Values};
 ///
 /// ```
 /// use rlx_runtime::function::{Function, Transform};
-/// use rlx_runtime::{Arg, Graph, Result, TensorType, Tensor};
+/// use rlx_core::TensorType;
+/// use rlx_runtime::{Arg, Graph, Result, Tensor};
 ///
 /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
 ///     let mut g = Graph::new();

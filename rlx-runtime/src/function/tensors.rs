@@ -54,7 +54,8 @@ impl Function {
     ///
     /// ```
     /// use rlx_runtime::function::{Function, Transform};
-    /// use rlx_runtime::{Arg, DType, Graph, Result, Tensor, TensorType};
+    /// use rlx_core::TensorType;
+    /// use rlx_runtime::{Arg, Graph, Result, Tensor};
     ///
     /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
     ///     let mut g = Graph::new();
