@@ -345,3 +345,45 @@ fn the_environment_variable_turns_the_check_on() {
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
+
+/// A function of one small tensor: warm, its companions take the pinned
+/// small-tensor path (`Function::run_small`), which the check turns off.
+#[differentiable]
+fn log_pair(x: &Tensor) -> Tensor {
+    (x - 1.0).ln().sum_all() * 2.0
+}
+
+#[test]
+fn warm_small_tensor_calls_are_checked_when_the_check_is_on() {
+    let good = Tensor::from_vec(vec![2.0, 3.0], [2]);
+    let bad = Tensor::from_vec(vec![1.0, 3.0], [2]);
+    {
+        let _off = check(false);
+        // Warm calls of this signature: infinities come back unchanged.
+        for _ in 0..2 {
+            let (v, g) = value_and_grad_log_pair(&bad).unwrap();
+            assert_eq!(v.item::<f64>().unwrap(), f64::NEG_INFINITY);
+            assert!(g.to_f64_vec().unwrap()[0].is_infinite());
+            assert!(grad_log_pair(&good).is_ok());
+            assert!(log_pair(&bad).item::<f64>().unwrap().is_infinite());
+        }
+    }
+    let _on = check(true);
+    // The same warm signature: every companion and the plain call check.
+    let (v, _) = value_and_grad_log_pair(&good).unwrap();
+    assert_eq!(v.item::<f64>().unwrap(), 2.0 * 2f64.ln());
+    for e in [
+        value_and_grad_log_pair(&bad).map(|_| ()).unwrap_err(),
+        grad_log_pair(&bad).map(|_| ()).unwrap_err(),
+    ] {
+        let (_, _, op, value) = non_finite(&e);
+        assert_eq!((op.as_str(), value), ("ln", f64::NEG_INFINITY), "{e}");
+    }
+    // The Hessian's plan does not compute the value: a node of the
+    // derivative is named.
+    let e = hessian_log_pair(&bad).map(|_| ()).unwrap_err();
+    assert!(non_finite(&e).3.is_infinite() || non_finite(&e).3.is_nan());
+    let p = std::panic::catch_unwind(|| log_pair(&bad)).unwrap_err();
+    let p = p.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(p.contains("(`ln`) produced -inf"), "{p}");
+}

@@ -12,6 +12,7 @@ mod counting;
 
 use counting::allocations;
 use proptest::prelude::*;
+use rlx::__private::{Arg, Transform};
 use rlx::core::autodiff;
 use rlx::prelude::*;
 use rlx::runtime::compile::{compile_with, Options};
@@ -479,4 +480,170 @@ fn eager_small_solve_equals_the_general_kernel() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("singular"), "{e}");
+}
+
+/// Runs transform `t` of `lj` through its plan cache's general path
+/// (`Function::run`, which never takes the pinned small-tensor path).
+fn lj_run(t: Transform, p: &Tensor, k: f64, extras: &[Arg<'_>]) -> Result<Vec<Vec<f64>>> {
+    let outs =
+        __rlx_function_lj().run(t, &[Arg::from(p), Arg::F64(k)], extras, &(), __rlx_trace_lj)?;
+    Ok(outs.into_iter().map(|v| values(&v.into_tensor())).collect())
+}
+
+/// Whether the pinned small-tensor path serves transform `t` of `lj` on
+/// these arguments.
+fn lj_pinned(t: Transform, p: &Tensor, k: f64, extras: &[Arg<'_>]) -> bool {
+    let args = [Arg::from(p), Arg::F64(k)];
+    let f = __rlx_function_lj();
+    f.run_small(t, &args, extras, &(), 0, |_| Some(()))
+        .is_some()
+}
+
+#[test]
+fn warm_companions_take_the_pinned_path_with_the_bits_of_the_general_path() {
+    let p = Tensor::from_slice(&[0.0, 0.1, 1.2, -0.1, 0.5, 1.0], [6]);
+    let v = Tensor::from_slice(&[0.5, -0.25, 1.0, 0.0, -1.0, 0.75], [6]);
+    let k = 4.0;
+    let one = Tensor::scalar(1.5f64);
+    // Twice each: the first call may pin, the second is warm.
+    for round in 0..2 {
+        let want = lj_run(Transform::Call, &p, k, &[]).unwrap();
+        same(&want[0], &values(&lj(&p, k)), "plain call");
+
+        let want = lj_run(Transform::Grad, &p, k, &[]).unwrap();
+        let (e, (gp, gk)) = value_and_grad_lj(&p, k).unwrap();
+        same(&want[0], &values(&e), "value_and_grad_: value");
+        same(&want[1], &values(&gp), "value_and_grad_: ∂p");
+        same(&want[2], &[gk], "value_and_grad_: ∂k");
+        let (gp, gk) = grad_lj(&p, k).unwrap();
+        same(&want[1], &values(&gp), "grad_: ∂p");
+        same(&want[2], &[gk], "grad_: ∂k");
+
+        let tangents = [Arg::from(&v), Arg::F64(0.5)];
+        let want = lj_run(Transform::Jvp, &p, k, &tangents).unwrap();
+        let (e, t) = jvp_lj(&p, k, &v, 0.5).unwrap();
+        same(&want[0], &values(&e), "jvp_: value");
+        same(&want[1], &values(&t), "jvp_: tangent");
+
+        let want = lj_run(Transform::Vjp, &p, k, &[Arg::from(&one)]).unwrap();
+        let (e, (gp, gk)) = vjp_lj(&p, k, &one).unwrap();
+        same(&want[0], &values(&e), "vjp_: value");
+        same(&want[1], &values(&gp), "vjp_: ∂p");
+        same(&want[2], &[gk], "vjp_: ∂k");
+
+        let want = lj_run(Transform::Jacobian, &p, k, &[]).unwrap();
+        let (jp, jk) = jacobian_lj(&p, k).unwrap();
+        same(&want[1], &values(&jp), "jacobian_: ∂p");
+        same(&want[2], &values(&jk), "jacobian_: ∂k");
+
+        let want = lj_run(Transform::Hessian, &p, k, &[]).unwrap();
+        let ((hpp, hpk), (hkp, hkk)) = hessian_lj(&p, k).unwrap();
+        for (i, h) in [hpp, hpk, hkp, hkk].iter().enumerate() {
+            same(&want[1 + i], &values(h), "hessian_");
+        }
+
+        let want = lj_run(Transform::Hvp, &p, k, &tangents).unwrap();
+        let (hvp, hvk) = hvp_lj(&p, k, &v, 0.5).unwrap();
+        same(&want[1], &values(&hvp), "hvp_: ∂p");
+        same(&want[2], &[hvk], "hvp_: ∂k");
+
+        if round == 1 {
+            // Every one of these calls was served by the pinned path.
+            for (t, extras) in [
+                (Transform::Call, &[][..]),
+                (Transform::Grad, &[]),
+                (Transform::Jvp, &tangents),
+                (Transform::Vjp, &[Arg::from(&one)]),
+                (Transform::Jacobian, &[]),
+                (Transform::Hessian, &[]),
+                (Transform::Hvp, &tangents),
+            ] {
+                assert!(lj_pinned(t, &p, k, extras), "{t:?}");
+            }
+        }
+    }
+    // Another dtype, shape or rank after the warm hits: the general path,
+    // its own results; the pinned signature still served afterwards.
+    let p32 = Tensor::from_slice(&[0.0f32, 0.1, 1.2, -0.1, 0.5, 1.0], [6]);
+    assert!(!lj_pinned(Transform::Grad, &p32, k, &[]));
+    let e = grad_lj(&p32, k).unwrap_err().to_string();
+    let want = lj_run(Transform::Grad, &p32, k, &[])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, want, "an f32 tensor with an f64 spring constant");
+    for bad in [
+        Tensor::from_slice(&[0.0; 8], [8]),
+        Tensor::from_slice(&[0.0; 6], [3, 2]),
+    ] {
+        assert!(!lj_pinned(Transform::Grad, &bad, k, &[]));
+        // The same error as the general path gives (`slice` out of range
+        // for `[8]` is fine, but `[3, 2]` slices the wrong axis).
+        match (grad_lj(&bad, k), lj_run(Transform::Grad, &bad, k, &[])) {
+            (Ok((gp, gk)), Ok(want)) => {
+                same(&want[1], &values(&gp), "another signature: ∂p");
+                same(&want[2], &[gk], "another signature: ∂k");
+            }
+            (Err(e), Err(want)) => assert_eq!(e.to_string(), want.to_string()),
+            (got, want) => panic!("{:?} vs {:?}", got.is_ok(), want.is_ok()),
+        }
+    }
+    assert!(lj_pinned(Transform::Grad, &p, k, &[]));
+    // A wrong tangent shape: the general path's error.
+    let short = Tensor::from_slice(&[0.5; 4], [4]);
+    assert!(!lj_pinned(
+        Transform::Jvp,
+        &p,
+        k,
+        &[Arg::from(&short), Arg::F64(0.5)]
+    ));
+    let e = jvp_lj(&p, k, &short, 0.5).unwrap_err();
+    let want = lj_run(Transform::Jvp, &p, k, &[Arg::from(&short), Arg::F64(0.5)]);
+    assert_eq!(e.to_string(), want.unwrap_err().to_string());
+    assert!(e.to_string().contains("tangent_p"), "{e}");
+}
+
+#[test]
+fn inside_a_trace_a_warm_signature_is_inlined_not_run() {
+    let p = Tensor::from_slice(&[0.0, 0.1, 1.2, -0.1, 0.5, 1.0], [6]);
+    grad_lj(&p, 5.0).unwrap();
+    grad_lj(&p, 5.0).unwrap();
+    let t = rlx::trace::Trace::enter();
+    // A traced argument of the pinned signature's type.
+    let x = t.input("p", Shape::from([6]), DType::F64);
+    let (gx, _) = grad_lj(&x, 5.0).unwrap();
+    assert!(gx.is_traced());
+    let e = lj(&x, 5.0);
+    assert!(e.is_traced());
+    drop(t);
+    // Afterwards the warm signature runs again.
+    assert!(!grad_lj(&p, 5.0).unwrap().0.is_traced());
+}
+
+/// `Σ sin(s · x)` for a static scale `s`: no entry is pinned, every call
+/// goes through the plan cache, keyed by `s`.
+#[differentiable]
+fn scaled_sines(x: &Tensor, s: i32) -> Tensor {
+    (x * f64::from(s)).sin().sum_all()
+}
+
+#[test]
+fn static_arguments_keep_their_own_plans() {
+    let xs = [0.25, -0.5, 1.0];
+    let x = Tensor::from_slice(&xs, [3]);
+    for s in [1, 3, 1, 2, 3] {
+        for _ in 0..2 {
+            let (v, g) = value_and_grad_scaled_sines(&x, s).unwrap();
+            let sf = f64::from(s);
+            let want: f64 = xs.iter().map(|x| (sf * x).sin()).sum();
+            assert!((v.item::<f64>().unwrap() - want).abs() < 1e-14, "s = {s}");
+            for (gi, xi) in values(&g).iter().zip(xs) {
+                assert!((gi - sf * (sf * xi).cos()).abs() < 1e-14, "s = {s}");
+            }
+        }
+    }
+    let f = __rlx_function_scaled_sines();
+    let args = [Arg::from(&x)];
+    assert!(f
+        .run_small(Transform::Grad, &args, &[], &(1,), 0, |_| Some(()))
+        .is_none());
 }

@@ -1,6 +1,7 @@
 //! The bodies of the generated functions: the plain call and each
 //! companion ([`Bodies::companion`]: the number path first when it can
-//! serve, then `Function::run` or the sparse runs), and the `graph_f` and
+//! serve, then the small-tensor path of a function without static
+//! arguments, then `Function::run` or the sparse runs), and the `graph_f` and
 //! `nth_derivative_f` functions ([`Bodies::graph_and_nth`]).
 
 use proc_macro2::{Span, TokenStream};
@@ -33,6 +34,9 @@ pub(super) struct Bodies {
     generic_number_args: Option<TokenStream>,
     /// `let (Some(__rlx_n0), ..) = (number_of(&a), ..)`.
     number_guard: TokenStream,
+    /// Whether the function has static parameters (then no entry is
+    /// pinned, and companions go straight to the plan cache).
+    statics: bool,
     /// The number of the function's own outputs.
     n_out: usize,
 }
@@ -101,6 +105,7 @@ impl Bodies {
             number_args,
             generic_number_args,
             number_guard,
+            statics: !static_ids.is_empty(),
             n_out: ctx.n_out,
         }
     }
@@ -257,8 +262,30 @@ impl Bodies {
                 }
             }
         });
+        // The warm call over small tensors (`Function::run_small`), for a
+        // function without static arguments: results built straight from
+        // the run, declined (`None`) for everything else.
+        let small = (!self.statics).then(|| {
+            let build = build(&Taker::new(Read::Flat, kind.clone()));
+            let skip = if skip { n_out } else { 0 };
+            quote! {
+                if let ::core::option::Option::Some(__rlx_r) = #fn_ident().run_small(
+                    ::rlx::__private::Transform::#t,
+                    #args_list,
+                    &[#(#extra_args),*],
+                    &#statics_val,
+                    #skip,
+                    |__rlx_it: &mut ::rlx::__private::Flat<'_>| -> ::core::option::Option<#ret> {
+                        ::core::option::Option::Some(#build)
+                    },
+                ) {
+                    return #ok(__rlx_r);
+                }
+            }
+        });
         quote! {
             #fast
+            #small
             ::rlx::__private::#wrap(|| -> ::rlx::Result<#ret> {
                 #run
                 ::core::result::Result::Ok(#general)

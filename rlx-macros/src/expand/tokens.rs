@@ -74,6 +74,9 @@ pub(super) enum Read {
     Values,
     /// An iterator of `f64`s, from `Function::run_numbers`.
     Numbers,
+    /// A `&mut Flat`, in the closure passed to `Function::run_small`
+    /// (each take returns an `Option`).
+    Flat,
 }
 
 /// Builds the expressions that take a companion's results from `__rlx_it`
@@ -115,6 +118,9 @@ impl Taker {
                 Read::Numbers => quote!(<#k as ::rlx::__private::Kind>::#conv(
                     ::rlx::__private::number::<f64>(&mut __rlx_it)
                 )),
+                Read::Flat => {
+                    quote!(::rlx::__private::flat::<<#k as ::rlx::__private::Kind>::#ty>(__rlx_it)?)
+                }
             };
         }
         match (self.read, o) {
@@ -129,6 +135,10 @@ impl Taker {
             (Read::Numbers, Out::Tensor) => {
                 self.numeric.set(false);
                 TokenStream::new()
+            }
+            (Read::Flat, o) => {
+                let t = out_ty(o);
+                quote!(::rlx::__private::flat::<#t>(__rlx_it)?)
             }
         }
     }

@@ -13,7 +13,8 @@
 //!   `regs` (the register banks of fused loops), `scalar_code` (the
 //!   instruction set of scalar regions), `math` (the block loops, over the
 //!   one definition of each op, [`crate::kernels::scalar`]), `options`
-//!   ([`Options`]);
+//!   ([`Options`]), `flat` ([`Flat`], the results of a scalarised plan as
+//!   a companion takes them);
 //! - steps: `chain` (register-resident runs of cheap float ops), `fused`
 //!   (block-wise fused loops), `jit` (feature `jit`, on by default: scalar
 //!   regions to native code with Cranelift, bit-identical to the
@@ -46,6 +47,7 @@ mod chain_form;
 mod env;
 mod epilogue;
 mod exec;
+mod flat;
 mod fold;
 mod fused;
 mod fused_io;
@@ -78,6 +80,7 @@ use crate::debug_nans::{all_finite, debug_nans, localise};
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::{is_number, same_dims, Arg, Value, Values};
+pub use flat::Flat;
 pub use options::Options;
 pub use parallel::{num_threads, set_num_threads};
 pub use plan::PlanStats;
@@ -226,6 +229,26 @@ impl Executable {
         }
         let _ = (ins, out);
         false
+    }
+
+    /// Runs a scalarised plan (see [`Options::scalarize`]) on `head` then
+    /// `tail`, whose types and concreteness the caller has checked,
+    /// outside any trace, and returns what `build` makes of the outputs
+    /// after the first `skip` ([`Flat`]): the warm call of a companion over
+    /// small tensors ([`crate::function::Function::run_small`]). `None`
+    /// for a plan that is not scalarised, or when `build` declines.
+    #[inline]
+    pub(crate) fn run_small<R>(
+        &self,
+        head: &[Arg<'_>],
+        tail: &[Arg<'_>],
+        skip: usize,
+        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
+    ) -> Option<R> {
+        let types = &self.plan.output_types;
+        self.small
+            .as_deref()?
+            .run_built(head, tail, types, skip, 0, build)
     }
 
     /// Declared input types, in order.

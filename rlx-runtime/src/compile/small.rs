@@ -13,6 +13,7 @@
 use rlx_core::{DType, Graph, NodeId, Op, Result, TensorType};
 
 use super::env::concrete;
+use super::flat::Flat;
 use super::options::Options;
 use super::plan::{PlanStats, StepKind};
 use super::scalar::{self, NumberIo};
@@ -20,7 +21,7 @@ use super::{optimize, planner, Executable};
 use crate::context::current_id;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
-use crate::value::{is_number, Arg, Value, Values};
+use crate::value::{is_number, Arg, Values};
 
 /// Elements up to this many (inputs, outputs, scratch) live on the stack.
 const STACK: usize = 512;
@@ -69,16 +70,27 @@ impl Fill {
         }
     }
 
-    /// Writes every output element into `out` from the program's
-    /// `computed` results and the flat inputs `ins`.
+    /// Writes the output elements `start..start + out.len()` (flat over
+    /// all outputs) into `out` from the program's `computed` results and
+    /// the flat inputs `ins`.
     #[inline]
-    fn run(&self, ins: &[f64], computed: &[f64], out: &mut [f64]) {
-        out.copy_from_slice(&self.template);
+    fn run(&self, start: usize, ins: &[f64], computed: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(&self.template[start..start + out.len()]);
+        self.put(start, ins, computed, out);
+    }
+
+    /// [`Fill::run`] into an `out` already holding the template's elements.
+    #[inline]
+    fn put(&self, start: usize, ins: &[f64], computed: &[f64], out: &mut [f64]) {
         for &(o, k) in &*self.computed {
-            out[o as usize] = computed[k as usize];
+            if let Some(slot) = out.get_mut((o as usize).wrapping_sub(start)) {
+                *slot = computed[k as usize];
+            }
         }
         for &(o, k) in &*self.inputs {
-            out[o as usize] = ins[k as usize];
+            if let Some(slot) = out.get_mut((o as usize).wrapping_sub(start)) {
+                *slot = ins[k as usize];
+            }
         }
     }
 }
@@ -183,12 +195,43 @@ impl Small {
         if let (true, Some(exe)) = (self.direct, &self.exe) {
             return program(exe, ins, out);
         }
+        self.with_computed(ins, |computed| self.fill.run(0, ins, computed, out));
+    }
+
+    /// Runs the element program on `ins` into a buffer of its results on
+    /// the stack, and calls `f` with them (for a plan that is not
+    /// `direct`: its outputs are then filled by [`Fill`]).
+    #[inline]
+    fn with_computed<R>(&self, ins: &[f64], f: impl FnOnce(&[f64]) -> R) -> R {
         with_stack(self.n_computed, |computed| {
             if let Some(exe) = &self.exe {
                 program(exe, ins, computed);
             }
-            self.fill.run(ins, computed, out);
+            f(computed)
         })
+    }
+
+    /// The values of the last output, `n` elements from element `start`
+    /// (flat over all outputs), written straight into a new vector: the
+    /// one result of a `grad_`, `jacobian_` or `hessian_` of one tensor,
+    /// or of a plain call. `None` for a `direct` plan with outputs before
+    /// it (the program writes all of them in one block).
+    #[inline]
+    fn one_tensor(&self, ins: &[f64], start: usize, n: usize) -> Option<Vec<f64>> {
+        match (self.direct, &self.exe) {
+            (true, Some(exe)) if start == 0 => {
+                let mut v = vec![0.0; n];
+                program(exe, ins, &mut v);
+                Some(v)
+            }
+            (true, Some(_)) => None,
+            _ => {
+                // The template's elements in one copy, then the others.
+                let mut v = self.fill.template.get(start..start + n)?.to_vec();
+                self.with_computed(ins, |computed| self.fill.put(start, ins, computed, &mut v));
+                Some(v)
+            }
+        }
     }
 
     /// Runs on inputs already flat (`head` then `tail`, numbers only):
@@ -214,7 +257,7 @@ impl Small {
     /// `values` numbers for 0-d outputs and new tensors for the others,
     /// except the first `skip` outputs, which are computed but not built
     /// (a `grad_` or `jacobian_` does not return the function's own
-    /// value). A single `f64` tensor argument is read in place.
+    /// value).
     pub(crate) fn run_args(
         &self,
         head: &[Arg<'_>],
@@ -223,61 +266,63 @@ impl Small {
         skip: usize,
         values: &mut Values,
     ) {
+        // The trace id every result is created in, read once.
+        let origin = current_id();
+        self.run_built(head, tail, types, skip, origin, |flat| {
+            flat.push_values(values)
+        })
+    }
+
+    /// Runs on checked arguments (`head` then `tail`) and hands `build`
+    /// the outputs after the first `skip`, which are computed but not
+    /// built, to take each as a number or a tensor created in the trace
+    /// `origin` (the caller read it from [`current_id`]). A single `f64`
+    /// tensor argument is read in place, the others are copied to the
+    /// stack; a single `f64` tensor result is written straight into its
+    /// own values, the others are built from a buffer on the stack.
+    #[inline]
+    pub(crate) fn run_built<R>(
+        &self,
+        head: &[Arg<'_>],
+        tail: &[Arg<'_>],
+        types: &[TensorType],
+        skip: usize,
+        origin: u64,
+        build: impl FnOnce(&mut Flat<'_>) -> R,
+    ) -> R {
+        let skip = skip.min(types.len());
+        let start: usize = self.out_lens[..skip].iter().sum();
+        let (types, lens) = (&types[skip..], &self.out_lens[skip..]);
+        self.with_inputs(head, tail, |ins| {
+            if let ([t], [n]) = (types, lens) {
+                if t.dtype == DType::F64 && !is_number(t) {
+                    if let Some(v) = self.one_tensor(ins, start, *n) {
+                        return build(&mut Flat::new(&[], types, lens, Some(v), origin));
+                    }
+                }
+            }
+            with_stack(self.fill.template.len(), |out| {
+                self.run_flat(ins, out);
+                build(&mut Flat::new(&out[start..], types, lens, None, origin))
+            })
+        })
+    }
+
+    /// Calls `f` with the checked arguments (`head` then `tail`) as flat
+    /// `f64` elements: a single `f64` tensor's own storage, or a copy on
+    /// the stack.
+    #[inline]
+    fn with_inputs<R>(&self, head: &[Arg<'_>], tail: &[Arg<'_>], f: impl FnOnce(&[f64]) -> R) -> R {
         if let ([Arg::Tensor(t)], []) = (head, tail) {
             if let Storage::F64(v) = concrete(t) {
                 if v.len() == self.n_in {
-                    return self.run_on(v, types, skip, values);
+                    return f(v);
                 }
             }
         }
         with_stack(self.n_in, |ins| {
             read_args(head.iter().chain(tail).copied(), ins);
-            self.run_on(ins, types, skip, values)
-        })
-    }
-
-    /// [`Small::run_args`] on the flat inputs `ins`.
-    fn run_on(&self, ins: &[f64], types: &[TensorType], skip: usize, values: &mut Values) {
-        // The trace id every result is created in, read once.
-        let origin = current_id();
-        // One `f64` tensor result (a `grad_`, `jacobian_`, `hessian_`
-        // or plain call of one tensor): written straight into its
-        // values, with no buffer in between.
-        if let ([t], [n], 0) = (types, &*self.out_lens, skip) {
-            if t.dtype == DType::F64 && !is_number(t) {
-                let mut v = vec![0.0; *n];
-                self.run_flat(ins, &mut v);
-                let t = Tensor::concrete_in(Storage::F64(v), t.shape.clone(), origin);
-                return values.push(Value::Tensor(t));
-            }
-        }
-        with_stack(self.fill.template.len(), |out| {
-            self.run_flat(ins, out);
-            let mut at = 0;
-            for (i, (t, &n)) in types.iter().zip(&self.out_lens).enumerate() {
-                let vals = &out[at..at + n];
-                at += n;
-                if i < skip {
-                    continue;
-                }
-                values.push(match t.dtype {
-                    DType::F64 if is_number(t) => Value::F64(vals[0]),
-                    DType::F32 if is_number(t) => Value::F32(vals[0] as f32),
-                    // Sizes are the plan's: no check needed. One heap
-                    // allocation per tensor (the values; the shape is
-                    // inline and a small tensor owns its values).
-                    DType::F32 => Value::Tensor(Tensor::concrete_in(
-                        Storage::F32(vals.iter().map(|&v| v as f32).collect()),
-                        t.shape.clone(),
-                        origin,
-                    )),
-                    _ => Value::Tensor(Tensor::concrete_in(
-                        Storage::F64(vals.to_vec()),
-                        t.shape.clone(),
-                        origin,
-                    )),
-                });
-            }
+            f(ins)
         })
     }
 
@@ -413,6 +458,11 @@ fn with_stack<R>(n: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
 /// per output into `out`, without the limits of the number path's stack
 /// buffers.
 fn program(exe: &Executable, ins: &[f64], out: &mut [f64]) {
+    // One native function over the inputs and outputs in order: called
+    // with no more checks than their lengths.
+    if exe.run_direct(ins, out) {
+        return;
+    }
     let plan = &exe.plan;
     let (Some(prog), Some(StepKind::Scalar(region))) = (
         plan.scalar_program.as_ref(),

@@ -74,7 +74,10 @@ pub struct Function {
     cache: OnceLock<RwLock<Cache>>,
     /// This function's bound on cached signatures (0: [`plan_cache_capacity`]).
     capacity: AtomicUsize,
-    /// Per transform, the entry the number path pins (module `numbers`).
+    /// Per transform, the entry its first successful run used, for a
+    /// function without static arguments (see `Function::pin`): the warm
+    /// paths of numbers (module `numbers`) and small tensors (module
+    /// `tensors`) go straight to its plan.
     pub(super) pinned: [OnceLock<Arc<Entry>>; TRANSFORMS],
 }
 
@@ -279,7 +282,11 @@ impl Function {
         if args.len() != self.params.len() {
             return Err(self.count_mismatch(args.len()));
         }
-        let mut run = |e: &Arc<Entry>| self.run_entry(e, t, args, extras, skip, &mut *values);
+        let mut run = |e: &Arc<Entry>| {
+            self.run_entry(e, t, args, extras, skip, &mut *values)?;
+            self.pin::<S>(t, e);
+            Ok(())
+        };
         if let Some(r) = self.hot(|e| e.matches(args, statics), &mut run) {
             return r;
         }

@@ -1,13 +1,14 @@
 //! Tracing glue: what generated code calls around a trace and a run:
 //! declaring the parameters as inputs ([`inputs`]), collecting the body's
 //! results ([`outputs`], [`Returns`]), reading a run's results back
-//! ([`take`], [`number`], [`skip`]), and recording errors met inside a trace
+//! ([`take`], [`number`], [`skip`], [`flat`]), and recording errors met inside a trace
 //! ([`companion`], [`plain`]).
 
 use std::panic::Location;
 
 use rlx_core::{DType, Error, Graph, Result, TensorType};
 
+use crate::compile::Flat;
 use crate::tensor::Tensor;
 use crate::trace::{self, Trace};
 use crate::value::Value;
@@ -100,6 +101,12 @@ pub fn outputs<D, R: Returns<D>>(r: R) -> Vec<Tensor> {
 pub trait Output: Sized {
     /// Converts one output.
     fn from_value(v: Value) -> Result<Self>;
+    /// Takes the next output of a warm small call
+    /// ([`Function::run_small`](super::Function::run_small)), or `None`
+    /// if it is not of this type (the companion then takes the general
+    /// path, which converts it with [`Output::from_value`] or reports why
+    /// it cannot).
+    fn from_flat(flat: &mut Flat<'_>) -> Option<Self>;
     /// A stand-in returned inside a trace after an error was recorded there.
     fn placeholder() -> Self;
 }
@@ -107,6 +114,11 @@ pub trait Output: Sized {
 impl Output for Tensor {
     fn from_value(v: Value) -> Result<Self> {
         Ok(v.into_tensor())
+    }
+
+    #[inline]
+    fn from_flat(flat: &mut Flat<'_>) -> Option<Self> {
+        flat.tensor()
     }
 
     fn placeholder() -> Self {
@@ -122,7 +134,7 @@ fn float_in_trace(ty: &str) -> Error {
 }
 
 macro_rules! float_output {
-    ($($f:ty => $into:ident),*) => {$(
+    ($($f:ty => $into:ident, $dtype:ident),*) => {$(
         impl Output for $f {
             #[inline]
             fn from_value(v: Value) -> Result<Self> {
@@ -132,13 +144,19 @@ macro_rules! float_output {
                 v.$into()
             }
 
+            #[inline]
+            fn from_flat(flat: &mut Flat<'_>) -> Option<Self> {
+                // Widened from this type: exact.
+                flat.number(DType::$dtype).map(|v| v as $f)
+            }
+
             fn placeholder() -> Self {
                 <$f>::NAN
             }
         }
     )*};
 }
-float_output!(f32 => into_f32, f64 => into_f64);
+float_output!(f32 => into_f32, F32, f64 => into_f64, F64);
 
 /// Takes the next output and converts it.
 #[inline]
@@ -149,6 +167,14 @@ pub fn take<T: Output>(it: &mut impl Iterator<Item = Value>) -> Result<T> {
             "a transformed graph has fewer outputs than its companion expects".into(),
         )),
     }
+}
+
+/// Takes the next output of a warm small call as a `T`
+/// ([`Output::from_flat`]); generated code calls it with `?` inside the
+/// closure it passes to [`Function::run_small`](super::Function::run_small).
+#[inline]
+pub fn flat<T: Output>(it: &mut Flat<'_>) -> Option<T> {
+    T::from_flat(it)
 }
 
 /// A number type a companion can return from [`Function::run_numbers`](super::Function::run_numbers).

@@ -47,6 +47,16 @@
 //! takes the general path. Numbers are never traced, so inside a trace
 //! such a call computes its results too (constants of the caller's trace).
 //!
+//! # Small tensors
+//!
+//! The same pinned entries serve companions over small tensors
+//! ([`Function::run_small`], which generated code tries first for a
+//! function without static arguments): a warm call whose arguments have
+//! the pinned entry's shapes and dtypes, outside any trace and with the
+//! check of non-finite values off, runs that entry's scalarised plan on
+//! the arguments' storage and builds only the tensors the companion
+//! returns ([`Flat`]). Anything else takes the general path.
+//!
 //! # Traced calls
 //!
 //! Inside an active trace (a differentiable function calling another, or a
@@ -57,7 +67,7 @@
 //!
 //! Modules: `cache` (the plan cache and its runs), `transform` (the
 //! transforms a companion asks for), `plan` (a signature's per-transform
-//! plans), `numbers` (the number path), `nans` (the opt-in check of
+//! plans), `numbers` (the number path), `tensors` (the small-tensor path), `nans` (the opt-in check of
 //! non-finite results), `nth` (the traced graph and `n`-th
 //! derivatives of a signature), `glue` (what generated code calls around a
 //! trace), `control` (rewritten comparisons, `&&`, `||` and `if`); this
@@ -70,8 +80,10 @@ mod nans;
 mod nth;
 mod numbers;
 mod plan;
+mod tensors;
 mod transform;
 
+pub use crate::compile::Flat;
 pub use crate::value::{Arg, Value, Values};
 pub use cache::{
     assert_static, plan_cache_capacity, set_plan_cache_capacity, Function, StaticArg, Tracer,
@@ -79,7 +91,7 @@ pub use cache::{
 };
 pub use control::{and, eq, ge, gt, le, lt, ne, or, select, Compare, Cond, Logic, TracedOperand};
 pub use glue::{
-    companion, finish, inputs, number, outputs, plain, skip, take, Number, Output, Placeholder,
-    Returns,
+    companion, finish, flat, inputs, number, outputs, plain, skip, take, Number, Output,
+    Placeholder, Returns,
 };
 pub use transform::Transform;

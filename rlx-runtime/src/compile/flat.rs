@@ -1,0 +1,134 @@
+//! [`Flat`]: the results of a warm call of a scalarised plan, as the code
+//! a `#[differentiable]` companion generates reads them, one output at a
+//! time, in the type the companion returns (see
+//! [`Function::run_small`](crate::function::Function::run_small)).
+
+use rlx_core::{DType, TensorType};
+
+use crate::storage::Storage;
+use crate::tensor::Tensor;
+use crate::value::{is_number, Value, Values};
+
+/// The outputs of one warm call of a scalarised plan, not yet taken: their
+/// elements widened to `f64` (on the caller's stack) and their types.
+/// Each output becomes a number or a new tensor only when taken, so a
+/// companion builds exactly the values it returns: one heap allocation per
+/// tensor result, none per number.
+///
+/// ```
+/// use rlx_runtime::function::{Function, Transform};
+/// use rlx_core::TensorType;
+/// use rlx_runtime::{Arg, Graph, Result, Tensor};
+///
+/// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
+///     let mut g = Graph::new();
+///     let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+///     let y = g.mul(x, x)?;
+///     let s = g.sum_all(y)?;
+///     g.set_outputs(vec![s]);
+///     Ok(g)
+/// }
+/// static SQUARES: Function = Function::new("squares", &["x"], &[0]);
+///
+/// let x = Tensor::from_slice(&[1.0, 2.0, 3.0], [3]);
+/// // The first call of a transform takes the general path and pins its entry.
+/// SQUARES.run(Transform::Grad, &[Arg::from(&x)], &[], &(), trace).unwrap();
+/// let (value, grad) = SQUARES
+///     .run_small(Transform::Grad, &[Arg::from(&x)], &[], &(), 0, |it| {
+///         Some((it.number(rlx_runtime::DType::F64)?, it.tensor()?))
+///     })
+///     .expect("a warm call over the pinned signature");
+/// assert_eq!(value, 14.0);
+/// assert_eq!(grad.to_vec::<f64>().unwrap(), vec![2.0, 4.0, 6.0]);
+/// ```
+pub struct Flat<'a> {
+    /// The elements of the outputs not yet taken, flat.
+    vals: &'a [f64],
+    /// Their types, in order.
+    types: &'a [TensorType],
+    /// Their element counts.
+    lens: &'a [usize],
+    /// The first output's values, when the run wrote them straight into
+    /// their own vector (then not in `vals`).
+    ready: Option<Vec<f64>>,
+    /// The trace the tensors are created in (0: none).
+    origin: u64,
+}
+
+impl<'a> Flat<'a> {
+    /// Outputs of `types` (with `lens` elements each) whose elements are
+    /// `vals`, after `ready` (the first output's own values) if given;
+    /// tensors are created in the trace `origin` (which the caller read
+    /// from `context::current_id`).
+    pub(crate) fn new(
+        vals: &'a [f64],
+        types: &'a [TensorType],
+        lens: &'a [usize],
+        ready: Option<Vec<f64>>,
+        origin: u64,
+    ) -> Flat<'a> {
+        Flat {
+            vals,
+            types,
+            lens,
+            ready,
+            origin,
+        }
+    }
+
+    /// Pushes every output not yet taken onto `values`: 0-d `F32`/`F64`
+    /// outputs as numbers, the others as new tensors (what
+    /// [`Executable::run_args`](crate::Executable::run_args) returns).
+    pub(crate) fn push_values(&mut self, values: &mut Values) {
+        while let Some(t) = self.types.first() {
+            let v = match t.dtype {
+                DType::F64 if is_number(t) => self.number(DType::F64).map(Value::F64),
+                DType::F32 if is_number(t) => self.number(DType::F32).map(|v| Value::F32(v as f32)),
+                _ => self.tensor().map(Value::Tensor),
+            };
+            let Some(v) = v else { return };
+            values.push(v);
+        }
+    }
+
+    /// Takes the next output as a new concrete tensor of its type (an
+    /// `f32` output rounded back from its widened values, which are exact).
+    /// `None` when no output is left.
+    #[inline]
+    pub fn tensor(&mut self) -> Option<Tensor> {
+        let (t, types) = self.types.split_first()?;
+        let (&n, lens) = self.lens.split_first()?;
+        self.types = types;
+        self.lens = lens;
+        let storage = match self.ready.take() {
+            Some(v) => Storage::F64(v),
+            None => {
+                let (vals, rest) = self.vals.split_at_checked(n)?;
+                self.vals = rest;
+                match t.dtype {
+                    DType::F32 => Storage::F32(vals.iter().map(|&v| v as f32).collect()),
+                    _ => Storage::F64(vals.to_vec()),
+                }
+            }
+        };
+        Some(Tensor::concrete_in(storage, t.shape.clone(), self.origin))
+    }
+
+    /// Takes the next output as a number, widened to `f64`, if it is one
+    /// element of `dtype` (`F32` or `F64`); `None`, taking nothing, for
+    /// any other output (the companion then takes the general path, which
+    /// reports the mismatch).
+    #[inline]
+    pub fn number(&mut self, dtype: DType) -> Option<f64> {
+        match (self.types.first(), self.lens.first(), &self.ready) {
+            (Some(t), Some(1), None) if t.dtype == dtype => {
+                let (&v, rest) = self.vals.split_first()?;
+                self.vals = rest;
+                self.types = &self.types[1..];
+                self.lens = &self.lens[1..];
+                Some(v)
+            }
+            _ => None,
+        }
+    }
+}

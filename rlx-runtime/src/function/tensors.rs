@@ -1,0 +1,322 @@
+//! The warm path of a companion over small tensors
+//! ([`Function::run_small`]): a call whose arguments have the types of
+//! the entry its transform pinned runs that entry's scalarised plan
+//! directly, with no plan lookup and no list of results.
+
+use std::sync::Arc;
+
+use rlx_core::TensorType;
+
+use super::cache::{Entry, Function, StaticArg};
+use super::transform::Transform;
+use crate::compile::Flat;
+use crate::debug_nans::debug_nans;
+use crate::tensor::Repr;
+use crate::trace;
+use crate::value::{same_dims, Arg};
+
+/// Whether `a` is a concrete argument of type `ty` (one match on the
+/// tensor's representation, then its dtype and dimensions).
+#[inline]
+fn fits(a: &Arg<'_>, ty: &TensorType) -> bool {
+    match a {
+        Arg::Tensor(t) => match &t.repr {
+            Repr::Concrete(c) => {
+                c.storage.dtype() == ty.dtype && same_dims(c.shape.dims(), ty.shape.dims())
+            }
+            Repr::Traced(_) => false,
+        },
+        Arg::F64(_) | Arg::F32(_) => a.matches(ty),
+    }
+}
+
+impl Function {
+    /// The warm call of a companion (or the plain call) over small tensors
+    /// and numbers: when `args` and `extras` have the shapes and dtypes of
+    /// the entry transform `t` pinned (the first it ran, for a function
+    /// without static arguments) and that plan is scalarised (every value
+    /// small, see [`crate::compile::Options::scalarize`]), runs it and
+    /// returns what `build` makes of its outputs after the first `skip`
+    /// ([`Flat`]: each taken as a number or a new tensor, so a call
+    /// allocates only the tensors it returns). The arguments' storage is
+    /// read directly (a single `f64` tensor in place) and a single `f64`
+    /// tensor result is written straight into its own values.
+    ///
+    /// `None`, having run nothing (or, if `build` declined, having built
+    /// nothing it returns), for every call it does not serve: no pinned
+    /// entry yet, other types, traced arguments, static arguments, an
+    /// active trace, the check of non-finite values on, a plan that is not
+    /// scalarised. The caller then takes [`Function::run`], which returns
+    /// the same results, bit for bit (the same native code runs), and every
+    /// error. The check costs a comparison of each argument's dtype and
+    /// dimensions with the pinned types: no hashing, no thread-local
+    /// table, no lock.
+    ///
+    /// ```
+    /// use rlx_runtime::function::{Function, Transform};
+    /// use rlx_core::TensorType;
+    /// use rlx_runtime::{Arg, Graph, Result, Tensor};
+    ///
+    /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
+    ///     let mut g = Graph::new();
+    ///     let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+    ///     let y = g.sin(x)?;
+    ///     g.set_outputs(vec![y]);
+    ///     Ok(g)
+    /// }
+    /// static SINE: Function = Function::new("sine", &["x"], &[0]);
+    ///
+    /// let x = Tensor::from_slice(&[0.0, 1.0], [2]);
+    /// let call = |x: &Tensor| SINE.run_small(Transform::Call, &[Arg::from(x)], &[], &(), 0, |it| it.tensor());
+    /// assert!(call(&x).is_none(), "nothing pinned before the first call");
+    /// SINE.run(Transform::Call, &[Arg::from(&x)], &[], &(), trace).unwrap();
+    /// let y = call(&x).unwrap();
+    /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![0.0, 1f64.sin()]);
+    /// // Another shape: declined (the general path serves it).
+    /// assert!(call(&Tensor::from_slice(&[0.0; 3], [3])).is_none());
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn run_small<S: StaticArg, R>(
+        &self,
+        t: Transform,
+        args: &[Arg<'_>],
+        extras: &[Arg<'_>],
+        statics: &S,
+        skip: usize,
+        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
+    ) -> Option<R> {
+        if std::mem::size_of::<S>() != 0 {
+            return None;
+        }
+        let entry = self.pinned[t.index()].get()?;
+        let plan = entry.plans[t.index()].get()?;
+        let exe = plan.exe.get()?;
+        let fit = args.len() == entry.types.len()
+            && extras.len() == plan.extras.len()
+            && entry.same_statics(statics)
+            && args.iter().zip(&entry.types).all(|(a, ty)| fits(a, ty))
+            && (extras.iter().zip(&plan.extras)).all(|(a, (_, ty))| fits(a, ty));
+        if !fit || debug_nans() || trace::is_tracing() {
+            return None;
+        }
+        exe.run_small(args, extras, skip, build)
+    }
+
+    /// Pins `entry` for transform `t` if nothing is pinned there yet and
+    /// the function has no static arguments (then the arguments' types
+    /// alone identify the entry): later calls with its types may go
+    /// straight to its plan ([`Function::run_small`], and for numbers
+    /// [`Function::run_numbers`]). A pinned entry lives as long as the
+    /// function (a `static`), even if the plan cache evicts it: at most
+    /// one per transform.
+    #[inline]
+    pub(super) fn pin<S: StaticArg>(&self, t: Transform, entry: &Arc<Entry>) {
+        if std::mem::size_of::<S>() == 0 {
+            self.pinned[t.index()].get_or_init(|| entry.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::Tensor;
+    use crate::trace::Trace;
+    use crate::value::Value;
+    use rlx_core::{DType, Graph, Result};
+
+    /// `Σ sin(x · y) + x₀ · y` over a vector `x` and a number `y`.
+    fn tracer(types: &[TensorType], _: &()) -> Result<Graph> {
+        let mut g = Graph::new();
+        let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+        let y = g.input("y", types[1].shape.clone(), types[1].dtype);
+        let p = g.mul(x, y)?;
+        let s = g.sin(p)?;
+        let s = g.sum_all(s)?;
+        let x0 = g.slice(x, 0, 0, 1)?;
+        let x0 = g.sum_all(x0)?;
+        let q = g.mul(x0, y)?;
+        let e = g.add(s, q)?;
+        g.set_outputs(vec![e]);
+        Ok(g)
+    }
+
+    /// Every output's bits (numbers as one element).
+    fn bits(values: impl IntoIterator<Item = Value>) -> Vec<Vec<u64>> {
+        let one = |v: Value| match v {
+            Value::Tensor(t) => t.to_f64_vec().unwrap(),
+            Value::F64(v) => vec![v],
+            Value::F32(v) => vec![f64::from(v)],
+        };
+        let to_bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect();
+        values.into_iter().map(one).map(to_bits).collect()
+    }
+
+    /// Every output after `skip`, each taken as a tensor.
+    fn all_tensors(it: &mut Flat<'_>) -> Option<Vec<Value>> {
+        let mut out = Vec::new();
+        while let Some(t) = it.tensor() {
+            out.push(Value::Tensor(t));
+        }
+        Some(out)
+    }
+
+    /// The extras transform `t` takes, for `x` of `n` elements.
+    fn extras(t: Transform, n: usize) -> Vec<Arg<'static>> {
+        let v = Box::leak(Box::new(Tensor::from_vec(
+            (0..n).map(|i| 0.25 - 0.5 * i as f64).collect::<Vec<_>>(),
+            [n],
+        )));
+        match t {
+            Transform::Jvp | Transform::Hvp => vec![Arg::Tensor(v), Arg::F64(-0.75)],
+            Transform::Vjp => vec![Arg::F64(1.5)],
+            _ => vec![],
+        }
+    }
+
+    const DENSE: [Transform; 7] = [
+        Transform::Call,
+        Transform::Grad,
+        Transform::Jvp,
+        Transform::Vjp,
+        Transform::Jacobian,
+        Transform::Hessian,
+        Transform::Hvp,
+    ];
+
+    #[test]
+    fn a_pinned_small_plan_gives_the_bits_of_the_general_path() {
+        static F: Function = Function::new("f", &["x", "y"], &[0, 1]);
+        let x = Tensor::from_slice(&[0.5, -1.25, 2.0], [3]);
+        for t in DENSE {
+            let ex = extras(t, 3);
+            for y in [0.75, -2.5] {
+                let args = [Arg::from(&x), Arg::F64(y)];
+                let run = |skip| F.run_small(t, &args, &ex, &(), skip, all_tensors);
+                if F.pinned[t.index()].get().is_none() {
+                    assert!(run(0).is_none(), "{t:?}: nothing pinned yet");
+                }
+                let want = F.run(t, &args, &ex, &(), tracer).unwrap();
+                let n_out = want.len();
+                assert!(F.pinned[t.index()].get().is_some(), "{t:?}: pinned");
+                let want = bits(want);
+                let got = run(0).unwrap_or_else(|| panic!("{t:?}: served"));
+                assert_eq!(bits(got), want, "{t:?}");
+                // Without the function's own output (built or not).
+                let got = run(1).unwrap();
+                assert_eq!(bits(got), want[1..], "{t:?}, skipping the value");
+                assert!(run(n_out).unwrap().is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn numbers_are_taken_as_numbers_and_mismatches_decline() {
+        static G: Function = Function::new("g", &["x", "y"], &[0, 1]);
+        let x = Tensor::from_slice(&[0.5, -1.25], [2]);
+        let args = [Arg::from(&x), Arg::F64(0.5)];
+        let want = G.run(Transform::Grad, &args, &[], &(), tracer).unwrap();
+        let want = bits(want);
+        // The value and `∂y` are numbers, `∂x` a tensor.
+        let got = G.run_small(Transform::Grad, &args, &[], &(), 0, |it| {
+            let v = it.number(DType::F64)?;
+            let gx = it.tensor()?;
+            let gy = it.number(DType::F64)?;
+            Some(vec![Value::F64(v), Value::Tensor(gx), Value::F64(gy)])
+        });
+        assert_eq!(bits(got.unwrap()), want);
+        // A number of the wrong dtype, a tensor taken as a number: declined.
+        let wrong = |it: &mut Flat<'_>| it.number(DType::F32);
+        assert!(G
+            .run_small(Transform::Grad, &args, &[], &(), 0, wrong)
+            .is_none());
+        let wrong = |it: &mut Flat<'_>| it.number(DType::F64);
+        assert!(G
+            .run_small(Transform::Grad, &args, &[], &(), 1, wrong)
+            .is_none());
+        // Past the last output.
+        let past = |it: &mut Flat<'_>| {
+            for _ in 0..3 {
+                it.tensor()?;
+            }
+            it.tensor()
+        };
+        assert!(G
+            .run_small(Transform::Grad, &args, &[], &(), 0, past)
+            .is_none());
+    }
+
+    #[test]
+    fn other_signatures_traces_and_statics_decline() {
+        static H: Function = Function::new("h", &["x", "y"], &[0, 1]);
+        let x = Tensor::from_slice(&[0.5, -1.25, 2.0], [3]);
+        let args = [Arg::from(&x), Arg::F64(0.5)];
+        H.run(Transform::Grad, &args, &[], &(), tracer).unwrap();
+        let run = |args: &[Arg<'_>], extras: &[Arg<'_>]| {
+            H.run_small(Transform::Grad, args, extras, &(), 0, all_tensors)
+        };
+        assert!(run(&args, &[]).is_some());
+        // Another shape, rank, dtype; a number of another dtype; a count.
+        let x4 = Tensor::from_slice(&[0.5; 4], [4]);
+        let x13 = Tensor::from_slice(&[0.5; 3], [1, 3]);
+        let x32 = Tensor::from_slice(&[0.5f32; 3], [3]);
+        for (other, ok) in [
+            ([Arg::from(&x4), Arg::F64(0.5)], true),
+            ([Arg::from(&x13), Arg::F64(0.5)], true),
+            ([Arg::from(&x32), Arg::F32(0.5)], true),
+            // `f64 · f32`: an error of the general path.
+            ([Arg::from(&x), Arg::F32(0.5)], false),
+        ] {
+            assert!(run(&other, &[]).is_none());
+            // The general path serves it (or reports its error), and the
+            // pin stays.
+            let general = H.run(Transform::Grad, &other, &[], &(), tracer);
+            assert_eq!(general.is_ok(), ok);
+            assert!(run(&other, &[]).is_none());
+        }
+        assert!(run(&args[..1], &[]).is_none());
+        assert!(run(&args, &[Arg::F64(1.0)]).is_none());
+        assert!(run(&args, &[]).is_some());
+        // Inside a trace: a concrete argument, and a traced one.
+        let trace = Trace::enter();
+        assert!(run(&args, &[]).is_none());
+        let traced = trace.input("x", [3], DType::F64);
+        assert!(run(&[Arg::from(&traced), Arg::F64(0.5)], &[]).is_none());
+        drop(trace);
+        // A traced tensor outside its trace is declined too (the general
+        // path refuses it with an error).
+        assert!(run(&[Arg::from(&traced), Arg::F64(0.5)], &[]).is_none());
+        // A plan that is not scalarised: declined.
+        static BIG: Function = Function::new("big", &["x", "y"], &[0, 1]);
+        let big = Tensor::from_vec(vec![0.5; 4096], [4096]);
+        let args = [Arg::from(&big), Arg::F64(0.5)];
+        BIG.run(Transform::Grad, &args, &[], &(), tracer).unwrap();
+        assert!(BIG.pinned[Transform::Grad.index()].get().is_some());
+        let r = BIG.run_small(Transform::Grad, &args, &[], &(), 0, all_tensors);
+        assert!(r.is_none());
+    }
+
+    /// [`tracer`] scaled by a static factor.
+    fn scaled(types: &[TensorType], s: &(i32,)) -> Result<Graph> {
+        let mut g = tracer(types, &())?;
+        let e = g.outputs()[0];
+        let k = g.scalar(f64::from(s.0), types[0].dtype);
+        let e = g.mul(e, k)?;
+        g.set_outputs(vec![e]);
+        Ok(g)
+    }
+
+    #[test]
+    fn calls_with_static_arguments_pin_nothing_and_decline() {
+        static S: Function = Function::new("s", &["x", "y"], &[0, 1]);
+        let x = Tensor::from_slice(&[0.5, -1.25], [2]);
+        let args = [Arg::from(&x), Arg::F64(0.5)];
+        for s in [1, 3, 1] {
+            S.run(Transform::Grad, &args, &[], &(s,), scaled).unwrap();
+            let r = S.run_small(Transform::Grad, &args, &[], &(s,), 0, all_tensors);
+            assert!(r.is_none());
+        }
+        assert!(S.pinned.iter().all(|p| p.get().is_none()));
+    }
+}
