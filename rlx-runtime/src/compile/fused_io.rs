@@ -97,6 +97,11 @@ fn gather<S: Copy, T: Copy>(
                             // The same row repeated (`x: [n, 1, 3]` in `[n, n, 3]`).
                             let row = row(0);
                             out.for_each(|o| o.copy_from_slice(&row));
+                        } else if s_in == 0 {
+                            // One element per row, repeated (`y: [n, m, 1]`
+                            // in `[n, m, 3]`).
+                            let col = src[off..].iter().step_by(s_row);
+                            out.zip(col).for_each(|(o, &v)| o.fill(f(v)));
                         } else {
                             out.enumerate()
                                 .for_each(|(j, o)| o.copy_from_slice(&row(j)));
