@@ -198,7 +198,14 @@ fn folded_reductions_give_the_reduction_steps_bits_across_blocks() {
     // over the axis before them (held in registers, rows cut by blocks);
     // kept axes merged, and a kept inner axis of length 1 (not merged
     // away); every reduction.
-    let shapes: [(&[usize], &[usize]); 17] = [
+    // Whole sweeps of kept short rows are combined interleaved, up to
+    // four with disjoint accumulators (sweeps cut by blocks, sweeps of
+    // the same accumulators).
+    let shapes: [(&[usize], &[usize]); 21] = [
+        (&[20, 3, 10, 2], &[0, 2]),
+        (&[33, 5, 3], &[1]),
+        (&[6, 40, 4], &[1]),
+        (&[3, 20, 70, 2], &[0, 2]),
         (&[70, 30, 3], &[1]),
         (&[40, 30, 3], &[2]),
         (&[40, 30, 2], &[1, 2]),
