@@ -17,13 +17,19 @@
 //!   hand-written forward and backpropagation through time that stores
 //!   every step (`matrixmultiply` for the products), and the same with
 //!   each layer's weight gradient computed as one product over all steps
-//!   after the sweep (how far a better hand-written version gets).
+//!   after the sweep (how far a better hand-written version gets). Before
+//!   criterion, the bench prints the fastest of 15 alternating runs of the
+//!   warm gradient and both hand-written versions (`common/batches.rs`:
+//!   criterion's means wander with the machine's load).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
+
+#[path = "common/batches.rs"]
+mod batches;
 use rlx::trace::Trace;
 use rlx::Scan;
 
@@ -542,6 +548,33 @@ fn bench(c: &mut Criterion) {
             assert!((a - b).abs() <= 1e-9 * (1.0 + b.abs()), "{a} vs {b}");
         }
     }
+    let hand = |batched: bool| {
+        hand_lstm(
+            black_box(&data[0]),
+            &data[1],
+            &data[2],
+            &data[3],
+            &data[4],
+            &data[5],
+            batched,
+        )
+    };
+    let [warm, by_hand, batched] = batches::fastest(
+        &mut [
+            &mut || drop(black_box(exe.run(black_box(&refs)).unwrap())),
+            &mut || drop(black_box(hand(false))),
+            &mut || drop(black_box(hand(true))),
+        ],
+        15,
+        Duration::from_millis(1),
+    )
+    .map(|t| t * 1e3);
+    println!(
+        "lstm, fastest of 15 alternating runs (ms): rlx warm gradient {warm:.1}, \
+         hand-written {by_hand:.1} ({:.2}x), weight gradients batched {batched:.1} ({:.2}x)",
+        warm / by_hand,
+        warm / batched
+    );
     let mut group = c.benchmark_group("lstm_first_gradient");
     group
         .sample_size(10)
@@ -560,17 +593,7 @@ fn bench(c: &mut Criterion) {
         (true, "hand-written, weight gradients batched over steps"),
     ] {
         group.bench_function(format!("4 layers x 1024 steps: {name}"), |b| {
-            b.iter(|| {
-                hand_lstm(
-                    black_box(&data[0]),
-                    &data[1],
-                    &data[2],
-                    &data[3],
-                    &data[4],
-                    &data[5],
-                    batched,
-                )
-            })
+            b.iter(|| hand(batched))
         });
     }
     group.finish();

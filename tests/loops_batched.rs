@@ -319,8 +319,12 @@ fn second_order_memory_is_checkpoints_times_a_constant_plus_a_constant_independe
     // checkpoint. Grad of grad: the gradient's adjoint (1 carry per
     // checkpoint), then the adjoints of the JVP scan (2) and of the scan (1),
     // 4 carries per checkpoint. The plan keeps every loop's buffers between
-    // runs, so they add up.
-    for (twice, per_checkpoint) in [(false, 2), (true, 4)] {
+    // runs, so they add up. The first run also allocates the plan's own
+    // buffers (they are allocated lazily), and for grad of grad these hold
+    // spines: the carries its fused scans record for their adjoints (one
+    // per checkpoint and carry, read in place by the adjoints), 2 more
+    // carries per checkpoint (measured: 6 in all).
+    for (twice, per_checkpoint) in [(false, 2), (true, 6)] {
         let short = peak_of_second_order(40, 10, twice);
         let long = peak_of_second_order(400, 10, twice);
         let more = peak_of_second_order(400, 30, twice);
@@ -332,9 +336,10 @@ fn second_order_memory_is_checkpoints_times_a_constant_plus_a_constant_independe
             "{long} vs {more} bytes"
         );
         // The rest (each loop's working carries, step buffers and
-        // cotangents, the results) is a few carries per loop.
+        // cotangents, the results, and a spine's extra entry: K = 11
+        // entries for 10 checkpoints) is a few carries per loop.
         assert!(
-            long < (per_checkpoint * 10 + 32) * CARRY,
+            long < (per_checkpoint * 11 + 32) * CARRY,
             "{long} bytes at 10 checkpoints"
         );
     }

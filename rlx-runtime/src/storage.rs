@@ -96,6 +96,42 @@ impl Storage {
         })
     }
 
+    /// `len` zeros of `dtype` from the allocator's zeroed memory, or `None`
+    /// when the allocator refuses it. Unlike [`Storage::try_full`], which
+    /// writes every element, a large buffer comes from pages the system
+    /// zeroes on first touch: nothing is written before a step writes it
+    /// (a loop's packed residuals, tens of megabytes, cost nothing until
+    /// the loop fills them).
+    ///
+    /// ```
+    /// use rlx_runtime::{DType, Storage};
+    /// assert_eq!(Storage::try_zeroed(DType::F64, 2), Some(Storage::F64(vec![0.0, 0.0])));
+    /// assert!(Storage::try_zeroed(DType::F32, usize::MAX / 2).is_none());
+    /// ```
+    pub fn try_zeroed(dtype: DType, len: usize) -> Option<Storage> {
+        use bytemuck::allocation::try_zeroed_vec as z;
+        Some(match dtype {
+            DType::F32 => Storage::F32(z(len).ok()?),
+            DType::F64 => Storage::F64(z(len).ok()?),
+            DType::F16 => Storage::F16(z(len).ok()?),
+            DType::BF16 => Storage::BF16(z(len).ok()?),
+            DType::I64 => Storage::I64(z(len).ok()?),
+            DType::Bool => Storage::Bool(z(len).ok()?),
+        })
+    }
+
+    /// Elements the storage holds without reallocating.
+    pub(crate) fn capacity(&self) -> usize {
+        match self {
+            Storage::F32(v) => v.capacity(),
+            Storage::F64(v) => v.capacity(),
+            Storage::F16(v) => v.capacity(),
+            Storage::BF16(v) => v.capacity(),
+            Storage::I64(v) => v.capacity(),
+            Storage::Bool(v) => v.capacity(),
+        }
+    }
+
     /// A copy, or an error instead of an abort when the allocator refuses
     /// the memory.
     ///

@@ -92,28 +92,41 @@ fn loop_graphs_agree_across_interpreter_compiler_and_plain_math() {
     }
 }
 
+/// Tensors of `g`'s input types holding `x` (one flat vector per input).
+fn tensors(g: &Graph, x: &[Vec<f64>]) -> Vec<Tensor> {
+    g.inputs()
+        .iter()
+        .zip(x)
+        .map(|(inp, v)| Tensor::from_vec(v.clone(), g.ty(inp.node).shape))
+        .collect()
+}
+
+/// Zeros of `exe`'s output types, for `run_into`.
+fn zero_outputs(exe: &rlx_runtime::Executable) -> Vec<Tensor> {
+    exe.output_types()
+        .iter()
+        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
+        .collect()
+}
+
+/// The values of `ts`.
+fn numbers_of(ts: &[Tensor]) -> Vec<Vec<f64>> {
+    ts.iter().map(|t| t.to_f64_vec().unwrap()).collect()
+}
+
 /// Heap allocations of one warm `run_into` of the compiled value and
 /// gradient of `looped(steps, false, Some(budget))`.
 fn warm_loop_allocations(steps: usize, budget: usize) -> usize {
     let g = value_and_grad(&looped(steps, false, Some(budget)), &[0, 1, 2, 3]).unwrap();
     let exe = compile(&g).unwrap();
     let x = point(&mut Rng::new(3), steps);
-    let ts: Vec<Tensor> = g
-        .inputs()
-        .iter()
-        .zip(&x)
-        .map(|(inp, v)| Tensor::from_vec(v.clone(), g.ty(inp.node).shape))
-        .collect();
+    let ts = tensors(&g, &x);
     let refs: Vec<&Tensor> = ts.iter().collect();
-    let mut outs: Vec<Tensor> = exe
-        .output_types()
-        .iter()
-        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
-        .collect();
+    let mut outs = zero_outputs(&exe);
     exe.run_into(&refs, &mut outs).unwrap();
-    let first: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    let first = numbers_of(&outs);
     let n = counting::allocations(|| exe.run_into(&refs, &mut outs).unwrap());
-    let again: Vec<Vec<f64>> = outs.iter().map(|t| t.to_f64_vec().unwrap()).collect();
+    let again = numbers_of(&outs);
     assert_eq!(first, again, "a warm run gives the cold run's numbers");
     n
 }
@@ -141,4 +154,150 @@ fn a_warm_loop_allocates_nothing_per_step_nor_per_checkpoint() {
         stored_short, stored_long,
         "allocations with residuals: {stored_short} at T = 8, {stored_long} at T = 64"
     );
+}
+
+#[test]
+fn buffers_are_allocated_by_the_first_run_not_by_the_plan_build() {
+    // 20 000 steps storing every carry: the scan's packed result holds every
+    // step's residuals (megabytes). Building the plan allocates none of it,
+    // the first run allocates it (from zeroed memory, written only by the
+    // loop), and a warm run reuses it.
+    let steps = 20_000;
+    let g = value_and_grad(&looped(steps, false, Some(steps)), &[0, 1, 2, 3]).unwrap();
+    let (fused, _) = rlx_core::loops::spine::fuse_spines(&g)
+        .unwrap()
+        .expect("a scan and its adjoint");
+    let per_step: usize = fused
+        .nodes()
+        .iter()
+        .find_map(|n| match &n.op {
+            rlx_core::Op::Loop(l) if l.residuals.is_some() => Some(l.residual_types()),
+            _ => None,
+        })
+        .expect("residuals")
+        .iter()
+        .map(|t| t.shape.numel() * 8)
+        .sum();
+    let residuals = steps * per_step;
+    assert!(residuals >= 1 << 20, "{residuals} bytes");
+    let mut exe = None;
+    let build = counting::peak_bytes(|| exe = Some(compile(&g).unwrap()));
+    let exe = exe.unwrap();
+    assert!(build < residuals / 4, "building took {build} bytes");
+    let x = point(&mut Rng::new(5), steps);
+    let ts = tensors(&g, &x);
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let mut outs = zero_outputs(&exe);
+    let first = counting::peak_bytes(|| exe.run_into(&refs, &mut outs).unwrap());
+    assert!(first >= residuals, "the first run took {first} bytes");
+    let cold = numbers_of(&outs);
+    let warm = counting::peak_bytes(|| exe.run_into(&refs, &mut outs).unwrap());
+    assert!(warm < residuals / 100, "a warm run took {warm} bytes");
+    let again = numbers_of(&outs);
+    assert_eq!(cold, again);
+}
+
+/// A recurrent layer over `steps` steps: carry `h: [rows, 32]`, per-step
+/// input `x: [rows, 8]`, invariants `W: [32, 32]`, `U: [8, 32]`, `b: [32]`;
+/// `h' = tanh(h·W + x·U + b)`, `y = h'`. Output: `Σ ys² + Σ h(T)`. Its
+/// weight cotangents are the sums of `hᵀ·z̄` and `xᵀ·z̄` over the steps.
+fn recurrent(rows: usize, steps: usize, budget: Option<usize>) -> Graph {
+    let mut s = Graph::new();
+    let h = input(&mut s, "h", &[rows, 32]);
+    let x = input(&mut s, "x", &[rows, 8]);
+    let w = input(&mut s, "w", &[32, 32]);
+    let u = input(&mut s, "u", &[8, 32]);
+    let b = input(&mut s, "b", &[32]);
+    let hw = s.matmul(h, w).unwrap();
+    let xu = s.matmul(x, u).unwrap();
+    let z = s.add(hw, xu).unwrap();
+    let bb = s.broadcast(b, [rows, 32]).unwrap();
+    let z = s.add(z, bb).unwrap();
+    let h2 = s.tanh(z).unwrap();
+    s.set_outputs(vec![h2, h2]);
+    let l = LoopOp::scan("recurrent", s, 1, 1, steps, false, budget).unwrap();
+    let mut g = Graph::new();
+    let h0 = input(&mut g, "h0", &[rows, 32]);
+    let xs = input(&mut g, "xs", &[steps, rows, 8]);
+    let w = input(&mut g, "w", &[32, 32]);
+    let u = input(&mut g, "u", &[8, 32]);
+    let b = input(&mut g, "b", &[32]);
+    let p = g.looped(l.clone(), &[h0, xs, w, u, b]).unwrap();
+    let parts = rlx_core::loops::unpack(&mut g, p, &l.segments()).unwrap();
+    let sq = g.mul(parts[1], parts[1]).unwrap();
+    let ys = g.sum_all(sq).unwrap();
+    let last = g.sum_all(parts[0]).unwrap();
+    let out = g.add(ys, last).unwrap();
+    g.set_outputs(vec![out]);
+    g
+}
+
+/// The hoisting of the loop of `g`'s fused gradient, if any.
+fn hoisted_of(vg: &Graph) -> Option<rlx_core::loops::hoist::Hoisted> {
+    let (fused, _) = rlx_core::loops::spine::fuse_spines(vg).unwrap()?;
+    fused.nodes().iter().find_map(|n| match &n.op {
+        rlx_core::Op::Loop(l) => l.residuals.as_ref()?.hoisted.clone(),
+        _ => None,
+    })
+}
+
+#[test]
+fn weight_gradient_products_are_hoisted_out_of_the_reverse_sweep() {
+    let (rows, steps) = (4, 12);
+    let mut rng = Rng::new(11);
+    let x = vec![
+        rng.vec(rows * 32, -0.5, 0.5),
+        rng.vec(steps * rows * 8, -1.0, 1.0),
+        rng.vec(32 * 32, -0.3, 0.3),
+        rng.vec(8 * 32, -0.3, 0.3),
+        rng.vec(32, -0.2, 0.2),
+    ];
+    let g = recurrent(rows, steps, None);
+    let vg = value_and_grad(&g, &[0, 1, 2, 3, 4]).unwrap();
+    // W̄ and Ū are all products (computed after the sweep, nothing left
+    // per step); b̄ is a sum of rows, kept per step. Four factors: h and
+    // z̄ for W, x and z̄ for U, z̄ once.
+    let h = hoisted_of(&vg).expect("hoisted products");
+    assert_eq!(h.per_step, vec![false, false, true]);
+    assert_eq!(h.targets, vec![0, 1]);
+    assert_eq!(h.factors, 3);
+    // Interpreter (the unsplit reverse step), compiled plan (hoisted) and
+    // plain math agree (`run` checks them against each other).
+    let got = run(&vg, &x);
+    // The same plan with one stored carry fewer: checkpoints, no
+    // residuals, each step's products summed in the sweep. The hoisted
+    // product adds the same T·rows terms in another order: each element
+    // differs by at most about 2·T·rows·ε·Σ|terms| (about 1e-14 here).
+    let checkpointed =
+        value_and_grad(&recurrent(rows, steps, Some(steps - 1)), &[0, 1, 2, 3, 4]).unwrap();
+    assert!(hoisted_of(&checkpointed).is_none());
+    let ts = tensors(&vg, &x);
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let want: Vec<Vec<f64>> = compile(&checkpointed)
+        .unwrap()
+        .run(&refs)
+        .unwrap()
+        .iter()
+        .map(|t| t.to_f64_vec().unwrap())
+        .collect();
+    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_close(
+            a,
+            b,
+            1e-12,
+            &format!("output {k}, hoisted vs summed per step"),
+        );
+    }
+    // The gradient against central differences along a random direction.
+    let v: Vec<Vec<f64>> = x.iter().map(|xi| rng.vec(xi.len(), -1.0, 1.0)).collect();
+    let slope = fd(&g, &x, &v, 0, 1e-6)[0];
+    let along: f64 = got[1..].iter().zip(&v).map(|(gi, vi)| dot(gi, vi)).sum();
+    assert!(
+        (slope - along).abs() <= 1e-6 * (1.0 + along.abs()),
+        "{slope} vs {along}"
+    );
+    // 32 rows: storing the factors (32·(32 + 32) per step) would take more
+    // than the products (32·32): nothing is hoisted.
+    let wide = value_and_grad(&recurrent(32, 4, None), &[0, 1, 2, 3, 4]).unwrap();
+    assert!(hoisted_of(&wide).is_none());
 }

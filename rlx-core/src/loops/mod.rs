@@ -34,6 +34,7 @@
 //! by `Graph::verify` through [`infer`](crate::infer())): the body verifies;
 //! carry types match; `length >= 1`; `1 <= checkpoints <= length`.
 
+pub mod hoist;
 pub mod lower;
 pub mod residuals;
 pub mod schedule;
@@ -67,8 +68,9 @@ pub struct LoopOp {
     /// differentiation) `K = schedule::spine(T, checkpoints).len()`: a scan
     /// also records, per carry, the `K` carries its adjoint's first descent
     /// would store (a `[K, ..c]` piece appended to its result); an adjoint
-    /// takes them as extra operands and skips that descent. Loops with a
-    /// spine have no derivative rules.
+    /// takes that whole packed result as one more operand, reads them
+    /// there in place and skips that descent. Loops with a spine have no
+    /// derivative rules.
     pub spine: usize,
     /// `None`, or (set by the compiler's [`spine`](mod@spine) fusion, after
     /// differentiation, instead of a spine) the reverse step split in two
@@ -364,13 +366,26 @@ impl LoopOp {
         let xt = self.x_types();
         b_out.extend(self.float_xs().into_iter().map(|j| xt[j].clone()));
         let kt = self.const_types();
-        b_out.extend(self.float_consts().into_iter().map(|j| kt[j].clone()));
+        let fk = self.float_consts();
+        let kept = |q: usize| r.hoisted.as_ref().is_none_or(|h| h.per_step[q]);
+        if let Some(h) = &r.hoisted {
+            hoist::check(self, b, h)?;
+        }
+        b_out.extend(
+            fk.iter()
+                .enumerate()
+                .filter(|&(q, _)| kept(q))
+                .map(|(_, &j)| kt[j].clone()),
+        );
+        let b_got = types(b, b.outputs());
         if self.spine > 0
             || types(f, &f.input_ids()) != self.input_types()
             || f_out.len() < n_out
             || f_out[..n_out] != body_out[..]
             || types(b, &b.input_ids()) != b_in
-            || types(b, b.outputs()) != b_out
+            || b_got.len() < b_out.len()
+            || b_got[..b_out.len()] != b_out[..]
+            || (r.hoisted.is_none() && b_got.len() != b_out.len())
         {
             return Err(self.err("the split reverse step does not match the body".into()));
         }
@@ -471,17 +486,14 @@ impl LoopOp {
     /// The number of operands of the loop node.
     pub fn operand_count(&self) -> usize {
         let n = self.body.inputs().len();
-        let spine = if self.spine > 0 { self.carries } else { 0 };
         match self.kind {
             LoopKind::Scan => n,
-            LoopKind::Adjoint { .. } => {
-                n + self.carries + self.ys() + spine + usize::from(self.residuals.is_some())
-            }
+            LoopKind::Adjoint { .. } => n + self.carries + self.ys() + usize::from(self.fused()),
         }
     }
 
     /// The spine pieces (one per carry, `[K, ..c]`): appended to a scan's
-    /// result and an adjoint's operands when [`LoopOp::spine`] is set.
+    /// result when [`LoopOp::spine`] is set; its adjoint reads them there.
     pub fn spine_types(&self) -> Vec<TensorType> {
         let k = self.spine;
         self.carry_types()
@@ -499,10 +511,7 @@ impl LoopOp {
         if let LoopKind::Adjoint { .. } = self.kind {
             v.extend(self.carry_types());
             v.extend(self.y_types().into_iter().map(|t| self.stacked_type(t)));
-            if self.spine > 0 {
-                v.extend(self.spine_types());
-            }
-            if self.residuals.is_some() {
+            if self.fused() {
                 v.push(self.scan_type());
             }
         }
@@ -543,12 +552,11 @@ impl LoopOp {
         }
     }
 
-    /// The packed type of the scan with this loop's body, length and
-    /// residuals: what an adjoint with residuals reads them from.
+    /// The packed type of the scan with this loop's body, length, spine and
+    /// residuals: what a fused adjoint reads its spine or residuals from.
     fn scan_type(&self) -> TensorType {
         LoopOp {
             kind: LoopKind::Scan,
-            spine: 0,
             ..self.clone()
         }
         .out_type()

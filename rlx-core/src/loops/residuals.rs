@@ -16,8 +16,9 @@
 //! cotangent input, or on no per-step value at all (a loop invariant,
 //! recomputed there). The others are forward values; those the backward
 //! half reads (or `vjp` returns) are residuals, except per-step inputs,
-//! which the backward half reads from `xs`. A reshape or broadcast of a
-//! forward value is recomputed from its operand rather than stored, and so
+//! which the backward half reads from `xs`. A reshape, broadcast or
+//! transpose of a forward value is recomputed from its operand rather than
+//! stored (a product reads a transpose in place), and so
 //! is a sum, difference or product of stored values (`s·(1 − s)` from a
 //! stored sigmoid `s`): memory for a few element-wise operations.
 //!
@@ -41,8 +42,13 @@ pub const RESIDUAL_BYTES: usize = 64 << 20;
 pub struct Residuals {
     /// `[c, x, k] → [c', y, r]`: the body, also returning the residuals.
     pub forward: Graph,
-    /// `[x, k, c̄', ȳ, r] → [c̄, x̄ (float x), k̄ (float k)]`.
+    /// `[x, k, c̄', ȳ, r] → [c̄, x̄ (float x), k̄ (float k)]`, or with
+    /// `hoisted` products `[c̄, x̄, k̄ (those with a per-step part),
+    /// factors]`.
     pub backward: Graph,
+    /// The weight-gradient products taken out of `backward` and computed
+    /// once after the sweep ([`hoist`](super::hoist)), if any.
+    pub hoisted: Option<super::hoist::Hoisted>,
 }
 
 impl Residuals {
@@ -126,7 +132,11 @@ pub fn split(adj: &LoopOp) -> Result<Residuals> {
             continue;
         }
         let n = &nodes[j];
-        if matches!(n.op, Op::Reshape { .. } | Op::Broadcast { .. }) && input_of[j].is_none() {
+        let view = matches!(
+            n.op,
+            Op::Reshape { .. } | Op::Broadcast { .. } | Op::Transpose { .. }
+        );
+        if view && input_of[j].is_none() {
             recompute[j] = true;
             wanted.push(n.inputs[0].index());
         } else {
@@ -235,6 +245,7 @@ pub fn split(adj: &LoopOp) -> Result<Residuals> {
     Ok(Residuals {
         forward: f,
         backward: b,
+        hoisted: None,
     })
 }
 

@@ -21,9 +21,10 @@
 
 use std::sync::Arc;
 
+use super::hoist::hoist;
 use super::residuals::{split, Residuals, RESIDUAL_BYTES};
 use super::{schedule, LoopKind, LoopOp, LoopRef};
-use crate::{Graph, Node, NodeId, Op, Result};
+use crate::{Graph, Node, NodeId, Op, Result, TensorType};
 
 /// `g` with each scan that has an adjoint over the same operands fused with
 /// it (see the module docs), and the origin in `g` of each node of the
@@ -113,22 +114,9 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
             Op::Loop(a) if partner[i].is_some() => {
                 let j = partner[i].expect("checked");
                 let (node, s) = fused[j].clone().expect("scans come before their adjoints");
+                // The adjoint reads the spine or the residuals in place.
                 let mut ops = args;
-                if s.residuals.is_some() {
-                    // The adjoint reads the residuals in place.
-                    ops.push(node);
-                } else {
-                    // The spine pieces end the scan's result.
-                    let segs = s.segments();
-                    let mut off: usize = segs.iter().map(|t| t.shape.numel()).sum();
-                    let spine_segs = &segs[segs.len() - s.carries..];
-                    off -= spine_segs.iter().map(|t| t.shape.numel()).sum::<usize>();
-                    for t in spine_segs {
-                        let piece = out.slice(node, 0, off, t.shape.numel())?;
-                        ops.push(out.reshape(piece, t.shape.clone())?);
-                        off += t.shape.numel();
-                    }
-                }
+                ops.push(node);
                 let l = LoopRef(Arc::new(LoopOp {
                     spine: s.spine,
                     residuals: s.residuals.clone(),
@@ -154,19 +142,37 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
 /// residuals instead of a spine: when `a` stores every carry anyway, every
 /// residual has the loop's dtype (the packed result has one dtype, so a
 /// `select`'s mask, a bool, cannot be stored there) and all steps'
-/// residuals fit in [`RESIDUAL_BYTES`].
+/// residuals fit in [`RESIDUAL_BYTES`]; with its weight-gradient products
+/// [`hoist`]ed when their stacked factors fit there too.
 fn residuals_within_budget(a: &LoopOp) -> Result<Option<Arc<Residuals>>> {
     if a.checkpoints < a.length {
         return Ok(None);
     }
-    let r = split(a)?;
+    let mut r = split(a)?;
     let types = r.types(a.body.outputs().len());
     if types.iter().any(|t| t.dtype != a.dtype()) {
         return Ok(None);
     }
-    let per_step = types
-        .iter()
-        .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
-        .fold(0usize, usize::saturating_add);
-    Ok((per_step.saturating_mul(a.length) <= RESIDUAL_BYTES).then(|| Arc::new(r)))
+    let bytes = |ts: &mut dyn Iterator<Item = TensorType>| {
+        ts.map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
+            .fold(0usize, usize::saturating_add)
+            .saturating_mul(a.length)
+    };
+    let stored = bytes(&mut types.into_iter());
+    if stored > RESIDUAL_BYTES {
+        return Ok(None);
+    }
+    // The factors of hoisted products are stacked over the steps too:
+    // hoisted only when they fit beside the residuals.
+    if let Some((backward, h)) = hoist(a, &r.backward)? {
+        let outs = backward.outputs();
+        let factors = &mut outs[outs.len() - h.factors..]
+            .iter()
+            .map(|&o| backward.ty(o));
+        if stored.saturating_add(bytes(factors)) <= RESIDUAL_BYTES {
+            r.backward = backward;
+            r.hoisted = Some(h);
+        }
+    }
+    Ok(Some(Arc::new(r)))
 }

@@ -3,8 +3,12 @@
 //!
 //! A `State` owns every mutable byte a run needs (buffer slots, fused
 //! registers, the scalar register file, scratch for reductions, solves and
-//! half-precision products), sized from the plan when it is created. A run
-//! only resizes buffers within their capacity, so a warm run allocates
+//! half-precision products), sized from the plan. Buffer slots are
+//! allocated by the first run that writes them, each at its full capacity
+//! and from zeroed memory ([`Storage::try_zeroed`]): building a plan costs
+//! no buffer memory (a loop's packed residuals take tens of megabytes),
+//! and the first run touches only what its steps write. A run only
+//! resizes buffers within their capacity, so a warm run allocates
 //! nothing.
 //!
 //! Each step *takes* its target storages out of their slots (or out of the
@@ -48,14 +52,15 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// A state sized for `plan`, with constant registers written; an
-    /// [`Error::OutOfMemory`] if the allocator refuses a buffer.
+    /// A state sized for `plan`, with constant registers written and its
+    /// buffer slots empty (see [`first_use`]); an [`Error::OutOfMemory`] if
+    /// the allocator refuses scratch.
     pub(crate) fn new(plan: &Plan) -> Result<State> {
-        let buffer = |&(dtype, cap): &(DType, usize)| {
-            Storage::try_full(dtype, cap, 0.0)
-                .map_err(|_| out_of_memory("compile", &Shape::from([cap]), dtype))
-        };
-        let bufs = plan.slots.iter().map(buffer).collect::<Result<Vec<_>>>()?;
+        let bufs = plan
+            .slots
+            .iter()
+            .map(|&(dtype, _)| Storage::zeros(dtype, 0))
+            .collect();
         let mut scalar = vec![0.0; plan.scalar_regs];
         for step in &plan.steps {
             if let StepKind::Scalar(s) = &step.kind {
@@ -119,6 +124,23 @@ fn slot<'s>(
     }
 }
 
+/// Allocates the buffer slot a step writes through `dst` when no run has
+/// yet: the slot's whole capacity, zeroed by the allocator (untouched pages
+/// for a large one), so that later values of the slot fit without
+/// allocating. Outputs are the caller's.
+fn first_use(plan: &Plan, dst: Dst, s: &mut Storage) -> Result<()> {
+    let Dst::Node(v) = dst else { return Ok(()) };
+    let Loc::Buf(k) = plan.locs[v as usize] else {
+        return Ok(());
+    };
+    let (dtype, cap) = plan.slots[k as usize];
+    if s.capacity() < cap {
+        *s = Storage::try_zeroed(dtype, cap)
+            .ok_or_else(|| out_of_memory("run", &Shape::from([cap]), dtype))?;
+    }
+    Ok(())
+}
+
 /// Sets the length of a target: within its capacity for a buffer (no
 /// allocation), a fallible allocation for an output that was moved out.
 fn set_len(s: &mut Storage, n: usize) -> Result<()> {
@@ -163,7 +185,9 @@ pub(crate) fn run(
             let s = slot(plan, t.dst, &mut st.bufs, outs);
             let mut taken = std::mem::replace(s, EMPTY);
             if sized.is_ok() {
-                sized = set_len(&mut taken, t.numel).map_err(|e| at_node(step.node, "output", e));
+                sized = first_use(plan, t.dst, &mut taken)
+                    .and_then(|()| set_len(&mut taken, t.numel))
+                    .map_err(|e| at_node(step.node, "output", e));
             }
             st.taken.push(taken);
         }

@@ -22,6 +22,9 @@ pub(crate) struct LoopStep {
     /// The first of [`LoopOp::step_graphs`](rlx_core::LoopOp::step_graphs), compiled; `vjp` the second.
     body: Arc<Executable>,
     vjp: Option<Arc<Executable>>,
+    /// The finishing graph of hoisted products (see
+    /// [`hoist`](rlx_core::loops::hoist)), compiled.
+    finish: Option<Arc<Executable>>,
     /// `schedule::spine(T, checkpoints)` for a loop with a spine, else empty.
     spine: Vec<usize>,
     /// The operands, in order.
@@ -82,6 +85,10 @@ impl LoopStep {
             None => None,
             Some(vjp) => Some(Arc::new(compile_with(vjp, &options)?)),
         };
+        let finish = match l.residuals.as_ref().and_then(|r| r.hoisted.as_ref()) {
+            None => None,
+            Some(h) => Some(Arc::new(compile_with(&h.finish, &options)?)),
+        };
         let spine = match l.spine {
             0 => vec![],
             _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
@@ -90,6 +97,7 @@ impl LoopStep {
             l,
             body,
             vjp,
+            finish,
             spine,
             args,
             buffers: Pool::default(),
@@ -100,34 +108,23 @@ impl LoopStep {
     pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage) -> Result<()> {
         let operands: Vec<&Storage> = self.args.iter().map(|&v| env.get(v)).collect();
         let mut body = Warm::new(&self.body)?;
+        let mut vjp = self.vjp.as_deref().map(Warm::new).transpose()?;
+        let mut finish = self.finish.as_deref().map(Warm::new).transpose()?;
         let mut bufs = self.buffers.take();
-        let res = match &self.vjp {
-            Some(v) => {
-                let mut vjp = Warm::new(v)?;
-                let r = run_loop(
-                    &self.l,
-                    &mut body,
-                    Some(&mut vjp),
-                    &self.spine,
-                    &operands,
-                    out,
-                    &mut bufs,
-                );
-                vjp.finish();
-                r
-            }
-            None => run_loop(
-                &self.l,
-                &mut body,
-                None,
-                &self.spine,
-                &operands,
-                out,
-                &mut bufs,
-            ),
-        };
+        let res = run_loop(
+            &self.l,
+            &mut body,
+            vjp.as_mut().map(|v| v as &mut dyn RunGraph),
+            finish.as_mut().map(|f| f as &mut dyn RunGraph),
+            &self.spine,
+            &operands,
+            out,
+            &mut bufs,
+        );
         self.buffers.put(bufs);
-        body.finish();
+        for w in [Some(body), vjp, finish].into_iter().flatten() {
+            w.finish();
+        }
         res
     }
 }

@@ -15,7 +15,8 @@
 //! the scan recorded); a scan's, 2 carries. These storages are
 //! [`LoopBuffers`], which a plan keeps from call to call: a warm call
 //! copies into them and allocates none. An adjoint with a spine skips the first descent of
-//! the schedule: its advances are not run and its stores read the spine.
+//! the schedule: its advances are not run and its stores read the spine, in
+//! place in the scan's packed result (which it takes as an operand).
 
 use rlx_core::loops::schedule::{revolve, Sweep};
 use rlx_core::{Error, LoopKind, LoopOp, Result};
@@ -45,6 +46,10 @@ pub(crate) struct LoopBuffers {
     kbar: Vec<Storage>,
     /// One step's residuals (an adjoint with residuals).
     rbuf: Vec<Storage>,
+    /// The factors of hoisted products, every step's stacked at its
+    /// index, and what the finishing graph makes of them.
+    stacks: Vec<Storage>,
+    finished: Vec<Storage>,
     /// The input list of a body or reverse step, empty between steps (its
     /// allocation is reused; see [`recycle`]).
     spare: Vec<&'static Storage>,
@@ -72,10 +77,25 @@ fn assign<'a>(
 /// `dst[i]` = zeros of `types[i]` (dtype, length), reusing storages that
 /// already have that type.
 fn zero(dst: &mut Vec<Storage>, types: impl ExactSizeIterator<Item = (rlx_core::DType, usize)>) {
+    fit(dst, types, true)
+}
+
+/// `dst[i]` a storage of `types[i]` (dtype, length): a storage that
+/// already has that type is kept (and set to zeros when `clear`), any
+/// other replaced by zeros.
+fn fit(
+    dst: &mut Vec<Storage>,
+    types: impl ExactSizeIterator<Item = (rlx_core::DType, usize)>,
+    clear: bool,
+) {
     dst.truncate(types.len());
     for (i, (dtype, n)) in types.enumerate() {
         match dst.get_mut(i) {
-            Some(d) if d.dtype() == dtype && d.len() == n => fill_zero(d),
+            Some(d) if d.dtype() == dtype && d.len() == n => {
+                if clear {
+                    fill_zero(d)
+                }
+            }
             Some(d) => *d = Storage::zeros(dtype, n),
             None => dst.push(Storage::zeros(dtype, n)),
         }
@@ -87,12 +107,16 @@ fn zero(dst: &mut Vec<Storage>, types: impl ExactSizeIterator<Item = (rlx_core::
 /// adjoint's body and reverse-mode step, or with residuals only their
 /// halves, in `body`). `spine`
 /// is `schedule::spine(T, checkpoints)` for a loop with a spine (the steps
-/// whose carries a scan records for its adjoint), else empty. `bufs` are
-/// the run's storages (kept from an earlier call, or empty).
+/// whose carries a scan records for its adjoint), else empty. `finish`
+/// runs the [`Hoisted::finish`](rlx_core::loops::hoist::Hoisted) graph of
+/// an adjoint with hoisted products. `bufs` are the run's storages (kept
+/// from an earlier call, or empty).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_loop(
     l: &LoopOp,
     body: &mut dyn RunGraph,
     vjp: Option<&mut dyn RunGraph>,
+    finish: Option<&mut dyn RunGraph>,
     spine: &[usize],
     operands: &[&Storage],
     out: &mut Storage,
@@ -116,7 +140,7 @@ pub(crate) fn run_loop(
     match (&l.kind, vjp) {
         (LoopKind::Scan, _) => scan(l, body, spine, operands, out, bufs),
         (LoopKind::Adjoint { .. }, _) if l.residuals.is_some() => {
-            replay(l, body, operands, out, bufs)
+            replay(l, body, finish, operands, out, bufs)
         }
         (LoopKind::Adjoint { .. }, Some(vjp)) => adjoint(l, body, vjp, operands, out, bufs),
         (LoopKind::Adjoint { .. }, None) => Err(Error::InvalidArgument {
@@ -276,12 +300,18 @@ struct Adjoint<'a> {
 }
 
 impl Adjoint<'_> {
-    /// Copies spine entry `k` (the carries its scan recorded) into `dst`.
+    /// Copies spine entry `k` (the carries its scan recorded) into `dst`,
+    /// from the scan's packed result: its spine pieces `[K, ..c_i]` follow
+    /// `[c(T).., ys..]`.
     fn spine_entry(&self, k: usize, dst: &mut [Storage]) -> Result<()> {
-        let first = self.l.body.inputs().len() + self.l.carries + self.l.ys();
-        for (i, d) in dst.iter_mut().enumerate() {
+        let packed = self.operands[self.l.body.inputs().len() + self.l.carries + self.l.ys()];
+        // `dst` holds one storage per carry, of its size.
+        let mut off: usize = dst.iter().map(|d| d.len()).sum();
+        off += self.sz.y.iter().map(|n| n * self.l.length).sum::<usize>();
+        for d in dst.iter_mut() {
             let n = d.len();
-            copy(d, 0, self.operands[first + i], k * n, n)?;
+            copy(d, 0, packed, off + k * n, n)?;
+            off += self.l.spine * n;
         }
         Ok(())
     }
@@ -377,20 +407,23 @@ impl Sweep for Adjoint<'_> {
             self.b.spare = recycle(ins);
             r?;
         }
-        take_bars(c, s, &self.xbar_off, self.b, self.out)
+        take_bars(c, s, &self.xbar_off, None, self.b, self.out).map(drop)
     }
 }
 
 /// After a reverse step at index `s` (results in `b.vouts`): the carry
 /// cotangents become `b.cbar`, `x̄(s)` goes to `out` at `xbar_off`, and `k̄`
-/// is added to `b.kbar`.
+/// is added to `b.kbar` (only the invariants `per_step` marks, when some
+/// products were hoisted). Returns where the step's other results (the
+/// factors of hoisted products) start in `b.vouts`.
 fn take_bars(
     c: usize,
     s: usize,
     xbar_off: &[usize],
+    per_step: Option<&[bool]>,
     b: &mut LoopBuffers,
     out: &mut Storage,
-) -> Result<()> {
+) -> Result<usize> {
     for (a, v) in b.cbar.iter_mut().zip(b.vouts.iter_mut()) {
         std::mem::swap(a, v);
     }
@@ -398,10 +431,14 @@ fn take_bars(
         let v = &b.vouts[c + n];
         copy(out, off + s * v.len(), v, 0, v.len())?;
     }
-    for (acc, v) in b.kbar.iter_mut().zip(&b.vouts[c + xbar_off.len()..]) {
-        add_into(acc, v)?;
+    let mut next = c + xbar_off.len();
+    for (q, acc) in b.kbar.iter_mut().enumerate() {
+        if per_step.is_none_or(|p| p[q]) {
+            add_into(acc, &b.vouts[next])?;
+            next += 1;
+        }
     }
-    Ok(())
+    Ok(next)
 }
 
 fn adjoint(
@@ -490,16 +527,29 @@ fn end_reverse(l: &LoopOp, b: &LoopBuffers, out: &mut Storage) -> Result<()> {
 /// The reverse sweep of an adjoint with residuals: `step` (the split
 /// step's backward half, `[x, k, c̄', ȳ, r] → [c̄, x̄, k̄]`) once per step,
 /// from the last, on the residuals its scan recorded. No carry is stored
-/// or recomputed.
+/// or recomputed. With hoisted products, the step also returns their
+/// factors, stacked here, and `finish` adds their products to `k̄` after
+/// the sweep.
 fn replay(
     l: &LoopOp,
     step: &mut dyn RunGraph,
+    finish: Option<&mut dyn RunGraph>,
     operands: &[&Storage],
     out: &mut Storage,
     bufs: &mut LoopBuffers,
 ) -> Result<()> {
     let (backward, _) = l.step_graphs();
+    let hoisted = l.residuals.as_ref().and_then(|r| r.hoisted.as_ref());
     let (sz, xbar_off) = start_reverse(l, backward, operands, bufs)?;
+    let factors = hoisted.map_or(0, |h| h.factors);
+    let outs = backward.outputs();
+    // Every element of a stack is written by the sweep before it is read.
+    let per_step = types_of(backward, &outs[outs.len() - factors..]);
+    fit(
+        &mut bufs.stacks,
+        per_step.map(|(d, n)| (d, n * l.length)),
+        false,
+    );
     let (c, k, p) = (l.carries, l.xs, l.ys());
     let n_in = l.body.inputs().len();
     // The scan's packed result, holding the stacked residuals, follows
@@ -529,9 +579,25 @@ fn replay(
             spare = recycle(ins);
             r?;
         }
-        take_bars(c, s, &xbar_off, bufs, out)?;
+        let next = take_bars(c, s, &xbar_off, hoisted.map(|h| &h.per_step[..]), bufs, out)?;
+        for (stack, v) in bufs.stacks.iter_mut().zip(&bufs.vouts[next..]) {
+            copy(stack, s * v.len(), v, 0, v.len())?;
+        }
     }
     bufs.spare = recycle(spare);
+    if let Some(h) = hoisted {
+        let finish = finish.ok_or_else(|| Error::InvalidArgument {
+            op: "loop",
+            message: format!("{}: hoisted products need their finishing graph", l.name),
+        })?;
+        let stacks: Vec<&Storage> = bufs.stacks.iter().collect();
+        bufs.finished
+            .resize_with(h.targets.len(), || Storage::F64(Vec::new()));
+        finish.run(&stacks, &mut bufs.finished)?;
+        for (&q, v) in h.targets.iter().zip(&bufs.finished) {
+            add_into(&mut bufs.kbar[q], v)?;
+        }
+    }
     end_reverse(l, bufs, out)
 }
 

@@ -106,10 +106,13 @@ pub fn eval_into(
                 _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
             };
             let mut vjp = vjp.map(Interpreted);
+            let hoisted = l.residuals.as_ref().and_then(|r| r.hoisted.as_ref());
+            let mut finish = hoisted.map(|h| Interpreted(&h.finish));
             run_loop(
                 l,
                 &mut body,
                 vjp.as_mut().map(|v| v as &mut dyn looping::RunGraph),
+                finish.as_mut().map(|f| f as &mut dyn looping::RunGraph),
                 &spine,
                 &storages,
                 out,
