@@ -10,6 +10,8 @@ use rlx_runtime::{compile, DType, Graph, Tensor};
 
 mod counting;
 use counting::allocations;
+#[path = "shared/lj.rs"]
+mod lj;
 
 #[test]
 fn warm_run_into_allocates_nothing() {
@@ -148,4 +150,19 @@ fn warm_run_into_with_epilogues_allocates_nothing() {
     ];
     let ins: Vec<&Tensor> = ins.iter().collect();
     warm_run_into_allocates_nothing_on(&exe, &ins);
+}
+
+/// A warm `run_into` of the broadcast-form Lennard-Jones value and
+/// gradient allocates nothing: its loops fold four reductions, two of them
+/// applying a negation or a square (`fold::Pre`).
+#[test]
+fn warm_run_into_of_the_lj_broadcast_gradient_allocates_nothing() {
+    let n = 64;
+    let vg = rlx_core::autodiff::value_and_grad(&lj::lj(n), &[0, 1]).unwrap();
+    let exe = compile(&vg).unwrap();
+    let st = exe.stats();
+    assert_eq!((st.fused_reductions, st.absorbed), (4, 2), "{st:?}");
+    let jitter: Vec<f64> = (0..3 * n).map(|k| 0.1 * (k as f64 * 0.7).sin()).collect();
+    let (p, eye) = lj::lj_inputs(n, &jitter);
+    warm_run_into_allocates_nothing_on(&exe, &[&p, &eye]);
 }

@@ -169,6 +169,37 @@ fn movement_fusion_gives_the_same_bits_for_every_thread_count() {
 }
 
 #[test]
+fn short_row_broadcasts_give_the_same_bits_for_every_thread_count() {
+    // `[n, m, 3]` loops reading `[n, m, 1]` (one element per row,
+    // repeated), `[n, 1, 3]` (one row, repeated) and `[1, m, 3]`, split
+    // across threads at block boundaries that cut rows of 3.
+    let _g = lock();
+    let (n, m) = (150, 101);
+    for dtype in [DType::F64, DType::F32] {
+        let mut g = Graph::new();
+        let a = g.input("a", [n, m, 1], dtype);
+        let b = g.input("b", [n, 1, 3], dtype);
+        let c = g.input("c", [1, m, 3], dtype);
+        let d = g.sub(b, c).unwrap();
+        let e = g.mul(d, a).unwrap();
+        let f = g.sin(e).unwrap();
+        g.set_outputs(vec![f]);
+        let exe = compile(&g).unwrap();
+        let av = input(n * m, 0.5, vec![n, m, 1], dtype);
+        let bv = input(3 * n, 1.5, vec![n, 1, 3], dtype);
+        let cv = input(3 * m, 2.5, vec![1, m, 3], dtype);
+        set_num_threads(1);
+        let one = bits(&exe.run(&[&av, &bv, &cv]).unwrap());
+        for threads in 2..=5 {
+            set_num_threads(threads);
+            let many = bits(&exe.run(&[&av, &bv, &cv]).unwrap());
+            assert!(one == many, "{dtype}, {threads} threads: the bits differ");
+        }
+    }
+    set_num_threads(0);
+}
+
+#[test]
 fn the_count_follows_the_api_and_the_environment() {
     let _g = lock();
     set_num_threads(3);

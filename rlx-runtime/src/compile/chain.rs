@@ -80,6 +80,9 @@ pub(crate) enum ChainUnary {
     Recip,
     Square,
     Relu,
+    /// `x^n` for `|n| ≤ 4` (a few products, then a reciprocal for a
+    /// negative `n`: `r⁻⁶` and the `r⁻⁴` of its derivative).
+    Powi(i8),
 }
 
 impl ChainUnary {
@@ -93,6 +96,7 @@ impl ChainUnary {
             UnaryOp::Recip => ChainUnary::Recip,
             UnaryOp::Square => ChainUnary::Square,
             UnaryOp::Relu => ChainUnary::Relu,
+            UnaryOp::Powi(n) if (-4..=4).contains(&n) => ChainUnary::Powi(n as i8),
             _ => return None,
         })
     }
@@ -107,6 +111,7 @@ impl ChainUnary {
             ChainUnary::Recip => UnaryOp::Recip,
             ChainUnary::Square => UnaryOp::Square,
             ChainUnary::Relu => UnaryOp::Relu,
+            ChainUnary::Powi(n) => UnaryOp::Powi(n.into()),
         }
     }
 }
@@ -295,6 +300,19 @@ fn apply<T: Real, const L: usize>(v: &mut [T; L], stage: &Resolved<'_, T>, at: u
                 ChainUnary::Recip => lanes!(UnaryOp::Recip),
                 ChainUnary::Square => lanes!(UnaryOp::Square),
                 ChainUnary::Relu => lanes!(UnaryOp::Relu),
+                // One loop per exponent, so that it unrolls (as `powi`'s
+                // block kernel does; the same products, the same bits).
+                ChainUnary::Powi(n) => match n {
+                    -4 => lanes!(UnaryOp::Powi(-4)),
+                    -3 => lanes!(UnaryOp::Powi(-3)),
+                    -2 => lanes!(UnaryOp::Powi(-2)),
+                    -1 => lanes!(UnaryOp::Powi(-1)),
+                    0 => lanes!(UnaryOp::Powi(0)),
+                    1 => lanes!(UnaryOp::Powi(1)),
+                    2 => lanes!(UnaryOp::Powi(2)),
+                    3 => lanes!(UnaryOp::Powi(3)),
+                    _ => lanes!(UnaryOp::Powi(4)),
+                },
             }
         }
         Resolved::Binary(op, arg, value_first) => {
@@ -364,7 +382,7 @@ fn tail<T: Real>(start: Start<'_, T>, stages: &[Resolved<'_, T>], out: &mut [T],
 mod tests {
     use super::*;
 
-    const ALL_UNARY: [ChainUnary; 7] = [
+    const ALL_UNARY: [ChainUnary; 16] = [
         ChainUnary::Neg,
         ChainUnary::Abs,
         ChainUnary::Sqrt,
@@ -372,6 +390,15 @@ mod tests {
         ChainUnary::Recip,
         ChainUnary::Square,
         ChainUnary::Relu,
+        ChainUnary::Powi(-4),
+        ChainUnary::Powi(-3),
+        ChainUnary::Powi(-2),
+        ChainUnary::Powi(-1),
+        ChainUnary::Powi(0),
+        ChainUnary::Powi(1),
+        ChainUnary::Powi(2),
+        ChainUnary::Powi(3),
+        ChainUnary::Powi(4),
     ];
     const ALL_BINARY: [ChainBinary; 7] = [
         ChainBinary::Add,
@@ -522,6 +549,8 @@ mod tests {
             assert_eq!(ChainBinary::of(b.op()), Some(b));
         }
         assert_eq!(ChainUnary::of(UnaryOp::Tanh), None);
+        assert_eq!(ChainUnary::of(UnaryOp::Powi(5)), None);
+        assert_eq!(ChainUnary::of(UnaryOp::Powi(-5)), None);
         assert_eq!(ChainBinary::of(BinaryOp::Pow), None);
     }
 }

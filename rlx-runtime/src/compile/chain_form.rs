@@ -172,7 +172,7 @@ fn float(bank: Bank) -> bool {
 /// not used at all): then its value is dead once its one reader has run.
 /// Each block starts afresh, so the end of the body ends every value
 /// (splat registers are never destinations).
-fn dead_after(rest: &[Instr], leaves: &[Leaf], r: Reg) -> bool {
+pub(crate) fn dead_after(rest: &[Instr], leaves: &[Leaf], r: Reg) -> bool {
     for ins in rest {
         let (reads, writes) = touches(ins, leaves, r);
         if reads {
@@ -186,7 +186,7 @@ fn dead_after(rest: &[Instr], leaves: &[Leaf], r: Reg) -> bool {
 }
 
 /// Whether `ins` reads and whether it writes register `r`.
-fn touches(ins: &Instr, leaves: &[Leaf], r: Reg) -> (bool, bool) {
+pub(crate) fn touches(ins: &Instr, leaves: &[Leaf], r: Reg) -> (bool, bool) {
     let src = |s: Src| matches!(s, Src::Reg(x) | Src::Splat(x) if x == r);
     let out = |o: Out| o == Out::Reg(r);
     match ins {

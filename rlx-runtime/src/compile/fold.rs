@@ -13,7 +13,7 @@
 //! a folded reduction gives the same bits as the reduction step, whatever
 //! the block boundaries.
 
-use rlx_core::ReduceOp;
+use rlx_core::{ReduceOp, UnaryOp};
 
 use super::fused_io::{for_row_groups, for_runs, short_rows};
 use super::reduce::{write_f64, Acc};
@@ -39,6 +39,67 @@ pub(crate) struct Sink {
     pub(crate) acc_off: usize,
     /// The step target receiving the result.
     pub(crate) target: u32,
+    /// The op applied to each element before it is combined (see
+    /// [`Pre`]): a negation or square whose only reader is this sink.
+    pub(crate) pre: Pre,
+}
+
+/// An element-wise op a sink applies to each element of its register
+/// before combining it: a `neg` or `square` read only by the reduction
+/// then costs no pass of its own over the block (`sum(neg(x))`, the
+/// cotangent of a broadcast subtracted; `sum(square(x))`, a norm). The op
+/// runs in the register's own type, before the widening to `f64`, as the
+/// instruction it replaces did, so the bits are the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Pre {
+    #[default]
+    Id,
+    Neg,
+    Square,
+}
+
+impl Pre {
+    /// The sink form of `op`, if it has one.
+    pub(crate) fn of(op: UnaryOp) -> Option<Pre> {
+        match op {
+            UnaryOp::Neg => Some(Pre::Neg),
+            UnaryOp::Square => Some(Pre::Square),
+            _ => None,
+        }
+    }
+}
+
+/// Combines `vals`, the elements from `pos` on of a reduced row, into the
+/// interleaved partial results: element `pos + j` into `lanes[(pos + j) %
+/// LANES]`, in order. Whole groups of [`LANES`] go through a local array
+/// the compiler keeps in vector registers.
+#[inline(always)]
+fn into_lanes<T: Copy>(
+    lanes: &mut [f64],
+    pos: usize,
+    vals: &[T],
+    to: &impl Fn(T) -> f64,
+    combine: &impl Fn(f64, f64) -> f64,
+) {
+    let lanes: &mut [f64; LANES] = lanes.try_into().expect("a sink has LANES partial results");
+    let head = ((LANES - pos % LANES) % LANES).min(vals.len());
+    for (j, &v) in vals[..head].iter().enumerate() {
+        let l = (pos + j) % LANES;
+        lanes[l] = combine(lanes[l], to(v));
+    }
+    let mut part = *lanes;
+    let groups = vals[head..].chunks_exact(LANES);
+    let tail = groups.remainder();
+    for group in groups {
+        part.iter_mut()
+            .zip(group)
+            .for_each(|(a, &v)| *a = combine(*a, to(v)));
+    }
+    // The tail starts at lane 0 (the head ended on a group boundary).
+    part.iter_mut()
+        .zip(tail)
+        .for_each(|(a, &v)| *a = combine(*a, to(v)));
+    *lanes = part;
 }
 
 impl Sink {
@@ -62,11 +123,21 @@ impl Sink {
         idx: &mut [usize],
         acc: &mut [f64],
     ) {
-        let at = src.idx as usize * BLOCK;
-        match src.bank {
-            Bank::F64 => self.fold(&regs.f64[at..at + len], |v| v, (start, idx), acc),
-            Bank::F32 => self.fold(&regs.f32[at..at + len], |v| v as f64, (start, idx), acc),
-            Bank::I64 | Bank::Bool => unreachable!("only float reductions are folded"),
+        let r = src.idx as usize * BLOCK..src.idx as usize * BLOCK + len;
+        let x64 = || &regs.f64[r.clone()];
+        let x32 = || &regs.f32[r.clone()];
+        let at = (start, idx);
+        // `-v` and `v * v` are `kernels::scalar::unary`'s `Neg` and
+        // `Square` (the fused-against-unfused tests hold the bits equal),
+        // written out so that they inline.
+        match (src.bank, self.pre) {
+            (Bank::F64, Pre::Id) => self.fold(x64(), |v| v, at, acc),
+            (Bank::F64, Pre::Neg) => self.fold(x64(), |v| -v, at, acc),
+            (Bank::F64, Pre::Square) => self.fold(x64(), |v| v * v, at, acc),
+            (Bank::F32, Pre::Id) => self.fold(x32(), |v| v as f64, at, acc),
+            (Bank::F32, Pre::Neg) => self.fold(x32(), |v| (-v) as f64, at, acc),
+            (Bank::F32, Pre::Square) => self.fold(x32(), |v| (v * v) as f64, at, acc),
+            (Bank::I64 | Bank::Bool, _) => unreachable!("only float reductions are folded"),
         }
     }
 
@@ -194,7 +265,14 @@ impl Sink {
             idx,
             |done, o, run| {
                 let seg = &vals[done..done + run];
-                if s_in != 0 {
+                if s_in == 1 {
+                    // A kept contiguous axis: accumulators side by side,
+                    // combined a vector at a time.
+                    acc[o..o + run]
+                        .iter_mut()
+                        .zip(seg)
+                        .for_each(|(a, &v)| *a = combine(*a, to(v)));
+                } else if s_in != 0 {
                     for (j, &v) in seg.iter().enumerate() {
                         let t = o + j * s_in;
                         acc[t] = combine(acc[t], to(v));
@@ -204,10 +282,7 @@ impl Sink {
                         lanes.fill(identity);
                     }
                     let in_lanes = full.saturating_sub(pos).min(run);
-                    for (j, &v) in seg[..in_lanes].iter().enumerate() {
-                        let l = (pos + j) % LANES;
-                        lanes[l] = combine(lanes[l], to(v));
-                    }
+                    into_lanes(lanes, pos, &seg[..in_lanes], &to, &combine);
                     let end = pos + run;
                     let mut a = acc[o];
                     // The partial results join the accumulator once per row,

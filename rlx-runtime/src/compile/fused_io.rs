@@ -53,7 +53,8 @@ pub(crate) struct Scatter {
 }
 
 /// Copies `src[pos(i)]` for the block `start..start + len` into `out`,
-/// converting each element with `f`.
+/// converting each element with `f`; `copy` converts a contiguous run
+/// (a `memcpy` when the types are the same).
 #[inline]
 fn gather<S: Copy, T: Copy>(
     src: &[S],
@@ -62,13 +63,12 @@ fn gather<S: Copy, T: Copy>(
     out: &mut [T],
     idx: &mut [usize],
     f: impl Fn(S) -> T,
+    copy: impl Fn(&mut [T], &[S]),
 ) {
     match access {
         Access::Contig => {
             let n = out.len();
-            for (o, &v) in out.iter_mut().zip(&src[start..start + n]) {
-                *o = f(v);
-            }
+            copy(out, &src[start..start + n]);
         }
         Access::Splat { .. } => {
             out.fill(f(src[0]));
@@ -92,11 +92,40 @@ fn gather<S: Copy, T: Copy>(
                         let row = |j: usize| -> [T; $n] {
                             std::array::from_fn(|k| f(src[off + j * s_row + k * s_in]))
                         };
-                        let out = out[done..done + count * $n].chunks_exact_mut($n);
+                        let whole = &mut out[done..done + count * $n];
+                        // Four rows a store run where the pattern allows:
+                        // wide stores instead of one per element.
+                        let mut quads = whole.chunks_exact_mut(4 * $n);
                         if s_row == 0 {
                             // The same row repeated (`x: [n, 1, 3]` in `[n, n, 3]`).
                             let row = row(0);
-                            out.for_each(|o| o.copy_from_slice(&row));
+                            let mut quad = [row[0]; 4 * $n];
+                            quad.chunks_exact_mut($n)
+                                .for_each(|q| q.copy_from_slice(&row));
+                            quads.by_ref().for_each(|o| o.copy_from_slice(&quad));
+                            let rest = quads.into_remainder().chunks_exact_mut($n);
+                            rest.for_each(|o| o.copy_from_slice(&row));
+                            return;
+                        }
+                        if s_in == 0 && s_row == 1 {
+                            // One element per row, repeated (`y: [n, m, 1]`
+                            // in `[n, m, 3]`).
+                            let col = &src[off..off + count];
+                            let mut fours = col.chunks_exact(4);
+                            for (o, c) in quads.by_ref().zip(fours.by_ref()) {
+                                let quad: [T; 4 * $n] = std::array::from_fn(|k| f(c[k / $n]));
+                                o.copy_from_slice(&quad);
+                            }
+                            let rest = quads.into_remainder().chunks_exact_mut($n);
+                            rest.zip(fours.remainder()).for_each(|(o, &v)| o.fill(f(v)));
+                            return;
+                        }
+                        let out = whole.chunks_exact_mut($n);
+                        if s_in == 0 {
+                            // One element per row, repeated (`y: [n, m, 1]`
+                            // in `[n, m, 3]`).
+                            let col = src[off..].iter().step_by(s_row);
+                            out.zip(col).for_each(|(o, &v)| o.fill(f(v)));
                         } else {
                             out.enumerate()
                                 .for_each(|(j, o)| o.copy_from_slice(&row(j)));
@@ -120,9 +149,7 @@ fn gather<S: Copy, T: Copy>(
                     let v = src[off];
                     dst.iter_mut().for_each(|o| *o = f(v));
                 } else if s_in == 1 {
-                    for (o, &v) in dst.iter_mut().zip(&src[off..off + run]) {
-                        *o = f(v);
-                    }
+                    copy(dst, &src[off..off + run]);
                 } else {
                     for (j, o) in dst.iter_mut().enumerate() {
                         *o = f(src[off + j * s_in]);
@@ -264,7 +291,12 @@ pub(crate) fn load(
 ) {
     let (a, off) = (&leaf.access, leaf.off);
     macro_rules! get {
-        ($v:expr, $bank:ident, $f:expr) => {
+        ($v:expr, $bank:ident, $f:expr) => {{
+            let f = $f;
+            let convert = |o: &mut [_], s: &[_]| o.iter_mut().zip(s).for_each(|(o, &v)| *o = f(v));
+            get!($v, $bank, f, convert)
+        }};
+        ($v:expr, $bank:ident, $f:expr, $copy:expr) => {
             gather(
                 &$v[off..],
                 a,
@@ -272,16 +304,20 @@ pub(crate) fn load(
                 &mut reg_mut(&mut regs.$bank, r)[..len],
                 idx,
                 $f,
+                $copy,
             )
         };
     }
+    fn same<T: Copy>(o: &mut [T], s: &[T]) {
+        o.copy_from_slice(s)
+    }
     match src {
-        Storage::F32(v) => get!(v, f32, |x| x),
+        Storage::F32(v) => get!(v, f32, |x| x, same),
         Storage::F16(v) => get!(v, f32, f16::to_f32),
         Storage::BF16(v) => get!(v, f32, bf16::to_f32),
-        Storage::F64(v) => get!(v, f64, |x| x),
-        Storage::I64(v) => get!(v, i64, |x| x),
-        Storage::Bool(v) => get!(v, bool, |x| x),
+        Storage::F64(v) => get!(v, f64, |x| x, same),
+        Storage::I64(v) => get!(v, i64, |x| x, same),
+        Storage::Bool(v) => get!(v, bool, |x| x, same),
     }
 }
 

@@ -42,6 +42,7 @@
 //! inferred ones; inputs and outputs are checked against the declared types
 //! before every run, so the executor does not panic on any accepted input.
 
+mod absorb;
 mod chain;
 mod chain_form;
 mod env;

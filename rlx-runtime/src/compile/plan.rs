@@ -160,6 +160,10 @@ pub struct PlanStats {
     /// Reductions folded into the fused loop computing their operand
     /// (the operand is never stored).
     pub fused_reductions: usize,
+    /// Of those reductions' operands, negations and squares read by
+    /// nothing else, applied by the reduction as it combines each element
+    /// (no pass of their own over the block).
+    pub absorbed: usize,
     /// Slices and transposes read in place by fused loops (never copied).
     pub views: usize,
     /// Values written in place into the concat or transpose using them

@@ -13,8 +13,9 @@ use rlx_core::autodiff::{batch_jacobian, hvp, value_and_grad};
 use super::{check, general, tol};
 use crate::common::{assert_same_values, tensor, values};
 use crate::device::device;
+use crate::lj::{lj, lj_inputs};
 use rlx_runtime::compile::{compile_with, Options};
-use rlx_runtime::{DType, Executable, Graph, NodeId, ReduceOp, Tensor};
+use rlx_runtime::{DType, Executable, Graph, NodeId, ReduceOp, Tensor, UnaryOp};
 
 /// `g` planned without fusion through movement ops and reductions.
 fn unfused(g: &Graph) -> Executable {
@@ -124,39 +125,11 @@ fn concat_of_elementwise_results_is_one_loop_without_buffers() {
     }
 }
 
-/// ½ Σ_{i≠j} 4 (r⁻¹² − r⁻⁶) over `p: [n, 3]` in the broadcast form.
-fn lj(n: usize) -> Graph {
-    let mut g = Graph::new();
-    let p = g.input("p", [n, 3], DType::F64);
-    let eye = g.input("eye", [n, n], DType::F64);
-    let a = g.reshape(p, [n, 1, 3]).unwrap();
-    let b = g.reshape(p, [1, n, 3]).unwrap();
-    let d = g.sub(a, b).unwrap();
-    let d2 = g.square(d).unwrap();
-    let r2 = g.sum(d2, &[2]).unwrap();
-    let r2 = g.add(r2, eye).unwrap();
-    let s3 = g.powi(r2, -3).unwrap();
-    let s6 = g.square(s3).unwrap();
-    let e = g.sub(s6, s3).unwrap();
-    let two = g.scalar(2.0, DType::F64);
-    let e = g.mul(e, two).unwrap();
-    let f = g.sum_all(e).unwrap();
-    g.set_outputs(vec![f]);
-    g
-}
-
 #[test]
 fn lj_gradient_folds_every_reduction() {
     let n = 40;
     let vg = value_and_grad(&lj(n), &[0]).unwrap();
-    let p: Vec<f64> = (0..3 * n)
-        .map(|k| 1.2 * [k / 3 % 4, k / 12 % 4, k / 48][k % 3] as f64)
-        .zip(values(3 * n, 4, -0.1, 0.1))
-        .map(|(a, b)| a + b)
-        .collect();
-    let eye: Vec<f64> = (0..n * n).map(|k| (k / n == k % n) as u8 as f64).collect();
-    let pt = tensor(&p, &[n, 3], DType::F64);
-    let et = tensor(&eye, &[n, n], DType::F64);
+    let (pt, et) = lj_inputs(n, &values(3 * n, 4, -0.1, 0.1));
     let exe = check_fused(&vg, &[&pt, &et], 1e-9, "lj value_and_grad");
     let s = exe.stats();
     // r² (a sum over the last axis), the energy, and the two halves of the
@@ -168,13 +141,71 @@ fn lj_gradient_folds_every_reduction() {
 }
 
 #[test]
+fn lj_broadcast_value_and_gradient_plan() {
+    // The bench's plan: `value_and_grad_` with respect to both inputs at
+    // n = 64. Four loops: d and r² (the square applied by the sum); the
+    // energy and dE/dr² (the `eye` gradient); the two halves of the p
+    // gradient (sums over either particle axis, the negation of one
+    // applied by its sum); their sum. Three buffers.
+    let n = 64;
+    let vg = value_and_grad(&lj(n), &[0, 1]).unwrap();
+    let (pt, et) = lj_inputs(n, &values(3 * n, 5, -0.1, 0.1));
+    let exe = check_fused(&vg, &[&pt, &et], 1e-9, "lj value_and_grad wrt p and eye");
+    let s = exe.stats();
+    assert_eq!((s.fused_loops, s.steps, s.buffers), (4, 4, 3), "{s:?}");
+    assert_eq!((s.fused_reductions, s.absorbed), (4, 2), "{s:?}");
+}
+
+#[test]
+fn negations_and_squares_are_applied_by_the_reductions_reading_them() {
+    // `reduce(op(sin x))` over every axis and all of them: in f64 and f32
+    // the sink applies `op` (no pass of its own), with the bits of the
+    // unfused plan. Not absorbed: half precision (the op's result is
+    // rounded first), and an op whose result is also read by another
+    // node (here an output).
+    let dims = [40, 30, 3];
+    let axes: [&[usize]; 4] = [&[0], &[1], &[2], &[0, 1, 2]];
+    for dtype in [DType::F64, DType::F32, DType::F16] {
+        for op in [UnaryOp::Neg, UnaryOp::Square] {
+            for red in [ReduceOp::Sum, ReduceOp::Max] {
+                for ax in axes {
+                    for shared in [false, true] {
+                        let mut g = Graph::new();
+                        let x = g.input("x", dims, dtype);
+                        let a = g.sin(x).unwrap();
+                        let u = g.unary(op, a).unwrap();
+                        let r = g.reduce(red, u, ax).unwrap();
+                        g.set_outputs(if shared { vec![r, u] } else { vec![r] });
+                        let xv = tensor(&values(3600, 3, -2.0, 2.0), &dims, dtype);
+                        let what =
+                            format!("{red:?} over {ax:?} of {op:?} {dtype}, shared {shared}");
+                        let exe = check_fused(&g, &[&xv], 1e-3, &what);
+                        let s = exe.stats();
+                        let native = matches!(dtype, DType::F64 | DType::F32);
+                        let want = usize::from(native && !shared);
+                        assert_eq!((s.fused_reductions, s.absorbed), (1, want), "{what}: {s:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn folded_reductions_give_the_reduction_steps_bits_across_blocks() {
     // Rows that end mid-block, rows longer than a block, rows shorter than
     // the eight partial results, kept inner axes; short kept rows summed
     // over the axis before them (held in registers, rows cut by blocks);
     // kept axes merged, and a kept inner axis of length 1 (not merged
     // away); every reduction.
-    let shapes: [(&[usize], &[usize]); 17] = [
+    // Whole sweeps of kept short rows are combined interleaved, up to
+    // four with disjoint accumulators (sweeps cut by blocks, sweeps of
+    // the same accumulators).
+    let shapes: [(&[usize], &[usize]); 21] = [
+        (&[20, 3, 10, 2], &[0, 2]),
+        (&[33, 5, 3], &[1]),
+        (&[6, 40, 4], &[1]),
+        (&[3, 20, 70, 2], &[0, 2]),
         (&[70, 30, 3], &[1]),
         (&[40, 30, 3], &[2]),
         (&[40, 30, 2], &[1, 2]),
@@ -293,7 +324,7 @@ fn random_op(g: &mut Graph, pool: &[NodeId], op: u8, pick: &[usize]) -> Option<N
     let b = pool[pick[1] % pool.len()];
     let dims = g.shape(a).dims().to_vec();
     let r = dims.len();
-    let made = match op % 11 {
+    let made = match op % 13 {
         0 => g.add(a, b),
         1 => g.mul(a, b),
         2 => g.tanh(a),
@@ -326,6 +357,9 @@ fn random_op(g: &mut Graph, pool: &[NodeId], op: u8, pick: &[usize]) -> Option<N
             g.broadcast(a, to)
         }
         9 => g.reshape(a, [dims.iter().product::<usize>()]),
+        // Absorbed by a reduction that is their only reader.
+        11 => g.neg(a),
+        12 => g.square(a),
         _ => g.sub(a, b),
     };
     made.ok()

@@ -16,6 +16,9 @@ mod epilogues;
 mod execution;
 mod fusion;
 mod fusion_movement;
+/// The broadcast-form Lennard-Jones graph shared with `no_alloc.rs`.
+#[path = "../shared/lj.rs"]
+mod lj;
 mod movement;
 mod reductions_linalg;
 

@@ -8,10 +8,11 @@ use rlx_core::{BinaryOp, CmpOp, DType, Op, Result, UnaryOp};
 
 use super::builder::{Builder, Group};
 use super::ops::reduce_strides;
+use crate::compile::absorb::absorb_into_sinks;
 use crate::compile::chain_form::form_chains;
 use crate::compile::env::{Dst, Loc};
 use crate::compile::epilogue::EpilogueStep;
-use crate::compile::fold::Sink;
+use crate::compile::fold::{Pre, Sink};
 use crate::compile::fused::{Access, FusedStep, Instr, Leaf};
 use crate::compile::fused_io::Scatter;
 use crate::compile::movement::merge_axes;
@@ -189,6 +190,7 @@ impl Builder<'_> {
                     count,
                     acc_off: acc_len,
                     target: targets.len() as u32,
+                    pre: Pre::Id,
                 });
                 acc_len += Sink::scratch(n.shape.numel());
                 targets.push(self.target(m as usize));
@@ -314,9 +316,11 @@ impl Builder<'_> {
         }
         reads.sort_unstable();
         reads.dedup();
+        let (body, absorbed) = absorb_into_sinks(body, &leaves, &mut sinks);
         let (body, chained) = form_chains(body, &leaves);
         self.acc_len = self.acc_len.max(acc_len);
         self.stats.fused_reductions += sinks.len();
+        self.stats.absorbed += absorbed;
         self.stats.fused_loops += 1;
         self.stats.fused_nodes += members.len() - sinks.len();
         self.stats.chained_nodes += chained;
