@@ -179,7 +179,7 @@ impl Small {
 
     /// Runs the element program on the flat inputs `ins`, writing every
     /// output element (flat over all outputs) into `out`.
-    fn run_flat(&self, ins: &[f64], out: &mut [f64]) {
+    pub(crate) fn run_flat(&self, ins: &[f64], out: &mut [f64]) {
         if let (true, Some(exe)) = (self.direct, &self.exe) {
             return program(exe, ins, out);
         }
@@ -391,7 +391,7 @@ pub(crate) fn read(s: &Storage, to: &mut [f64]) -> usize {
 /// more than twice what it uses: clearing 4 KB for a 100-element Hessian
 /// was most of a warm `hessian_` call).
 #[inline]
-fn with_stack<R>(n: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
+pub(crate) fn with_stack<R>(n: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
     if n <= 16 {
         f(&mut [0.0; 16][..n])
     } else if n <= 32 {
