@@ -109,14 +109,7 @@ fn the_item_plan_equals_the_general_plan_bit_for_bit() {
     let mut item = rlx::core::vmap::unbatch(&g, n).expect("rows are independent");
     assert_eq!(item.batched, [true]);
     item.graph = rlx::autodiff::batch_jacobian(&item.graph, &[0]).unwrap();
-    let general = compile_with(
-        &jac,
-        &Options {
-            scalarize: false,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let general = compile_with(&jac, &Options::general()).unwrap();
     let want = general.run(&[&x]).unwrap();
     for jit in [true, false] {
         let options = Options {

@@ -54,11 +54,7 @@ fn inputs(n: usize, dtype: DType) -> Vec<Tensor> {
 }
 
 fn general(g: &Graph) -> rlx_runtime::Executable {
-    let options = Options {
-        scalarize: false,
-        ..Options::default()
-    };
-    compile_with(g, &options).unwrap()
+    compile_with(g, &Options::general()).unwrap()
 }
 
 fn assert_same_bits(got: &[Tensor], want: &[Tensor], what: &str) {
@@ -157,11 +153,9 @@ fn graphs_without_an_item_plan_are_declined() {
     // With scalarisation off.
     let g = rows_graph(n, DType::F64);
     let item = unbatch(&g, n).unwrap();
-    let off = Options {
-        scalarize: false,
-        ..Options::default()
-    };
-    assert!(compile_items(&g, &item, &off).unwrap().is_none());
+    assert!(compile_items(&g, &item, &Options::general())
+        .unwrap()
+        .is_none());
     // An item too large to scalarise: a 4096-element row.
     let mut big = Graph::new();
     let x = big.input("x", [n, 4096], DType::F64);
