@@ -82,8 +82,10 @@ impl Function {
             Some(e) => Ok(e),
             None => {
                 let options = Options::default();
+                // An item plan where it beats the batched plan.
                 let items = match &plan.item {
-                    Some(item) => compile_items_owned(&plan.graph, item, &options)?,
+                    Some(item) => compile_items_owned(&plan.graph, item, &options)?
+                        .filter(Executable::item_plan_pays),
                     None => None,
                 };
                 let e = match items {

@@ -118,7 +118,8 @@ impl Transform {
     /// For [`Transform::BatchJacobian`] of a function whose rows are
     /// independent (see [`unbatch`]): its plan's graph for one item, the
     /// per-item Jacobian at a batch of 1, to compile once and run item by
-    /// item (`compile::items`). `None` for the other transforms, and when
+    /// item (`compile::items`) when its item is long enough for that to
+    /// beat the batched plan. `None` for the other transforms, and when
     /// the function's output 0 is not computed row by row from rows of
     /// its batched inputs, or a differentiated input is not batched (the
     /// plan of [`Transform::apply`] then runs as it is). Transforming one
