@@ -34,6 +34,30 @@ fn problem(n: usize) -> Vec<f64> {
     x
 }
 
+/// The batched Jacobians of the rows `x` (`n` of them), flat.
+fn batch_jacobians(x: &[f64], n: usize) -> Vec<f64> {
+    batch_jacobian_reprojection(&Tensor::from_slice(x, [n, INPUTS]))
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap()
+}
+
+/// Asserts that `got` and `want` hold the same shapes and bits.
+fn assert_same_bits(got: &[Tensor], want: &[Tensor], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: outputs");
+    for (k, (a, b)) in got.iter().zip(want).enumerate() {
+        assert_eq!(a.shape(), b.shape(), "{what}: output {k}");
+        let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(
+                p.to_bits(),
+                q.to_bits(),
+                "{what}: output {k}[{i}]: {p} vs {q}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_objective_matches_the_hand_written_residual() {
     let n = 37;
@@ -83,10 +107,7 @@ fn batch_jacobians_equal_per_observation_jacobians() {
     // (an item plan); `jacobian_` of each row alone is a separate plan.
     let n = 12;
     let x = problem(n);
-    let all = batch_jacobian_reprojection(&Tensor::from_slice(&x, [n, INPUTS]))
-        .unwrap()
-        .to_vec::<f64>()
-        .unwrap();
+    let all = batch_jacobians(&x, n);
     let m = OUTPUTS * INPUTS;
     for (i, row) in x.chunks_exact(INPUTS).enumerate() {
         let one = jacobian_reprojection(&Tensor::from_slice(row, [1, INPUTS])).unwrap();
@@ -126,17 +147,7 @@ fn the_item_plan_equals_the_general_plan_bit_for_bit() {
         for threads in 1..=4 {
             rlx::runtime::set_num_threads(threads);
             let got = exe.run(&[&x]).unwrap();
-            for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(a.shape(), b.shape(), "output {k}");
-                let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
-                for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-                    assert_eq!(
-                        p.to_bits(),
-                        q.to_bits(),
-                        "jit {jit}, {threads} threads, output {k}[{i}]: {p} vs {q}"
-                    );
-                }
-            }
+            assert_same_bits(&got, &want, &format!("jit {jit}, {threads} threads"));
         }
         rlx::runtime::set_num_threads(0);
     }
@@ -147,10 +158,7 @@ fn one_observation_and_a_large_batch_agree_row_by_row() {
     // The same row alone and inside a batch of 1000 gives the same Jacobian.
     let n = 1000;
     let x = problem(n);
-    let all = batch_jacobian_reprojection(&Tensor::from_slice(&x, [n, INPUTS]))
-        .unwrap()
-        .to_vec::<f64>()
-        .unwrap();
+    let all = batch_jacobians(&x, n);
     for i in [0, 1, 5, 999] {
         let one = batch_jacobian_reprojection(&Tensor::from_slice(
             &x[i * INPUTS..(i + 1) * INPUTS],
@@ -193,17 +201,6 @@ fn ten_observations_run_as_one_scalar_region_equal_to_the_general_plan() {
             "the region and the Jacobian's assembly: {stats:?}"
         );
         let got = exe.run(&[&x]).unwrap();
-        assert_eq!(got.len(), want.len());
-        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(a.shape(), b.shape(), "output {k}");
-            let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
-            for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-                assert_eq!(
-                    p.to_bits(),
-                    q.to_bits(),
-                    "jit {jit}, output {k}[{i}]: {p} vs {q}"
-                );
-            }
-        }
+        assert_same_bits(&got, &want, &format!("jit {jit}"));
     }
 }

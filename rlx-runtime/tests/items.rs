@@ -8,7 +8,9 @@ use rlx_core::vmap::unbatch;
 use rlx_runtime::compile::{compile_items, compile_with, Options};
 use rlx_runtime::{set_num_threads, CmpOp, DType, Graph, Tensor};
 
+mod common;
 mod counting;
+use common::assert_same_values;
 use counting::allocations;
 
 /// `x: [n, 2, 3]` batched, `w: [3, 2]` and `k` shared: element-wise math,
@@ -53,6 +55,15 @@ fn inputs(n: usize, dtype: DType) -> Vec<Tensor> {
     ]
 }
 
+/// The item plan of [`rows_graph`] over `n` rows.
+fn item_plan(n: usize) -> rlx_runtime::Executable {
+    let g = rows_graph(n, DType::F64);
+    let item = unbatch(&g, n).unwrap();
+    compile_items(&g, &item, &Options::default())
+        .unwrap()
+        .expect("an item plan")
+}
+
 fn general(g: &Graph) -> rlx_runtime::Executable {
     compile_with(g, &Options::general()).unwrap()
 }
@@ -60,15 +71,7 @@ fn general(g: &Graph) -> rlx_runtime::Executable {
 fn assert_same_bits(got: &[Tensor], want: &[Tensor], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: outputs");
     for (k, (a, b)) in got.iter().zip(want).enumerate() {
-        assert_eq!(a.shape(), b.shape(), "{what}: output {k}");
-        let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
-        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-            assert_eq!(
-                p.to_bits(),
-                q.to_bits(),
-                "{what}: output {k}[{i}]: {p} vs {q}"
-            );
-        }
+        assert_same_values(a, b, &format!("{what}, output {k}"));
     }
 }
 
@@ -117,11 +120,7 @@ fn item_plans_without_native_code_equal_the_general_plan() {
 #[test]
 fn a_warm_item_run_into_allocates_nothing() {
     let n = 50;
-    let g = rows_graph(n, DType::F64);
-    let item = unbatch(&g, n).unwrap();
-    let exe = compile_items(&g, &item, &Options::default())
-        .unwrap()
-        .unwrap();
+    let exe = item_plan(n);
     let ins = inputs(n, DType::F64);
     let ins: Vec<&Tensor> = ins.iter().collect();
     let mut outs: Vec<Tensor> = (exe.output_types().iter())
@@ -176,11 +175,7 @@ fn graphs_without_an_item_plan_are_declined() {
 #[test]
 fn run_errors_of_an_item_plan_are_those_of_any_plan() {
     let n = 5;
-    let g = rows_graph(n, DType::F64);
-    let item = unbatch(&g, n).unwrap();
-    let exe = compile_items(&g, &item, &Options::default())
-        .unwrap()
-        .unwrap();
+    let exe = item_plan(n);
     let mut ins = inputs(n + 1, DType::F64);
     let wrong: Vec<&Tensor> = ins.iter().collect();
     let e = exe.run(&wrong).unwrap_err().to_string();
