@@ -60,8 +60,9 @@ impl Items {
     /// The item plan of `item` (the item graph of a batched graph and its
     /// batch size), or `None` unless every input and output is `F64`,
     /// there are at most [`MAX_IO`] of each, and one item's graph
-    /// scalarises to one program.
-    pub(crate) fn build(item: &Item, options: &Options) -> Option<Items> {
+    /// scalarises to one program (of at least `min_ops` element
+    /// operations before optimisation).
+    pub(crate) fn build(item: &Item, options: &Options, min_ops: usize) -> Option<Items> {
         let g = &item.graph;
         if !options.scalarize
             || item.batched.len() != g.inputs().len()
@@ -74,7 +75,7 @@ impl Items {
             return None;
         }
         let (prepared, _) = prepare(g).ok()?;
-        let body = Small::build(&prepared, options)?;
+        let body = Small::build_from(&prepared, options, min_ops)?;
         let inputs = (g.inputs().iter().zip(&item.batched))
             .map(|(i, &b)| (g.shape(i.node).numel(), b))
             .collect();
@@ -248,7 +249,7 @@ impl Items {
 /// long item's batched plan streams dozens of batch-sized intermediates
 /// through memory: the reprojection Jacobian (305 operations an item)
 /// took 4.5 ms for 30 000 observations as an item plan against 25 ms.
-const PAYS_FROM: usize = 128;
+pub(crate) const PAYS_FROM: usize = 128;
 
 impl Executable {
     /// Whether this is an item plan whose item is long enough to run
@@ -301,7 +302,7 @@ pub fn compile_items(
     item: &Item,
     options: &Options,
 ) -> Result<Option<Executable>> {
-    let exe = compile_items_owned(batched, item, options)?;
+    let exe = compile_items_owned(batched, item, options, 0)?;
     Ok(exe.map(|mut e| {
         e.source = Some(Arc::new(batched.clone()));
         e
@@ -309,11 +310,14 @@ pub fn compile_items(
 }
 
 /// [`compile_items`] keeping no copy of `batched` (see
-/// [`compile_owned`](super::compile_owned)).
+/// [`compile_owned`](super::compile_owned)), declining items of fewer than
+/// `min_ops` element operations before optimisation (cheaply: before the
+/// program is optimised and compiled).
 pub(crate) fn compile_items_owned(
     batched: &Graph,
     item: &Item,
     options: &Options,
+    min_ops: usize,
 ) -> Result<Option<Executable>> {
     let (ins, outs) = Items::batched_types(item);
     let declared = |ids: &[rlx_core::NodeId], want: &[TensorType]| {
@@ -322,7 +326,7 @@ pub(crate) fn compile_items_owned(
     if !declared(&batched.input_ids(), &ins) || !declared(batched.outputs(), &outs) {
         return Ok(None);
     }
-    let Some(items) = Items::build(item, options) else {
+    let Some(items) = Items::build(item, options, min_ops) else {
         return Ok(None);
     };
     let mut plan = super::plan::Plan::types_only(&item.graph);

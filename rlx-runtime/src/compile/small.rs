@@ -110,7 +110,18 @@ impl Small {
     /// `None` if `g` is not small or its element graph does not plan to a
     /// single scalar program.
     pub(crate) fn build(g: &Graph, options: &Options) -> Option<Small> {
+        Small::build_from(g, options, 0)
+    }
+
+    /// [`Small::build`], or `None` as soon as the lowered element graph
+    /// has fewer than `min_nodes` nodes (before it is optimised and
+    /// compiled: a caller that only wants long programs pays little for
+    /// short ones).
+    pub(crate) fn build_from(g: &Graph, options: &Options, min_nodes: usize) -> Option<Small> {
         let eg = planner::scalarize::lower(g)?;
+        if eg.len() < min_nodes {
+            return None;
+        }
         let n_in = eg.inputs().len();
         let (mut eg, _) = optimize(eg).ok()?;
         if eg.inputs().len() != n_in {

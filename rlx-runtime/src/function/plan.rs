@@ -13,7 +13,7 @@ use super::cache::{Entry, Function, StaticArg, Tracer};
 use super::nans::Finite;
 use super::numbers::f32_mask;
 use super::transform::Transform;
-use crate::compile::{compile_items_owned, compile_owned, Executable, Options};
+use crate::compile::{compile_items_owned, compile_owned, Executable, Options, PAYS_FROM};
 use crate::value::Arg;
 
 /// A transformed graph and, once compiled, its executable.
@@ -84,7 +84,7 @@ impl Function {
                 let options = Options::default();
                 // An item plan where it beats the batched plan.
                 let items = match &plan.item {
-                    Some(item) => compile_items_owned(&plan.graph, item, &options)?
+                    Some(item) => compile_items_owned(&plan.graph, item, &options, PAYS_FROM)?
                         .filter(Executable::item_plan_pays),
                     None => None,
                 };
