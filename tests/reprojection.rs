@@ -7,11 +7,11 @@
 mod reprojection;
 
 use reprojection::{
-    batch_jacobian_reprojection, graph_reprojection, jacobians_by_hand, observations, reprojection,
-    residual, residuals_by_hand, INPUTS, OUTPUTS,
+    batch_jacobian_reprojection, graph_reprojection, jacobian_reprojection, jacobians_by_hand,
+    observations, reprojection, residual, residuals_by_hand, INPUTS, OUTPUTS,
 };
 use rlx::prelude::*;
-use rlx::runtime::compile::{compile_with, Options};
+use rlx::runtime::compile::{compile_items, compile_with, Options};
 
 fn assert_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
@@ -32,6 +32,30 @@ fn problem(n: usize) -> Vec<f64> {
         x[row * INPUTS..row * INPUTS + 3].fill(0.0);
     }
     x
+}
+
+/// The batched Jacobians of the rows `x` (`n` of them), flat.
+fn batch_jacobians(x: &[f64], n: usize) -> Vec<f64> {
+    batch_jacobian_reprojection(&Tensor::from_slice(x, [n, INPUTS]))
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap()
+}
+
+/// Asserts that `got` and `want` hold the same shapes and bits.
+fn assert_same_bits(got: &[Tensor], want: &[Tensor], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: outputs");
+    for (k, (a, b)) in got.iter().zip(want).enumerate() {
+        assert_eq!(a.shape(), b.shape(), "{what}: output {k}");
+        let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(
+                p.to_bits(),
+                q.to_bits(),
+                "{what}: output {k}[{i}]: {p} vs {q}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -78,14 +102,63 @@ fn batch_jacobians_match_forward_mode_and_finite_differences() {
 }
 
 #[test]
+fn batch_jacobians_equal_per_observation_jacobians() {
+    // `batch_jacobian_` runs one observation's Jacobian program per row
+    // (an item plan); `jacobian_` of each row alone is a separate plan.
+    let n = 12;
+    let x = problem(n);
+    let all = batch_jacobians(&x, n);
+    let m = OUTPUTS * INPUTS;
+    for (i, row) in x.chunks_exact(INPUTS).enumerate() {
+        let one = jacobian_reprojection(&Tensor::from_slice(row, [1, INPUTS])).unwrap();
+        assert_eq!(one.shape().dims(), &[1, OUTPUTS, 1, INPUTS]);
+        let one = one.to_vec::<f64>().unwrap();
+        assert_close(&format!("row {i}"), &all[i * m..(i + 1) * m], &one, 1e-13);
+    }
+}
+
+#[test]
+fn the_item_plan_equals_the_general_plan_bit_for_bit() {
+    // The companion's plan: the Jacobian of one observation, compiled once
+    // and run over the rows. Same bits as the general plan of the batched
+    // Jacobian (fused loops over all rows), with and without native code,
+    // on 1 to 4 threads, including the small-angle rows.
+    let n = 300;
+    let x = Tensor::from_slice(&problem(n), [n, INPUTS]);
+    let g = graph_reprojection(&x).unwrap();
+    let jac = rlx::autodiff::batch_jacobian(&g, &[0]).unwrap();
+    let mut item = rlx::core::vmap::unbatch(&g, n).expect("rows are independent");
+    assert_eq!(item.batched, [true]);
+    item.graph = rlx::autodiff::batch_jacobian(&item.graph, &[0]).unwrap();
+    let general = compile_with(&jac, &Options::general()).unwrap();
+    let want = general.run(&[&x]).unwrap();
+    for jit in [true, false] {
+        let options = Options {
+            jit,
+            ..Options::default()
+        };
+        let exe = compile_items(&jac, &item, &options)
+            .unwrap()
+            .expect("an item plan");
+        let stats = exe.stats();
+        assert_eq!(stats.item_runs, n, "{stats:?}");
+        assert_eq!((stats.steps, stats.buffers), (1, 0), "{stats:?}");
+        assert_eq!(stats.native_regions, usize::from(jit), "{stats:?}");
+        for threads in 1..=4 {
+            rlx::runtime::set_num_threads(threads);
+            let got = exe.run(&[&x]).unwrap();
+            assert_same_bits(&got, &want, &format!("jit {jit}, {threads} threads"));
+        }
+        rlx::runtime::set_num_threads(0);
+    }
+}
+
+#[test]
 fn one_observation_and_a_large_batch_agree_row_by_row() {
     // The same row alone and inside a batch of 1000 gives the same Jacobian.
     let n = 1000;
     let x = problem(n);
-    let all = batch_jacobian_reprojection(&Tensor::from_slice(&x, [n, INPUTS]))
-        .unwrap()
-        .to_vec::<f64>()
-        .unwrap();
+    let all = batch_jacobians(&x, n);
     for i in [0, 1, 5, 999] {
         let one = batch_jacobian_reprojection(&Tensor::from_slice(
             &x[i * INPUTS..(i + 1) * INPUTS],
@@ -128,17 +201,6 @@ fn ten_observations_run_as_one_scalar_region_equal_to_the_general_plan() {
             "the region and the Jacobian's assembly: {stats:?}"
         );
         let got = exe.run(&[&x]).unwrap();
-        assert_eq!(got.len(), want.len());
-        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(a.shape(), b.shape(), "output {k}");
-            let (a, b) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
-            for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-                assert_eq!(
-                    p.to_bits(),
-                    q.to_bits(),
-                    "jit {jit}, output {k}[{i}]: {p} vs {q}"
-                );
-            }
-        }
+        assert_same_bits(&got, &want, &format!("jit {jit}"));
     }
 }

@@ -48,7 +48,10 @@
 //! range for one item then reads or writes a neighbouring item instead of
 //! failing (the runtime's range check sees only the flattened axis).
 
+mod items;
 mod loops;
+
+pub use items::{unbatch, Item};
 
 use crate::{DType, Error, Graph, Literal, Node, NodeId, Op, Result, Shape};
 

@@ -34,7 +34,8 @@
 //! - `small`: a graph of small values lowered to one scalar program over
 //!   its elements (built on `planner`); `small_region`: the step running
 //!   one inside a general plan (a region of small values of a mixed
-//!   graph, found by `planner`);
+//!   graph, found by `planner`); `items`: the program of one item of a
+//!   batched graph whose items are independent, run over the items;
 //! - this module: [`compile`], [`Executable`].
 //!
 //! Invariants: a plan is only built from a graph that passes
@@ -52,6 +53,7 @@ mod flat;
 mod fold;
 mod fused;
 mod fused_io;
+mod items;
 #[cfg(feature = "jit")]
 mod jit;
 mod looping;
@@ -82,6 +84,8 @@ use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::{is_number, same_dims, Arg, Value, Values};
 pub use flat::Flat;
+pub use items::compile_items;
+pub(crate) use items::{compile_items_owned, PAYS_FROM};
 pub use options::Options;
 pub use parallel::{num_threads, set_num_threads};
 pub use plan::PlanStats;
@@ -115,6 +119,10 @@ pub struct Executable {
     /// The scalarised plan, when every value is small (`compile::small`):
     /// calls run it instead of `plan`, which is kept for its types.
     small: Option<Box<small::Small>>,
+    /// The item plan, when the graph is one item's graph run over a
+    /// batch (`compile::items`): calls run it instead of `plan`, which is
+    /// kept for the batched types.
+    items: Option<Box<items::Items>>,
     /// The graph given to [`compile`], for the check of non-finite
     /// results ([`crate::set_debug_nans`]; `None` for the executables a
     /// plan builds for itself).
@@ -209,6 +217,7 @@ impl Executable {
             plan,
             pool: Mutex::new(pool),
             small: None,
+            items: None,
             source: None,
             #[cfg(feature = "jit")]
             direct,
@@ -293,9 +302,10 @@ impl Executable {
     /// assert_eq!(st.steps, 2);
     /// ```
     pub fn stats(&self) -> PlanStats {
-        match &self.small {
-            Some(s) => s.stats(),
-            None => self.plan.stats,
+        match (&self.small, &self.items) {
+            (Some(s), _) => s.stats(),
+            (_, Some(i)) => i.stats(),
+            _ => self.plan.stats,
         }
     }
 
@@ -332,6 +342,8 @@ impl Executable {
         self.check(inputs, outputs)?;
         if let Some(s) = &self.small {
             s.run_tensors(inputs, outputs)?;
+        } else if let Some(i) = &self.items {
+            i.run_tensors(inputs, outputs)?;
         } else {
             let mut state = self.take_state()?;
             let res = exec::run(
@@ -479,7 +491,7 @@ impl Executable {
                 std::mem::swap(o, l);
             }
         };
-        if let Some(s) = &self.small {
+        if self.small.is_some() || self.items.is_some() {
             // Output storages kept in the state: sized by the first run.
             let mut outs = std::mem::take(&mut state.outs);
             for (o, t) in outs.iter_mut().zip(&self.plan.output_types) {
@@ -488,7 +500,12 @@ impl Executable {
                 }
             }
             swap(&mut outs, &mut last);
-            s.run_storages(head.iter().chain(tail).copied(), &mut outs);
+            let args = head.iter().chain(tail).copied();
+            match (&self.small, &self.items) {
+                (Some(s), _) => s.run_storages(args, &mut outs),
+                (_, Some(i)) => i.run_storages(args, &mut outs),
+                _ => {}
+            }
             let res = read(&mut outs);
             swap(&mut outs, &mut last);
             state.outs = outs;

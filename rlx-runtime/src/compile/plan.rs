@@ -213,4 +213,9 @@ pub struct PlanStats {
     /// [`Options::scalarize`](super::Options::scalarize)). The other
     /// counts then describe the element program.
     pub scalarized_nodes: usize,
+    /// Items an item plan runs its program over: a batched graph whose
+    /// items are independent, run as the scalarised program of one item
+    /// once per item (0 for any other plan). The other counts then
+    /// describe that program.
+    pub item_runs: usize,
 }

@@ -122,7 +122,18 @@ impl Small {
     /// `None` if `g` is not small or its element graph does not plan to a
     /// single scalar program.
     pub(crate) fn build(g: &Graph, options: &Options) -> Option<Small> {
+        Small::build_from(g, options, 0)
+    }
+
+    /// [`Small::build`], or `None` as soon as the lowered element graph
+    /// has fewer than `min_nodes` nodes (before it is optimised and
+    /// compiled: a caller that only wants long programs pays little for
+    /// short ones).
+    pub(crate) fn build_from(g: &Graph, options: &Options, min_nodes: usize) -> Option<Small> {
         let eg = planner::scalarize::lower(g)?;
+        if eg.len() < min_nodes {
+            return None;
+        }
         let n_in = eg.inputs().len();
         let (mut eg, _) = optimize(eg).ok()?;
         if eg.inputs().len() != n_in {
@@ -191,7 +202,7 @@ impl Small {
 
     /// Runs the element program on the flat inputs `ins`, writing every
     /// output element (flat over all outputs) into `out`.
-    fn run_flat(&self, ins: &[f64], out: &mut [f64]) {
+    pub(crate) fn run_flat(&self, ins: &[f64], out: &mut [f64]) {
         if let (true, Some(exe)) = (self.direct, &self.exe) {
             return program(exe, ins, out);
         }
@@ -436,7 +447,7 @@ pub(crate) fn read(s: &Storage, to: &mut [f64]) -> usize {
 /// more than twice what it uses: clearing 4 KB for a 100-element Hessian
 /// was most of a warm `hessian_` call).
 #[inline]
-fn with_stack<R>(n: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
+pub(crate) fn with_stack<R>(n: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
     if n <= 16 {
         f(&mut [0.0; 16][..n])
     } else if n <= 32 {

@@ -6,13 +6,14 @@
 use std::sync::{Arc, OnceLock};
 
 use rlx_core::sparsity::Pattern;
+use rlx_core::vmap::Item;
 use rlx_core::{Error, Graph, Result, Shape, TensorType};
 
 use super::cache::{Entry, Function, StaticArg, Tracer};
 use super::nans::Finite;
 use super::numbers::f32_mask;
 use super::transform::Transform;
-use crate::compile::{compile_owned, Executable, Options};
+use crate::compile::{compile_items_owned, compile_owned, Executable, Options, PAYS_FROM};
 use crate::value::Arg;
 
 /// A transformed graph and, once compiled, its executable.
@@ -26,6 +27,10 @@ pub(super) struct Plan {
     pub(super) extras_f32s: Option<(usize, u64)>,
     /// For the sparse transforms: the pattern of the values output.
     pub(super) sparse: Option<Arc<Pattern>>,
+    /// The graph of one item of `graph`, when its items are independent
+    /// (see [`Transform::item`]): compiled instead of `graph` into a plan
+    /// run item by item, if it has one (`compile::items`).
+    pub(super) item: Option<Item>,
     pub(super) exe: OnceLock<Executable>,
 }
 
@@ -76,7 +81,17 @@ impl Function {
         match plan.exe.get() {
             Some(e) => Ok(e),
             None => {
-                let e = compile_owned(&plan.graph, &Options::default())?;
+                let options = Options::default();
+                // An item plan where it beats the batched plan.
+                let items = match &plan.item {
+                    Some(item) => compile_items_owned(&plan.graph, item, &options, PAYS_FROM)?
+                        .filter(Executable::item_plan_pays),
+                    None => None,
+                };
+                let e = match items {
+                    Some(e) => e,
+                    None => compile_owned(&plan.graph, &options)?,
+                };
                 Ok(plan.exe.get_or_init(|| e))
             }
         }
@@ -131,7 +146,9 @@ impl Function {
             | Transform::ValueAndSparseJacobian
             | Transform::SparseHessian => Vec::new(),
         };
+        let item = t.item(&entry.graph, self.wrt);
         let plan = Plan {
+            item,
             graph,
             sparse,
             extras_f32s: f32_mask(extras.iter().map(|(_, t)| t)).map(|m| (extras.len(), m)),

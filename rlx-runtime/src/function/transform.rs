@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rlx_core::autodiff;
 use rlx_core::autodiff::transforms::sparse::{sparse_hessian, sparse_jacobian, SparseProgram};
 use rlx_core::sparsity::Pattern;
+use rlx_core::vmap::{unbatch, Item};
 use rlx_core::{Graph, Result};
 
 /// The transforms a companion can ask for; one cached plan each.
@@ -110,6 +111,33 @@ impl Transform {
             Transform::ValueAndSparseJacobian => sparse(sparse_jacobian(g, wrt, None)),
             Transform::SparseHessian => values_only(sparse_hessian(g, wrt)),
         }
+    }
+}
+
+impl Transform {
+    /// For [`Transform::BatchJacobian`] of a function whose rows are
+    /// independent (see [`unbatch`]): its plan's graph for one item, the
+    /// per-item Jacobian at a batch of 1, to compile once and run item by
+    /// item (`compile::items`) when its item is long enough for that to
+    /// beat the batched plan. `None` for the other transforms, and when
+    /// the function's output 0 is not computed row by row from rows of
+    /// its batched inputs, or a differentiated input is not batched (the
+    /// plan of [`Transform::apply`] then runs as it is). Transforming one
+    /// item costs the same at every batch size.
+    pub(super) fn item(self, g: &Graph, wrt: &[usize]) -> Option<Item> {
+        if self != Transform::BatchJacobian {
+            return None;
+        }
+        let mut h = rlx_core::passes::reroll(g).ok()?;
+        let o = *h.outputs().first()?;
+        let n = *h.shape(o).dims().first()?;
+        h.set_outputs(vec![o]);
+        let mut item = unbatch(&h, n)?;
+        if !wrt.iter().all(|&i| item.batched.get(i) == Some(&true)) {
+            return None;
+        }
+        item.graph = self.apply(&item.graph, wrt).ok()?.0;
+        Some(item)
     }
 }
 
