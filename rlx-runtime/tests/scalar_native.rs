@@ -211,8 +211,9 @@ fn both(g: &Graph) -> (rlx_runtime::Executable, rlx_runtime::Executable) {
 
 /// The ops the native code computes with lane masks instead of branches
 /// (`mul_zero`, max, min, every comparison, select, casts to `f32` and
-/// `bool`), on every pair of special values: ±0 (the sign of a zero
-/// result), ±inf, NaN, a subnormal-adjacent value and ordinary ones.
+/// `bool`) or with a constant sign mask (neg, abs), on every pair of
+/// special values: ±0 (the sign of a zero result), ±inf, NaN, a
+/// subnormal-adjacent value and ordinary ones.
 #[test]
 fn masked_ops_match_the_interpreter_on_every_special_pair() {
     let mut g = Graph::new();
@@ -233,6 +234,8 @@ fn masked_ops_match_the_interpreter_on_every_special_pair() {
     outs.push(g.select(m, b, a).unwrap());
     let narrow = g.cast(a, DType::F32).unwrap();
     outs.push(g.cast(narrow, DType::F64).unwrap());
+    outs.push(g.unary(UnaryOp::Neg, a).unwrap());
+    outs.push(g.unary(UnaryOp::Abs, a).unwrap());
     g.set_outputs(outs);
     let (native, interp) = both(&g);
     for x in SPECIAL.into_iter().chain([-f64::NAN, 1e-40, -0.1]) {

@@ -236,6 +236,25 @@ impl Layout {
     }
 }
 
+/// Cranelift's optimisation level for a region of `len` instructions.
+/// Our passes already eliminated common subexpressions and folded
+/// constants per element, so on a long region Cranelift's e-graph
+/// optimiser found little to gain (the 10-observation reprojection
+/// Jacobian ran as fast without it: 3.13 against 3.2 µs) at a large part
+/// of the compile time (a half with the backtracking register allocator,
+/// a seventh with the single-pass one). A region of one function is
+/// cheap to compile either way, and there it still schedules loads and
+/// keeps fewer values live across the code: the number-form Lennard-Jones
+/// gradient's code went from 189 to 180 instructions a call (callgrind)
+/// for about 0.1 ms more on its first call (1.46-1.58 against 1.57-1.68 ms).
+fn opt_level(len: usize) -> &'static str {
+    if len <= CHUNK {
+        "speed"
+    } else {
+        "none"
+    }
+}
+
 /// Regions longer than this many instructions are register-allocated in
 /// one pass (see [`regalloc`]).
 const ONE_PASS_REGALLOC: usize = 2 * CHUNK;
@@ -310,13 +329,7 @@ pub(crate) fn compile(
     let mut flags = settings::builder();
     flags.set("use_colocated_libcalls", "false").ok()?;
     flags.set("is_pic", "false").ok()?;
-    // Our passes already eliminated common subexpressions and folded
-    // constants per element, so Cranelift's e-graph optimiser found nothing
-    // to gain (the 10-observation reprojection Jacobian ran as fast
-    // without it: 3.13 against 3.2 µs) at a large part of the compile
-    // time (without it, a half with the backtracking register allocator,
-    // a seventh with the single-pass one).
-    flags.set("opt_level", "none").ok()?;
+    flags.set("opt_level", opt_level(code.len())).ok()?;
     flags.set("regalloc_algorithm", regalloc(code.len())).ok()?;
     // Cranelift's IR verifier re-checks the IR built here: a debugging aid
     // that was about a quarter of Cranelift's instructions on first calls.
@@ -453,7 +466,15 @@ fn store(b: &mut FunctionBuilder<'_>, v: Value, base: Value, offset: u32) {
 
 /// The constant `c` in lane 0, zero in lane 1.
 fn constant(b: &mut FunctionBuilder<'_>, c: f64) -> Value {
-    let mut bytes = c.to_le_bytes().to_vec();
+    bits(b, c.to_bits())
+}
+
+/// The sign bit of an `f64`.
+const SIGN: u64 = 1 << 63;
+
+/// The `f64` of bits `x` in lane 0, zero in lane 1.
+fn bits(b: &mut FunctionBuilder<'_>, x: u64) -> Value {
+    let mut bytes = x.to_le_bytes().to_vec();
     bytes.extend_from_slice(&[0; 8]);
     let k = b.func.dfg.constants.insert(bytes.into());
     b.ins().vconst(V, k)
@@ -543,13 +564,18 @@ impl Gen<'_> {
                     let r = b.inst_results(call)[0];
                     (dst, b.ins().scalar_to_vector(V, r))
                 }
+                // The sign bit flipped (resp. cleared) with one constant
+                // mask: `fneg`/`fabs` of an `f64x2` build their masks
+                // from all-ones each time (two more instructions).
                 SInstr::NegF64 { x, dst } => (dst, {
                     let x = regs.get(b, x)?;
-                    b.ins().fneg(x)
+                    let sign = bits(b, SIGN);
+                    b.ins().bxor(x, sign)
                 }),
                 SInstr::AbsF64 { x, dst } => (dst, {
                     let x = regs.get(b, x)?;
-                    b.ins().fabs(x)
+                    let magnitude = bits(b, !SIGN);
+                    b.ins().band(x, magnitude)
                 }),
                 SInstr::SquareF64 { x, dst } => {
                     let x = regs.get(b, x)?;
