@@ -190,3 +190,62 @@ fn native_gradient_of_a_pair_energy() {
         assert!((d - de).abs() <= 1e-12 * de.abs().max(1.0), "{d} vs {de}");
     }
 }
+
+/// Compiles `g` with and without native code; the native plan must have
+/// one native region.
+fn both(g: &Graph) -> (rlx_runtime::Executable, rlx_runtime::Executable) {
+    let with = |jit| {
+        compile_with(
+            g,
+            &Options {
+                jit,
+                ..Options::default()
+            },
+        )
+        .unwrap()
+    };
+    let (native, interp) = (with(true), with(false));
+    assert_eq!(native.stats().native_regions, 1, "{g}");
+    (native, interp)
+}
+
+/// The ops the native code computes with lane masks instead of branches
+/// (`mul_zero`, max, min, every comparison, select, casts to `f32` and
+/// `bool`) or with a constant sign mask (neg, abs), on every pair of
+/// special values: ±0 (the sign of a zero result), ±inf, NaN, a
+/// subnormal-adjacent value and ordinary ones.
+#[test]
+fn masked_ops_match_the_interpreter_on_every_special_pair() {
+    let mut g = Graph::new();
+    let a = g.input("a", [], DType::F64);
+    let b = g.input("b", [], DType::F64);
+    let mut outs = Vec::new();
+    for op in [BinaryOp::MulZero, BinaryOp::Max, BinaryOp::Min] {
+        outs.push(g.binary(op, a, b).unwrap());
+    }
+    for op in CmpOp::ALL {
+        let m = g.compare(op, a, b).unwrap();
+        outs.push(g.cast(m, DType::F64).unwrap());
+        outs.push(g.select(m, a, b).unwrap());
+    }
+    // A number as a mask: NaN and -0 are tested as `!= 0`.
+    let m = g.cast(a, DType::Bool).unwrap();
+    outs.push(g.cast(m, DType::F64).unwrap());
+    outs.push(g.select(m, b, a).unwrap());
+    let narrow = g.cast(a, DType::F32).unwrap();
+    outs.push(g.cast(narrow, DType::F64).unwrap());
+    outs.push(g.unary(UnaryOp::Neg, a).unwrap());
+    outs.push(g.unary(UnaryOp::Abs, a).unwrap());
+    g.set_outputs(outs);
+    let (native, interp) = both(&g);
+    for x in SPECIAL.into_iter().chain([-f64::NAN, 1e-40, -0.1]) {
+        for y in SPECIAL.into_iter().chain([-f64::NAN, 1e-40, -0.1]) {
+            let args = [Arg::F64(x), Arg::F64(y)];
+            let want = interp.run_args(&args).unwrap();
+            let got = native.run_args(&args).unwrap();
+            for (j, (w, o)) in want.iter().zip(&got).enumerate() {
+                assert_eq!(bits(o), bits(w), "output {j} at ({x}, {y})\n{g}");
+            }
+        }
+    }
+}

@@ -2,7 +2,9 @@
 //!
 //! A scalar region's instruction list ([`SInstr`]) is straight-line code
 //! over `f64` registers, so it translates one to one into Cranelift IR with
-//! every register an SSA value: no dispatch, no register-file traffic. The
+//! every register an SSA value (held in lane 0 of an `f64x2`, so that
+//! comparisons give masks and `mul_zero`, `select` and max/min need no
+//! branch): no dispatch, no register-file traffic. The
 //! generated function has the C signature `fn(ins: *const f64, outs: *mut
 //! f64, spill: *mut f64)`: it reads the region's leaves from `ins` (in the
 //! order of its `Load` instructions) and writes each stored value to
@@ -14,8 +16,9 @@
 //! the interpreter does, so results are bit-identical to it:
 //! - the inline `f64` ops (`+ - * /`, neg, abs, square, recip, sqrt,
 //!   `mul_zero`, NaN-propagating max/min, comparisons, select) map to the
-//!   same IEEE operations, and `powi` to the same square-and-multiply
-//!   sequence as [`super::scalar`]'s `powi_f64`;
+//!   same IEEE operations (lane 0 of a packed op is the scalar op), and
+//!   `powi` to the same square-and-multiply sequence as
+//!   [`super::scalar`]'s `powi_f64`;
 //! - every other op calls the interpreter's own function for it (through
 //!   one `extern "C"` trampoline per arity), so the op math is never
 //!   written twice.
@@ -32,7 +35,7 @@ use std::fmt;
 
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+    types, AbiParam, Endianness, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
@@ -233,6 +236,25 @@ impl Layout {
     }
 }
 
+/// Cranelift's optimisation level for a region of `len` instructions.
+/// Our passes already eliminated common subexpressions and folded
+/// constants per element, so on a long region Cranelift's e-graph
+/// optimiser found little to gain (the 10-observation reprojection
+/// Jacobian ran as fast without it: 3.13 against 3.2 µs) at a large part
+/// of the compile time (a half with the backtracking register allocator,
+/// a seventh with the single-pass one). A region of one function is
+/// cheap to compile either way, and there it still schedules loads and
+/// keeps fewer values live across the code: the number-form Lennard-Jones
+/// gradient's code went from 189 to 180 instructions a call (callgrind)
+/// for about 0.1 ms more on its first call (1.46-1.58 against 1.57-1.68 ms).
+fn opt_level(len: usize) -> &'static str {
+    if len <= CHUNK {
+        "speed"
+    } else {
+        "none"
+    }
+}
+
 /// Regions longer than this many instructions are register-allocated in
 /// one pass (see [`regalloc`]).
 const ONE_PASS_REGALLOC: usize = 2 * CHUNK;
@@ -307,13 +329,7 @@ pub(crate) fn compile(
     let mut flags = settings::builder();
     flags.set("use_colocated_libcalls", "false").ok()?;
     flags.set("is_pic", "false").ok()?;
-    // Our passes already eliminated common subexpressions and folded
-    // constants per element, so Cranelift's e-graph optimiser found nothing
-    // to gain (the 10-observation reprojection Jacobian ran as fast
-    // without it: 3.13 against 3.2 µs) at a large part of the compile
-    // time (without it, a half with the backtracking register allocator,
-    // a seventh with the single-pass one).
-    flags.set("opt_level", "none").ok()?;
+    flags.set("opt_level", opt_level(code.len())).ok()?;
     flags.set("regalloc_algorithm", regalloc(code.len())).ok()?;
     // Cranelift's IR verifier re-checks the IR built here: a debugging aid
     // that was about a quarter of Cranelift's instructions on first calls.
@@ -394,6 +410,14 @@ pub(crate) fn compile(
     })
 }
 
+/// The type every register is held in: lane 0 holds its `f64` value.
+/// Comparisons then give lane masks (`cmppd`), so `mul_zero`, `select`,
+/// comparisons and max/min run without branches (a scalar `select` on a
+/// float comparison is two conditional jumps on x86). Lane 1 is never
+/// read: loads and constants leave it zero, and ops on zeros keep it zero
+/// or NaN (never a subnormal, which would slow packed ops down).
+const V: types::Type = types::F64X2;
+
 /// The values of a region's registers inside one generated function.
 struct Regs<'a> {
     layout: &'a Layout,
@@ -411,19 +435,61 @@ impl Regs<'_> {
         if let Some(v) = *self.vals.get(ri)? {
             return Some(v);
         }
-        let mem = MemFlagsData::trusted();
         let v = if let Some(k) = self.layout.load_of[ri] {
-            b.ins().load(types::F64, mem, self.ins, (8 * k) as i32)
+            load(b, self.ins, 8 * k)
         } else if let Some(c) = self.layout.const_of[ri] {
-            b.ins().f64const(c)
+            constant(b, c)
         } else if self.layout.spilled[ri] {
-            b.ins().load(types::F64, mem, self.spill, (8 * r) as i32)
+            load(b, self.spill, 8 * r)
         } else {
             return None;
         };
         self.vals[ri] = Some(v);
         Some(v)
     }
+}
+
+/// The `f64` at `base + offset` into lane 0 (one `movsd`).
+fn load(b: &mut FunctionBuilder<'_>, base: Value, offset: u32) -> Value {
+    let x = b
+        .ins()
+        .load(types::F64, MemFlagsData::trusted(), base, offset as i32);
+    b.ins().scalar_to_vector(V, x)
+}
+
+/// Lane 0 of `v` stored at `base + offset` (one `movsd`).
+fn store(b: &mut FunctionBuilder<'_>, v: Value, base: Value, offset: u32) {
+    let x = b.ins().extractlane(v, 0);
+    b.ins()
+        .store(MemFlagsData::trusted(), x, base, offset as i32);
+}
+
+/// The constant `c` in lane 0, zero in lane 1.
+fn constant(b: &mut FunctionBuilder<'_>, c: f64) -> Value {
+    bits(b, c.to_bits())
+}
+
+/// The sign bit of an `f64`.
+const SIGN: u64 = 1 << 63;
+
+/// The `f64` of bits `x` in lane 0, zero in lane 1.
+fn bits(b: &mut FunctionBuilder<'_>, x: u64) -> Value {
+    let mut bytes = x.to_le_bytes().to_vec();
+    bytes.extend_from_slice(&[0; 8]);
+    let k = b.func.dfg.constants.insert(bytes.into());
+    b.ins().vconst(V, k)
+}
+
+/// The lane mask of `cc(x, y)`, as floats (all ones where it holds).
+fn mask(b: &mut FunctionBuilder<'_>, cc: FloatCC, x: Value, y: Value) -> Value {
+    let m = b.ins().fcmp(cc, x, y);
+    as_floats(b, m)
+}
+
+/// The bits of `m` (an integer vector) as `f64` lanes.
+fn as_floats(b: &mut FunctionBuilder<'_>, m: Value) -> Value {
+    let little = MemFlagsData::new().with_endianness(Endianness::Little);
+    b.ins().bitcast(V, little, m)
 }
 
 /// What the translation of each function of a region shares.
@@ -450,7 +516,6 @@ impl Gen<'_> {
         b.switch_to_block(block);
         let params = b.block_params(block);
         let (ins_ptr, outs_ptr, spill_ptr) = (params[0], params[1], params[2]);
-        let mem = MemFlagsData::trusted();
 
         let mut sig1 = Signature::new(self.call_conv);
         sig1.params.push(AbiParam::new(self.ptr));
@@ -461,8 +526,8 @@ impl Gen<'_> {
         let sig1 = b.import_signature(sig1);
         let sig2 = b.import_signature(sig2);
 
-        let zero = b.ins().f64const(0.0);
-        let one = b.ins().f64const(1.0);
+        let zero = constant(b, 0.0);
+        let one = constant(b, 1.0);
         let mut regs = Regs {
             layout: self.layout,
             vals: vec![None; len],
@@ -474,34 +539,43 @@ impl Gen<'_> {
                 SInstr::Load { dst, .. } => (dst, regs.get(b, dst)?),
                 SInstr::Store { src, target } => {
                     let v = regs.get(b, src)?;
-                    b.ins().store(mem, v, outs_ptr, (8 * target) as i32);
+                    store(b, v, outs_ptr, 8 * target);
                     continue;
                 }
                 SInstr::Unary { x, dst, .. } => {
                     let x = regs.get(b, x)?;
+                    let x = b.ins().extractlane(x, 0);
                     let f = &self.unary[calls.0] as *const UnaryFn as i64;
                     calls.0 += 1;
                     let fp = b.ins().iconst(self.ptr, f);
                     let tramp = b.ins().iconst(self.ptr, call_unary as *const () as i64);
                     let call = b.ins().call_indirect(sig1, tramp, &[fp, x]);
-                    (dst, b.inst_results(call)[0])
+                    let r = b.inst_results(call)[0];
+                    (dst, b.ins().scalar_to_vector(V, r))
                 }
                 SInstr::Binary { a, b: y, dst, .. } => {
                     let (x, y) = (regs.get(b, a)?, regs.get(b, y)?);
+                    let (x, y) = (b.ins().extractlane(x, 0), b.ins().extractlane(y, 0));
                     let f = &self.binary[calls.1] as *const BinaryFn as i64;
                     calls.1 += 1;
                     let fp = b.ins().iconst(self.ptr, f);
                     let tramp = b.ins().iconst(self.ptr, call_binary as *const () as i64);
                     let call = b.ins().call_indirect(sig2, tramp, &[fp, x, y]);
-                    (dst, b.inst_results(call)[0])
+                    let r = b.inst_results(call)[0];
+                    (dst, b.ins().scalar_to_vector(V, r))
                 }
+                // The sign bit flipped (resp. cleared) with one constant
+                // mask: `fneg`/`fabs` of an `f64x2` build their masks
+                // from all-ones each time (two more instructions).
                 SInstr::NegF64 { x, dst } => (dst, {
                     let x = regs.get(b, x)?;
-                    b.ins().fneg(x)
+                    let sign = bits(b, SIGN);
+                    b.ins().bxor(x, sign)
                 }),
                 SInstr::AbsF64 { x, dst } => (dst, {
                     let x = regs.get(b, x)?;
-                    b.ins().fabs(x)
+                    let magnitude = bits(b, !SIGN);
+                    b.ins().band(x, magnitude)
                 }),
                 SInstr::SquareF64 { x, dst } => {
                     let x = regs.get(b, x)?;
@@ -532,11 +606,13 @@ impl Gen<'_> {
                     };
                     (dst, v)
                 }
+                // `x * y` with the lanes where `x == 0` (either sign, not
+                // NaN) cleared to `+0`.
                 SInstr::MulZeroF64 { a, b: y, dst } => {
                     let (x, y) = (regs.get(b, a)?, regs.get(b, y)?);
-                    let is_zero = b.ins().fcmp(FloatCC::Equal, x, zero);
+                    let is_zero = mask(b, FloatCC::Equal, x, zero);
                     let p = b.ins().fmul(x, y);
-                    (dst, b.ins().select(is_zero, zero, p))
+                    (dst, b.ins().band_not(p, is_zero))
                 }
                 // `a` when `a >= b` (resp. `<=`) or `a` is NaN, else `b`.
                 SInstr::MaxF64 { a, b: y, dst } | SInstr::MinF64 { a, b: y, dst } => {
@@ -545,11 +621,12 @@ impl Gen<'_> {
                         SInstr::MaxF64 { .. } => FloatCC::GreaterThanOrEqual,
                         _ => FloatCC::LessThanOrEqual,
                     };
-                    let keep = b.ins().fcmp(cc, x, y);
-                    let nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+                    let keep = mask(b, cc, x, y);
+                    let nan = mask(b, FloatCC::Unordered, x, x);
                     let keep = b.ins().bor(keep, nan);
-                    (dst, b.ins().select(keep, x, y))
+                    (dst, b.ins().bitselect(keep, x, y))
                 }
+                // 1 where the comparison holds, else +0.
                 SInstr::Compare { op, a, b: y, dst } => {
                     let cc = match op {
                         CmpOp::Lt => FloatCC::LessThan,
@@ -560,26 +637,26 @@ impl Gen<'_> {
                         CmpOp::Ne => FloatCC::NotEqual,
                     };
                     let (x, y) = (regs.get(b, a)?, regs.get(b, y)?);
-                    let c = b.ins().fcmp(cc, x, y);
-                    (dst, b.ins().select(c, one, zero))
+                    let holds = mask(b, cc, x, y);
+                    (dst, b.ins().band(holds, one))
                 }
                 SInstr::Select { c, a, b: y, dst } => {
                     // `c != 0.0` (true for NaN), as the interpreter tests it.
                     let (c, x, y) = (regs.get(b, c)?, regs.get(b, a)?, regs.get(b, y)?);
-                    let c = b.ins().fcmp(FloatCC::NotEqual, c, zero);
-                    (dst, b.ins().select(c, x, y))
+                    let c = mask(b, FloatCC::NotEqual, c, zero);
+                    (dst, b.ins().bitselect(c, x, y))
                 }
                 SInstr::Cast { to, x, dst } => {
                     let x = regs.get(b, x)?;
                     let v = match to {
                         SType::F64 => x,
                         SType::F32 => {
-                            let s = b.ins().fdemote(types::F32, x);
-                            b.ins().fpromote(types::F64, s)
+                            let s = b.ins().fvdemote(x);
+                            b.ins().fvpromote_low(s)
                         }
                         SType::Bool => {
-                            let c = b.ins().fcmp(FloatCC::NotEqual, x, zero);
-                            b.ins().select(c, one, zero)
+                            let c = mask(b, FloatCC::NotEqual, x, zero);
+                            b.ins().band(c, one)
                         }
                         SType::F16 | SType::BF16 => return None,
                     };
@@ -591,7 +668,7 @@ impl Gen<'_> {
             // A value later functions read is stored where it is made, so
             // that it does not stay live to the end of this one.
             if self.layout.spilled[dst as usize] {
-                b.ins().store(mem, v, spill_ptr, (8 * dst) as i32);
+                store(b, v, spill_ptr, 8 * dst);
             }
         }
         b.ins().return_(&[]);
