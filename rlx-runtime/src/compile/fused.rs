@@ -26,7 +26,7 @@ use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 use super::chain::{Chain, ChainReal, Resolved, Stage, Start, MAX_STAGES};
 use super::env::Env;
 use super::fold::Sink;
-use super::fused_io::{fill, load, scatter, store, Scatter};
+use super::fused_io::{fill, interleave, load, scatter, store, Interleave, Scatter};
 pub(crate) use super::fused_io::{Access, Leaf};
 use super::math::{self, Arg};
 use super::parallel::{self, window, RawTarget, Scratch};
@@ -95,6 +95,12 @@ pub(crate) enum Instr {
         src: Reg,
         target: u32,
         map: Scatter,
+    },
+    /// Writes several registers through one walk into target `target`,
+    /// item by item (the pieces of a concat one loop computes).
+    Interleave {
+        target: u32,
+        il: Interleave,
     },
     /// Combines a register into the accumulators of sink `sink` (a
     /// reduction folded into the loop; see `fold`).
@@ -389,6 +395,7 @@ fn streams(ins: &Instr) -> bool {
         | Instr::Round { .. }
         | Instr::Store { .. }
         | Instr::Scatter { .. }
+        | Instr::Interleave { .. }
         | Instr::Fold { .. } => false,
     }
 }
@@ -572,6 +579,9 @@ fn exec<'e>(
             target,
             ref map,
         } => scatter(regs, src, map, targets[target as usize], start, len, idx),
+        Instr::Interleave { target, ref il } => {
+            interleave(regs, il, targets[target as usize], start, len, idx)
+        }
         Instr::Chain(ref ch) => match ch.bank {
             Bank::F32 => run_chain::<f32>(ch, at, regs, targets),
             Bank::F64 => run_chain::<f64>(ch, at, regs, targets),
