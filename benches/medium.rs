@@ -330,10 +330,7 @@ fn diode_fit_bench(c: &mut Criterion) {
         let g = t.finish(&[&diode_fit_body(&p, &vi, &mi)]).unwrap();
         let vg = rlx::core::autodiff::value_and_grad(&g, &[0]).unwrap();
         let mixed = rlx::compile(&vg).unwrap();
-        let no_regions = Options {
-            scalarize: false,
-            ..Options::default()
-        };
+        let no_regions = Options::general();
         let general = compile_with(&vg, &no_regions).unwrap();
         let (a, b) = (mixed.stats(), general.stats());
         println!(

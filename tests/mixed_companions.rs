@@ -66,14 +66,7 @@ fn the_parameter_chains_are_scalar_regions() {
     let g = t.finish(&[&loss]).unwrap();
     let vg = rlx::core::autodiff::value_and_grad(&g, &[0]).unwrap();
     let mixed = rlx::compile(&vg).unwrap();
-    let general = compile_with(
-        &vg,
-        &Options {
-            scalarize: false,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let general = compile_with(&vg, &Options::general()).unwrap();
     let (a, b) = (mixed.stats(), general.stats());
     assert!(a.small_regions >= 2, "{a:?}");
     assert!(a.steps < b.steps, "{a:?} vs {b:?}");

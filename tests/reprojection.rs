@@ -109,14 +109,7 @@ fn ten_observations_run_as_one_scalar_region_equal_to_the_general_plan() {
     let n = 10;
     let x = Tensor::from_slice(&problem(n), [n, INPUTS]);
     let g = rlx::autodiff::batch_jacobian(&graph_reprojection(&x).unwrap(), &[0]).unwrap();
-    let general = compile_with(
-        &g,
-        &Options {
-            scalarize: false,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let general = compile_with(&g, &Options::general()).unwrap();
     assert_eq!(general.stats().small_regions, 0);
     let want = general.run(&[&x]).unwrap();
     for jit in [true, false] {

@@ -20,10 +20,7 @@ use rlx::{Executable, Graph};
 type Transform = fn(&Graph, &[usize]) -> rlx::Result<Graph>;
 
 fn general(g: &Graph) -> Executable {
-    let options = Options {
-        scalarize: false,
-        ..Options::default()
-    };
+    let options = Options::general();
     compile_with(g, &options).unwrap()
 }
 

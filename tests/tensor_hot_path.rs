@@ -51,10 +51,7 @@ fn wide(x: &Tensor) -> Tensor {
 }
 
 fn general(g: &Graph) -> Executable {
-    let options = Options {
-        scalarize: false,
-        ..Options::default()
-    };
+    let options = Options::general();
     compile_with(g, &options).unwrap()
 }
 

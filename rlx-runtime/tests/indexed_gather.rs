@@ -10,10 +10,7 @@ use rlx_runtime::{interpret, Executable, Tensor};
 /// `g` planned as a general plan (small graphs would otherwise be
 /// scalarised, and a scalar program has no fused loops to read indices).
 fn general(g: &Graph) -> Executable {
-    let options = Options {
-        scalarize: false,
-        ..Options::default()
-    };
+    let options = Options::general();
     compile_with(g, &options).unwrap()
 }
 

@@ -20,10 +20,7 @@ use rlx_runtime::{compile, DType, Executable, Graph, NodeId, Tensor};
 
 /// `g` without scalarisation: the general plan, kernels and fused loops.
 fn general(g: &Graph) -> Executable {
-    let options = Options {
-        scalarize: false,
-        ..Options::default()
-    };
+    let options = Options::general();
     compile_with(g, &options).unwrap()
 }
 

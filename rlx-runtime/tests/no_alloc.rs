@@ -55,14 +55,7 @@ fn warm_run_into_allocates_nothing() {
     // graph from being scalarised whole: the default plan runs the rest
     // as scalar regions; the general plan (scalarisation off) as kernels,
     // fused loops and a 0-d scalar region.
-    let general = compile_with(
-        &g,
-        &Options {
-            scalarize: false,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let general = compile_with(&g, &Options::general()).unwrap();
     let st = general.stats();
     assert!(
         st.fused_loops >= 2
@@ -140,10 +133,7 @@ fn warm_run_into_with_epilogues_allocates_nothing() {
     let loss = g.sum_all(sq).unwrap();
     g.set_outputs(vec![loss]);
     let vg = rlx_core::autodiff::value_and_grad(&g, &[0, 1, 2]).unwrap();
-    let options = Options {
-        scalarize: false,
-        ..Options::default()
-    };
+    let options = Options::general();
     let exe = compile_with(&vg, &options).unwrap();
     assert!(exe.stats().epilogues >= 1, "{:?}", exe.stats());
     let vals = |n: usize| {

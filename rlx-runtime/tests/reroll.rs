@@ -415,10 +415,7 @@ fn element_scatters_with_runs_of_equal_indices_add_in_order() {
 /// Compiles without scalarisation (these graphs are small enough to be
 /// one scalar program otherwise), so that the scatter is a step.
 fn general(g: &Graph) -> rlx_runtime::Executable {
-    let options = rlx_runtime::compile::Options {
-        scalarize: false,
-        ..Default::default()
-    };
+    let options = rlx_runtime::compile::Options::general();
     rlx_runtime::compile::compile_with(g, &options).unwrap()
 }
 

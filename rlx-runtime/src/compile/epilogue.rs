@@ -21,10 +21,8 @@
 //! plan without epilogues, for every thread count.
 
 use super::env::Env;
-use super::fused::FusedStep;
+use super::fused::{FusedStep, LoopScratch};
 use super::matmul::{HalfScratch, MatMulStep};
-use super::parallel::Scratch;
-use super::regs::Registers;
 use crate::storage::Storage;
 
 /// A product written into target `target` of `body`, which then runs over it.
@@ -39,19 +37,15 @@ pub(crate) struct EpilogueStep {
 
 impl EpilogueStep {
     /// Runs the product, then the loop; `targets` are the loop's.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run(
         &self,
         env: &Env<'_>,
-        regs: &mut Registers,
         targets: &mut [Storage],
-        idx: &mut [usize],
-        par: &mut Scratch,
-        acc: &mut [f64],
+        scratch: &mut LoopScratch,
         half: &mut HalfScratch,
     ) {
         self.product
             .run(env, &mut targets[self.target as usize], half);
-        self.body.run(env, regs, targets, idx, par, acc);
+        self.body.run(env, targets, scratch);
     }
 }

@@ -15,6 +15,7 @@
 use rlx_core::{DType, Error, Result, Shape};
 
 use super::env::{Dst, Env, Inputs, Loc, Outputs};
+use super::fused::LoopScratch;
 use super::matmul::HalfScratch;
 use super::parallel;
 use super::plan::{Plan, StepKind};
@@ -31,12 +32,10 @@ const EMPTY: Storage = Storage::F32(Vec::new());
 #[derive(Debug)]
 pub(crate) struct State {
     bufs: Vec<Storage>,
-    regs: Registers,
-    /// Lanes and target views of fused steps split across threads.
-    par: parallel::Scratch,
+    /// Registers, indices, thread lanes and accumulators of fused loops
+    /// (the indices and accumulators also serve reductions and copies).
+    loops: LoopScratch,
     scalar: Vec<f64>,
-    idx: Vec<usize>,
-    acc: Vec<f64>,
     half: HalfScratch,
     solve: SolveScratch,
     taken: Vec<Storage>,
@@ -68,13 +67,15 @@ impl State {
         let number = |t: &rlx_core::TensorType| Storage::zeros(t.dtype, is_number(t) as usize);
         Ok(State {
             bufs,
-            regs: Registers::new(plan.regs),
-            par: parallel::Scratch::new(plan.regs, plan.max_rank, plan.max_targets),
+            loops: LoopScratch {
+                regs: Registers::new(plan.regs),
+                idx: vec![0; plan.max_rank],
+                par: parallel::Scratch::new(plan.regs, plan.max_rank, plan.max_targets),
+                // Scratch sized by the largest reduction, half-precision
+                // product or solve: as large as the user's shapes, so fallible.
+                acc: scratch(plan.acc_len, DType::F64)?,
+            },
             scalar,
-            idx: vec![0; plan.max_rank],
-            // Scratch sized by the largest reduction, half-precision
-            // product or solve: as large as the user's shapes, so fallible.
-            acc: scratch(plan.acc_len, DType::F64)?,
             half: HalfScratch {
                 a: scratch(plan.half.0, DType::F32)?,
                 b: scratch(plan.half.1, DType::F32)?,
@@ -176,14 +177,7 @@ pub(crate) fn run(
         let targets = &mut st.taken[..];
         let res = sized.and_then(|()| match &step.kind {
             StepKind::Fused(f) => {
-                f.run(
-                    &env,
-                    &mut st.regs,
-                    targets,
-                    &mut st.idx,
-                    &mut st.par,
-                    &mut st.acc,
-                );
+                f.run(&env, targets, &mut st.loops);
                 Ok(())
             }
             StepKind::Scalar(s) => {
@@ -195,26 +189,18 @@ pub(crate) fn run(
                 Ok(())
             }
             StepKind::Epilogue(e) => {
-                e.run(
-                    &env,
-                    &mut st.regs,
-                    targets,
-                    &mut st.idx,
-                    &mut st.par,
-                    &mut st.acc,
-                    &mut st.half,
-                );
+                e.run(&env, targets, &mut st.loops, &mut st.half);
                 Ok(())
             }
             StepKind::Reduce(r) => {
-                r.run(&env, &mut targets[0], &mut st.acc, &mut st.idx);
+                r.run(&env, &mut targets[0], &mut st.loops.acc, &mut st.loops.idx);
                 Ok(())
             }
             StepKind::Solve(s) => s
                 .run(&env, &mut targets[0], &mut st.solve)
                 .map_err(|e| at_node(step.node, "solve", e)),
             StepKind::Copy(c) => {
-                c.run(&env, &mut targets[0], &mut st.idx);
+                c.run(&env, &mut targets[0], &mut st.loops.idx);
                 Ok(())
             }
             StepKind::Kernel(k) => {

@@ -110,6 +110,18 @@ pub(crate) enum Instr {
     },
 }
 
+/// The per-call scratch of fused loops, owned by the plan's state and
+/// lent to each loop step: one thread's registers, an index vector as long
+/// as the plan's largest rank, the registers and target views of parts run
+/// on other threads, and the `f64` accumulators of reductions.
+#[derive(Debug)]
+pub(crate) struct LoopScratch {
+    pub(crate) regs: Registers,
+    pub(crate) idx: Vec<usize>,
+    pub(crate) par: Scratch,
+    pub(crate) acc: Vec<f64>,
+}
+
 /// A compiled element-wise chain.
 #[derive(Clone, Debug)]
 pub(crate) struct FusedStep {
@@ -270,15 +282,13 @@ impl FusedStep {
     /// registers from `par`; every element is computed by the same
     /// instructions as on one thread, so the bits do not change. `acc` is
     /// the `f64` scratch of the sinks.
-    pub(crate) fn run(
-        &self,
-        env: &Env<'_>,
-        regs: &mut Registers,
-        targets: &mut [Storage],
-        idx: &mut [usize],
-        par: &mut Scratch,
-        acc: &mut [f64],
-    ) {
+    pub(crate) fn run(&self, env: &Env<'_>, targets: &mut [Storage], scratch: &mut LoopScratch) {
+        let LoopScratch {
+            regs,
+            idx,
+            par,
+            acc,
+        } = scratch;
         for s in &self.sinks {
             s.start(acc);
         }

@@ -59,6 +59,33 @@ pub struct Options {
     pub epilogues: bool,
 }
 
+impl Options {
+    /// The general planner only: kernels and fused loops, no scalar
+    /// programs or scalar regions (the defaults with `scalarize` off).
+    /// Scalarised plans are tested against it, bit for bit.
+    ///
+    /// ```
+    /// use rlx_runtime::compile::{compile, compile_with, Options};
+    /// use rlx_runtime::{DType, Graph, Tensor};
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", [3], DType::F64);
+    /// let y = g.sin(x).unwrap();
+    /// g.set_outputs(vec![y]);
+    /// let general = compile_with(&g, &Options::general()).unwrap();
+    /// assert_eq!(general.stats().scalarized_nodes, 0);
+    /// let x = Tensor::from_slice(&[0.5, 1.0, 2.0], [3]);
+    /// let a = compile(&g).unwrap().run(&[&x]).unwrap();
+    /// let b = general.run(&[&x]).unwrap();
+    /// assert_eq!(a[0].to_vec::<f64>(), b[0].to_vec::<f64>());
+    /// ```
+    pub fn general() -> Options {
+        Options {
+            scalarize: false,
+            ..Options::default()
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {

@@ -127,3 +127,48 @@ fn values_skipped(mut h: Graph, g: &Graph) -> Graph {
     h.set_outputs(outputs);
     h
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Transform;
+    use rlx_core::{passes, BinaryOp, DType, Graph, NodeId, Op, UnaryOp};
+
+    /// `f(x) = Σ ln(x) + Σ x³`: its value needs `ln`, its Hessian
+    /// (`diag(-1/x² + 6x)`) and Hessian-vector products do not.
+    fn log_plus_cube() -> Graph {
+        let mut g = Graph::new();
+        let x = g.input("x", [4], DType::F64);
+        let l = g.unary(UnaryOp::Ln, x).unwrap();
+        let c = g.unary(UnaryOp::Powi(3), x).unwrap();
+        let s = g.binary(BinaryOp::Add, l, c).unwrap();
+        let y = g.sum_all(s).unwrap();
+        g.set_outputs(vec![y]);
+        g
+    }
+
+    fn has_ln(g: &Graph) -> bool {
+        g.nodes()
+            .iter()
+            .any(|n| matches!(n.op, Op::Unary(UnaryOp::Ln)))
+    }
+
+    fn is_zero_constant(g: &Graph, id: NodeId) -> bool {
+        matches!(&g.node(id).op, Op::Constant(l) if l.as_splat() == Some(0.0))
+    }
+
+    #[test]
+    fn hessian_and_hvp_plans_compute_no_value() {
+        let g = log_plus_cube();
+        // The derivative graphs with the value kept still compute `ln`...
+        let kept = passes::dce(&rlx_core::autodiff::hessian(&g, &[0]).unwrap()).unwrap();
+        assert!(has_ln(&kept));
+        // ...the companions' graphs do not: the value is a zero constant.
+        for t in [Transform::Hessian, Transform::Hvp] {
+            let (h, pattern) = t.apply(&g, &[0]).unwrap();
+            assert!(pattern.is_none());
+            let h = passes::dce(&h).unwrap();
+            assert!(!has_ln(&h), "{t:?} still computes the value:\n{h}");
+            assert!(is_zero_constant(&h, h.outputs()[0]), "{t:?}:\n{h}");
+        }
+    }
+}

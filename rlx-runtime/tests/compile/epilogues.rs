@@ -91,8 +91,7 @@ fn mlp_value_and_grad(
 fn with_epilogues(on: bool) -> Options {
     Options {
         epilogues: on,
-        scalarize: false,
-        ..Options::default()
+        ..Options::general()
     }
 }
 

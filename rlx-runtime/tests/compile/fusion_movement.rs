@@ -19,9 +19,8 @@ use rlx_runtime::{DType, Executable, Graph, NodeId, ReduceOp, Tensor};
 /// `g` planned without fusion through movement ops and reductions.
 fn unfused(g: &Graph) -> Executable {
     let options = Options {
-        scalarize: false,
         fuse_movement: false,
-        ..Options::default()
+        ..Options::general()
     };
     compile_with(g, &options).unwrap()
 }

@@ -41,10 +41,7 @@ fn tol(dtype: DType) -> f64 {
 /// `g` compiled by the general planner (scalarisation off), for tests of
 /// the general plan's structure.
 fn general(g: &Graph) -> Executable {
-    let options = Options {
-        scalarize: false,
-        ..Options::default()
-    };
+    let options = Options::general();
     compile_with(g, &options).unwrap()
 }
 
