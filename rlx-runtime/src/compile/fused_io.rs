@@ -147,8 +147,9 @@ fn gather<S: Copy, T: Copy>(
                 } else {
                     // One bounds check per run, not per element.
                     let src = &src[off..=off + (run - 1) * s_in];
-                    for (o, &v) in dst.iter_mut().zip(src.iter().step_by(s_in)) {
-                        *o = f(v);
+                    for (j, o) in dst.iter_mut().enumerate() {
+                        // SAFETY: `j < run`, so `j · s_in < src.len()`.
+                        *o = f(unsafe { *src.get_unchecked(j * s_in) });
                     }
                 }
             });
