@@ -52,27 +52,6 @@ pub(crate) struct Scatter {
     pub(crate) strides: Vec<usize>,
 }
 
-/// Most registers one [`Interleave`] writes; larger groups of pieces are
-/// split into several.
-pub(crate) const MAX_INTERLEAVED: usize = 16;
-
-/// Several registers of one loop written through one walk into one target,
-/// each at its own offset: the pieces of a concat (or of its transpose)
-/// computed by the same loop, such as the entries of per-item Jacobians.
-/// Element `i` of register `k` goes to `map.off + srcs[k].1 + pos(i)`,
-/// `pos` the walk of `map`. Writing the registers a few items at a time
-/// fills each item's entries together while its cache lines are in L1,
-/// where one [`Scatter`] per register would sweep the whole block's
-/// window once per register, each time touching every cache line of it.
-#[derive(Clone, Debug)]
-pub(crate) struct Interleave {
-    /// The shared walk; its `off` is the smallest offset of the pieces.
-    pub(crate) map: Scatter,
-    /// The registers and their offsets past `map.off`, by offset (at most
-    /// [`MAX_INTERLEAVED`]).
-    pub(crate) srcs: Vec<(Reg, usize)>,
-}
-
 /// Copies `src[pos(i)]` for the block `start..start + len` into `out`,
 /// converting each element with `f`.
 #[inline]
@@ -392,87 +371,6 @@ pub(crate) fn scatter(
     }
 }
 
-/// Items per tile of [`interleave`]: 64 items of 9 `f64` entries are
-/// 4.6 KiB of the target.
-const TILE: usize = 64;
-
-/// Writes the block `start..start + len` of the registers of `il`, a
-/// tile of items at a time (see [`Interleave`]). The same values reach the same elements
-/// as one [`scatter`] per register would write.
-pub(crate) fn interleave(
-    regs: &Registers,
-    il: &Interleave,
-    dst: RawTarget,
-    start: usize,
-    len: usize,
-    idx: &mut [usize],
-) {
-    let map = &il.map;
-    let s_in = map.strides[map.strides.len() - 1];
-    let k = il.srcs.len();
-    debug_assert!((1..=MAX_INTERLEAVED).contains(&k));
-    let span = il.srcs[k - 1].1;
-    let mut offs = [0usize; MAX_INTERLEAVED];
-    for (o, &(_, off)) in offs.iter_mut().zip(&il.srcs) {
-        *o = off;
-    }
-    let offs = &offs[..k];
-    macro_rules! put {
-        ($bank:ident, $p:expr, $n:expr, $f:expr) => {{
-            let (f, p, n) = ($f, $p, $n);
-            let mut cols = [&[][..]; MAX_INTERLEAVED];
-            for (c, &(r, _)) in cols.iter_mut().zip(&il.srcs) {
-                *c = &reg(&regs.$bank, r)[..len];
-            }
-            let cols = &cols[..k];
-            for_runs(
-                &map.dims,
-                &map.strides,
-                start,
-                len,
-                idx,
-                |done, off, run| {
-                    let first = map.off + off;
-                    assert!(
-                        first + (run - 1) * s_in + span < n,
-                        "a placed value stays in its window"
-                    );
-                    // A tile of items at a time, one register after the
-                    // other: the tile's window stays in L1 while every
-                    // register fills its entries (a strided loop each,
-                    // with no per-element dispatch).
-                    let mut t = 0;
-                    while t < run {
-                        let m = TILE.min(run - t);
-                        let at = first + t * s_in;
-                        for (col, &o) in cols.iter().zip(offs) {
-                            let col = &col[done + t..done + t + m];
-                            for (j, &x) in col.iter().enumerate() {
-                                // SAFETY: in bounds (checked above: `o ≤
-                                // span`); the pieces' windows are disjoint
-                                // and each map injective, and each part
-                                // writes the elements of its own loop range
-                                // only, so no element is written twice or
-                                // borrowed elsewhere meanwhile.
-                                unsafe { p.add(at + o + j * s_in).write(f(x)) };
-                            }
-                        }
-                        t += m;
-                    }
-                },
-            );
-        }};
-    }
-    match dst {
-        RawTarget::F32(p, n) => put!(f32, p, n, |x: f32| x),
-        RawTarget::F16(p, n) => put!(f32, p, n, f16::from_f32),
-        RawTarget::BF16(p, n) => put!(f32, p, n, bf16::from_f32),
-        RawTarget::F64(p, n) => put!(f64, p, n, |x: f64| x),
-        RawTarget::I64(p, n) => put!(i64, p, n, |x: i64| x),
-        RawTarget::Bool(p, n) => put!(bool, p, n, |x: bool| x),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,82 +411,6 @@ mod tests {
                         got.extend((0..run).map(|j| off + j * s_in));
                     });
                     assert_eq!(got, want[start..start + len], "{dims:?} {start}+{len}");
-                }
-            }
-        }
-    }
-
-    /// `interleave` writes exactly what one `scatter` per register writes,
-    /// for blocks cut anywhere (mid-row, mid-tile, one element) and for
-    /// targets stored in another type than their bank (`f16`): the
-    /// device's nine stride-9 entries, the pieces of a concat on the last
-    /// axis (runs along rows) and of its transpose (strided runs), and
-    /// the most registers one write takes.
-    #[test]
-    fn interleaved_writes_equal_one_scatter_per_register() {
-        use crate::compile::regs::{Bank, BLOCK};
-        use crate::storage::Storage;
-        let (a, b) = (37, 29);
-        /// Dims, strides, offsets of the pieces, target length.
-        type Case = (Vec<usize>, Vec<usize>, Vec<usize>, usize);
-        let cases: Vec<Case> = vec![
-            (vec![300], vec![9], vec![0, 3, 6, 1, 4, 7, 5, 8], 2700),
-            (vec![a, b], vec![3 * b, 1], vec![0, b, 2 * b], 3 * a * b),
-            (vec![a, b], vec![1, a], vec![0, a * b, 2 * a * b], 3 * a * b),
-            (vec![100], vec![16], (0..16).rev().collect(), 1600),
-        ];
-        for (dims, strides, offs, total) in cases {
-            let numel: usize = dims.iter().product();
-            let k = offs.len();
-            let mut regs = Registers::new([k, k, 0, 0]);
-            for (i, v) in regs.f64.iter_mut().enumerate() {
-                *v = i as f64 * 0.75 - 3.0;
-            }
-            for (i, v) in regs.f32.iter_mut().enumerate() {
-                *v = i as f32 * 0.25 - 1.0;
-            }
-            let r = |bank, j: usize| Reg {
-                bank,
-                idx: j as u32,
-            };
-            let base = *offs.iter().min().unwrap();
-            let walk = |off| Scatter {
-                off,
-                dims: dims.clone(),
-                strides: strides.clone(),
-            };
-            for (bank, zero) in [
-                (Bank::F64, Storage::F64(vec![0.0; total])),
-                (Bank::F32, Storage::F16(vec![f16::ZERO; total])),
-            ] {
-                let mut srcs: Vec<(Reg, usize)> =
-                    (0..k).map(|j| (r(bank, j), offs[j] - base)).collect();
-                srcs.sort_unstable_by_key(|s| s.1);
-                let il = Interleave {
-                    map: walk(base),
-                    srcs,
-                };
-                for start in [0, 1, 5, numel / 2] {
-                    for len in [1, 63, 64, 65, 700, BLOCK] {
-                        let len = len.min(numel - start);
-                        let (mut want, mut got) = (zero.clone(), zero.clone());
-                        let mut idx = vec![0; dims.len()];
-                        for (j, &off) in offs.iter().enumerate() {
-                            let t = RawTarget::of(&mut want);
-                            scatter(&regs, r(bank, j), &walk(off), t, start, len, &mut idx);
-                        }
-                        let t = RawTarget::of(&mut got);
-                        interleave(&regs, &il, t, start, len, &mut idx);
-                        assert_eq!(got, want, "{dims:?} {strides:?} {start}+{len} {bank:?}");
-                        let written = match &got {
-                            Storage::F64(v) => v.iter().filter(|&&x| x != 0.0).count(),
-                            Storage::F16(v) => v.iter().filter(|&&x| x != f16::ZERO).count(),
-                            _ => unreachable!(),
-                        };
-                        // Every register's block is written (the fill
-                        // values have one zero per bank at most).
-                        assert!(written + 1 >= k * len, "{written} of {}", k * len);
-                    }
                 }
             }
         }

@@ -49,6 +49,7 @@ mod exec;
 mod fold;
 mod fused;
 mod fused_io;
+mod interleave;
 #[cfg(feature = "jit")]
 mod jit;
 mod looping;
