@@ -123,6 +123,12 @@ fn gather<S: Copy, T: Copy>(
                     for (o, &v) in dst.iter_mut().zip(&src[off..off + run]) {
                         *o = f(v);
                     }
+                } else if run < 8 {
+                    // Short runs (rows of 3 in the LJ gradient's loops): the
+                    // sub-slice below would cost more than it saves.
+                    for (j, o) in dst.iter_mut().enumerate() {
+                        *o = f(src[off + j * s_in]);
+                    }
                 } else {
                     // One bounds check per run, not per element.
                     let src = &src[off..=off + (run - 1) * s_in];

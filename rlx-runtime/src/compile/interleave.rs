@@ -78,9 +78,12 @@ pub(crate) fn interleave(
                     // with consecutive offsets) after the other: the
                     // tile's window stays in L1 while every register
                     // fills its entries, with no per-element dispatch.
+                    // (One register takes the whole run at once: runs can
+                    // be rows of 3, where the tiles' set-up would show.)
+                    let tile = if k == 1 { run } else { TILE };
                     let mut t = 0;
                     while t < run {
-                        let m = TILE.min(run - t);
+                        let m = tile.min(run - t);
                         let at = first + t * s_in;
                         let (a, b) = (done + t, done + t + m);
                         let mut c = 0;
