@@ -201,6 +201,7 @@ pub(crate) fn touches(ins: &Instr, leaves: &[Leaf], r: Reg) -> (bool, bool) {
         Instr::Store { src: s, .. }
         | Instr::Scatter { src: s, .. }
         | Instr::Fold { src: s, .. } => (*s == r, false),
+        Instr::Interleave { il, .. } => (il.srcs.iter().any(|&(s, _)| s == r), false),
         Instr::Chain(ch) => {
             let reads = src(ch.start)
                 || ch.stages.iter().any(|st| match st {

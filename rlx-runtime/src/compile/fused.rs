@@ -28,6 +28,7 @@ use super::env::Env;
 use super::fold::Sink;
 use super::fused_io::{fill, load, scatter, store, Scatter};
 pub(crate) use super::fused_io::{Access, Leaf};
+use super::interleave::{interleave, Interleave};
 use super::math::{self, Arg};
 use super::parallel::{self, window, RawTarget, Scratch};
 use super::regs::{reg, reg_mut, Bank, Out, Reg, Registers, Src, BLOCK};
@@ -95,6 +96,12 @@ pub(crate) enum Instr {
         src: Reg,
         target: u32,
         map: Scatter,
+    },
+    /// Writes several registers through one walk into target `target`,
+    /// item by item (the pieces of a concat one loop computes).
+    Interleave {
+        target: u32,
+        il: Interleave,
     },
     /// Combines a register into the accumulators of sink `sink` (a
     /// reduction folded into the loop; see `fold`).
@@ -399,6 +406,7 @@ fn streams(ins: &Instr) -> bool {
         | Instr::Round { .. }
         | Instr::Store { .. }
         | Instr::Scatter { .. }
+        | Instr::Interleave { .. }
         | Instr::Fold { .. } => false,
     }
 }
@@ -582,6 +590,9 @@ fn exec<'e>(
             target,
             ref map,
         } => scatter(regs, src, map, targets[target as usize], start, len, idx),
+        Instr::Interleave { target, ref il } => {
+            interleave(regs, il, targets[target as usize], start, len, idx)
+        }
         Instr::Chain(ref ch) => match ch.bank {
             Bank::F32 => run_chain::<f32>(ch, at, regs, targets),
             Bank::F64 => run_chain::<f64>(ch, at, regs, targets),

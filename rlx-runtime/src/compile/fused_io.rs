@@ -150,9 +150,18 @@ fn gather<S: Copy, T: Copy>(
                     dst.iter_mut().for_each(|o| *o = f(v));
                 } else if s_in == 1 {
                     copy(dst, &src[off..off + run]);
-                } else {
+                } else if run < 8 {
+                    // Short runs (rows of 3 in the LJ gradient's loops): the
+                    // sub-slice below would cost more than it saves.
                     for (j, o) in dst.iter_mut().enumerate() {
                         *o = f(src[off + j * s_in]);
+                    }
+                } else {
+                    // One bounds check per run, not per element.
+                    let src = &src[off..=off + (run - 1) * s_in];
+                    for (j, o) in dst.iter_mut().enumerate() {
+                        // SAFETY: `j < run`, so `j · s_in < src.len()`.
+                        *o = f(unsafe { *src.get_unchecked(j * s_in) });
                     }
                 }
             });

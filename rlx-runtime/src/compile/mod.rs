@@ -53,6 +53,7 @@ mod flat;
 mod fold;
 mod fused;
 mod fused_io;
+mod interleave;
 mod items;
 #[cfg(feature = "jit")]
 mod jit;

@@ -169,6 +169,12 @@ pub struct PlanStats {
     /// Values written in place into the concat or transpose using them
     /// (never stored on their own).
     pub placed: usize,
+    /// Of those, values a fused loop writes together with others of the
+    /// same loop placed in the same value through the same walk (the
+    /// entries of per-item Jacobians): a few items at a time, every
+    /// piece's entries of an item together, instead of one sweep of the
+    /// block per piece.
+    pub interleaved: usize,
     /// Scalar regions (runs of 0-d element-wise nodes).
     pub scalar_regions: usize,
     /// 0-d nodes inside scalar regions.

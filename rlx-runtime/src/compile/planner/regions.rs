@@ -2,12 +2,13 @@
 //! register chains formed afterwards), or, for 0-d groups without `i64`, a
 //! scalar region.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rlx_core::{BinaryOp, CmpOp, DType, Op, Result, UnaryOp};
 
 use super::builder::{Builder, Group};
 use super::ops::reduce_strides;
+use super::places::Place;
 use crate::compile::absorb::absorb_into_sinks;
 use crate::compile::chain_form::form_chains;
 use crate::compile::env::{Dst, Loc};
@@ -15,6 +16,7 @@ use crate::compile::epilogue::EpilogueStep;
 use crate::compile::fold::{Pre, Sink};
 use crate::compile::fused::{Access, FusedStep, Instr, Leaf};
 use crate::compile::fused_io::Scatter;
+use crate::compile::interleave::{Interleave, MAX_INTERLEAVED};
 use crate::compile::movement::merge_axes;
 use crate::compile::plan::{Step, StepKind};
 use crate::compile::regs::{Bank, Out, Reg, Src};
@@ -38,6 +40,10 @@ impl RegAlloc {
         Reg { bank, idx }
     }
     fn release(&mut self, r: Reg) {
+        debug_assert!(
+            !self.free[r.bank.index()].contains(&r.idx),
+            "{r:?} released twice"
+        );
         self.free[r.bank.index()].push(r.idx);
     }
 }
@@ -111,6 +117,20 @@ impl Builder<'_> {
                 splat_leaf.insert(p.0, leaves.len() - 1);
             }
         }
+        // Pieces this loop places into one value through the same walk
+        // (the entries of per-item Jacobians) are written together, item
+        // by item, once the last of them is computed (see `Interleave`);
+        // their registers are held until then.
+        let mut walks: HashMap<Walk, usize> = HashMap::new();
+        for &m in members {
+            let n = &nodes[m as usize];
+            if let (Some(pl), false) = (&self.places[m as usize], matches!(n.op, Op::Reduce { .. }))
+            {
+                *walks.entry(walk(n.shape.dims(), pl)).or_default() += 1;
+            }
+        }
+        let mut pending: HashMap<Walk, Vec<(u32, Reg, usize)>> = HashMap::new();
+        let mut held: HashSet<u32> = HashSet::new();
         // An epilogue's product (see `epilogue`): read from the buffer it
         // was written into, first, so that every block is read before
         // anything writes it.
@@ -198,7 +218,8 @@ impl Builder<'_> {
                     src: reg_src(srcs[0]),
                     sink: (sinks.len() - 1) as u32,
                 });
-                self.release_operands(n, k, &last_use, &splat_of, &reg_of, &mut ra);
+                let keep = |p: u32| splat_of.contains_key(&p) || held.contains(&p);
+                release_operands(n, k, &last_use, keep, &reg_of, &mut ra);
                 continue;
             }
             let bank = Bank::of(n.dtype);
@@ -268,22 +289,29 @@ impl Builder<'_> {
                             t
                         }
                     };
-                    let (mut dims, mut st) = merge_axes(n.shape.dims(), &[&pl.strides]);
-                    let mut strides = st.pop().expect("one stride list");
-                    if dims.is_empty() {
-                        (dims, strides) = (vec![1], vec![0]);
+                    let key = walk(n.shape.dims(), &pl);
+                    self.rank(key.1.len());
+                    let left = walks.get_mut(&key).expect("counted above");
+                    *left -= 1;
+                    let group = pending.entry(key).or_default();
+                    group.push((m, r, pl.off));
+                    held.insert(m);
+                    if *left == 0 || group.len() == MAX_INTERLEAVED {
+                        let (group, key) = (std::mem::take(group), walk(n.shape.dims(), &pl));
+                        if group.len() > 1 {
+                            self.stats.interleaved += group.len();
+                        }
+                        body.push(write_pieces(key, &group, target));
+                        // Free the registers whose last reader has run; the
+                        // others (this member's among them) are freed by
+                        // their last reader or below.
+                        for (p, q, _) in group {
+                            held.remove(&p);
+                            if p != m && last_use.get(&p).is_none_or(|&u| u < k) {
+                                ra.release(q);
+                            }
+                        }
                     }
-                    self.rank(dims.len());
-                    let map = Scatter {
-                        off: pl.off,
-                        dims,
-                        strides,
-                    };
-                    body.push(Instr::Scatter {
-                        src: r,
-                        target,
-                        map,
-                    });
                 } else if stored {
                     body.push(Instr::Store {
                         src: r,
@@ -292,12 +320,14 @@ impl Builder<'_> {
                     targets.push(self.target(m as usize));
                 }
                 reg_of.insert(m, r);
-                if !used_later {
+                if !used_later && !held.contains(&m) {
                     ra.release(r);
                 }
             }
-            self.release_operands(n, k, &last_use, &splat_of, &reg_of, &mut ra);
+            let keep = |p: u32| splat_of.contains_key(&p) || held.contains(&p);
+            release_operands(n, k, &last_use, keep, &reg_of, &mut ra);
         }
+        debug_assert!(held.is_empty(), "every placed piece is written");
         for (b, c) in ra.count.iter().enumerate() {
             self.regs[b] = self.regs[b].max(*c);
         }
@@ -343,31 +373,6 @@ impl Builder<'_> {
             reads,
         });
         Ok(())
-    }
-
-    /// Frees the registers of the operands of member `k` (node `n`) used
-    /// for the last time (splats stay).
-    fn release_operands(
-        &self,
-        n: &rlx_core::Node,
-        k: usize,
-        last_use: &HashMap<u32, usize>,
-        splat_of: &HashMap<u32, Reg>,
-        reg_of: &HashMap<u32, Reg>,
-        ra: &mut RegAlloc,
-    ) {
-        let mut seen: Vec<u32> = Vec::with_capacity(3);
-        for p in &n.inputs {
-            if seen.contains(&p.0) || splat_of.contains_key(&p.0) {
-                continue;
-            }
-            seen.push(p.0);
-            if last_use.get(&p.0) == Some(&k) {
-                if let Some(&r) = reg_of.get(&p.0) {
-                    ra.release(r);
-                }
-            }
-        }
     }
 
     fn scalar_step(&mut self, gr: &Group) -> Result<()> {
@@ -459,6 +464,67 @@ impl Builder<'_> {
             reads,
         });
         Ok(())
+    }
+}
+
+/// Frees the registers of the operands of member `k` (node `n`) used
+/// for the last time, except those `keep` holds (splats, placed pieces
+/// not yet written).
+fn release_operands(
+    n: &rlx_core::Node,
+    k: usize,
+    last_use: &HashMap<u32, usize>,
+    keep: impl Fn(u32) -> bool,
+    reg_of: &HashMap<u32, Reg>,
+    ra: &mut RegAlloc,
+) {
+    let mut seen: Vec<u32> = Vec::with_capacity(3);
+    for p in &n.inputs {
+        if seen.contains(&p.0) || keep(p.0) {
+            continue;
+        }
+        seen.push(p.0);
+        if last_use.get(&p.0) == Some(&k) {
+            if let Some(&r) = reg_of.get(&p.0) {
+                ra.release(r);
+            }
+        }
+    }
+}
+
+/// How a placed piece is written: the value it is placed in, and the
+/// dims and strides of the walk (axes merged; a 0-d piece walks one
+/// element), the same for pieces that differ only in their offset.
+type Walk = (u32, Vec<usize>, Vec<usize>);
+
+/// The walk writing a value of `dims` into its place `pl`.
+fn walk(dims: &[usize], pl: &Place) -> Walk {
+    let (mut dims, mut st) = merge_axes(dims, &[&pl.strides]);
+    let mut strides = st.pop().expect("one stride list");
+    if dims.is_empty() {
+        (dims, strides) = (vec![1], vec![0]);
+    }
+    (pl.node, dims, strides)
+}
+
+/// The instruction writing the registers of `group` (member, register,
+/// offset), placed through the same walk into target `target`: one
+/// scatter for a single piece, else one interleaved write by offset.
+fn write_pieces((_, dims, strides): Walk, group: &[(u32, Reg, usize)], target: u32) -> Instr {
+    let off = group.iter().map(|g| g.2).min().expect("a piece");
+    let map = Scatter { off, dims, strides };
+    if let [(_, src, _)] = group {
+        return Instr::Scatter {
+            src: *src,
+            target,
+            map,
+        };
+    }
+    let mut srcs: Vec<(Reg, usize)> = group.iter().map(|&(_, r, o)| (r, o - off)).collect();
+    srcs.sort_unstable_by_key(|s| s.1);
+    Instr::Interleave {
+        target,
+        il: Interleave { map, srcs },
     }
 }
 
