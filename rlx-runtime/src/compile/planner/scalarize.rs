@@ -23,7 +23,13 @@
 //!
 //! The optimiser then runs on the element graph: common subexpressions and
 //! constants are folded at the element level (the gradient of a slice adds
-//! zeros nowhere; equal element expressions are computed once).
+//! zeros nowhere; equal element expressions are computed once). That
+//! folding makes `rlx_core::passes::simplify`'s documented IEEE deviations
+//! per element, where the general plan's kernels compute them: `x + 0` is
+//! `x`, so a sum whose terms are all `-0.0` is `-0.0` here and `+0.0` in the
+//! kernel, and `0·x` is `0` where the kernel may give NaN for a non-finite
+//! `x`. Apart from the sign of such a zero and such a product, results are
+//! bit-identical to the general plan's.
 //!
 //! A graph is left to the general planner (`lower` gives `None`) if it has
 //! a value larger than [`SMALL_VALUE`] (inputs may be larger, up to
@@ -366,7 +372,8 @@ fn reduce(
                     }
                 }
                 // Lanes still holding the identity are folded too, as the
-                // kernel folds them (so that a `-0.0` sum stays `+0.0`).
+                // kernel folds them (the optimiser then drops the `+ 0`
+                // terms: see the module docs on the sign of a zero).
                 let mut a = acc[o];
                 for l in lanes {
                     a = combine(eg, op, a, l)?;
