@@ -30,7 +30,10 @@ thread_local! {
     static LENIENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Asserts equal bits (any NaN equals any NaN).
+/// Asserts equal bits (any NaN equals any NaN, and `+0.0` equals `-0.0`:
+/// element-level folding drops `+ 0` terms, so a sum or a one-element
+/// reduction of `-0.0` keeps its sign where the kernel's `0 + x` gives
+/// `+0.0`; see [`check_scalarised`]).
 fn same(a: &[f64], b: &[f64], what: &str) {
     assert_eq!(a.len(), b.len(), "{what}: lengths");
     let lenient = LENIENT.get();
@@ -38,7 +41,8 @@ fn same(a: &[f64], b: &[f64], what: &str) {
         assert!(
             x.to_bits() == y.to_bits()
                 || (x.is_nan() && y.is_nan())
-                || (lenient && (!x.is_finite() || (*x == 0.0 && *y == 0.0))),
+                || (*x == 0.0 && *y == 0.0)
+                || (lenient && !x.is_finite()),
             "{what}: element {i}: {x:?} (general) vs {y:?} (scalarised)"
         );
     }
@@ -53,9 +57,10 @@ fn same(a: &[f64], b: &[f64], what: &str) {
 /// Hessian entry of a separable function, say) is `0` in the scalarised
 /// plan where the general plan may compute `0·NaN = NaN` or `0·inf = NaN`
 /// from a non-finite intermediate (so a non-finite general result may be
-/// any value in the scalarised plan), and the sign of such a zero may differ (`-0.0` where the
-/// general plan adds `+0.0` terms). Tests of transforms allow exactly that
-/// (`LENIENT`).
+/// any value in the scalarised plan); tests of transforms allow exactly
+/// that (`LENIENT`). And `x + 0` is folded to `x` per element, so the sign
+/// of a zero may differ (`-0.0` where the general plan adds `+0.0` terms),
+/// in every test.
 fn check_scalarised(g: &Graph, inputs: &[&Tensor], what: &str) {
     let reference = general(g);
     let small = rlx::compile(g).unwrap();
