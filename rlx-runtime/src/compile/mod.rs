@@ -149,15 +149,18 @@ pub(crate) struct DirectCall {
 #[cfg_attr(not(feature = "jit"), allow(dead_code))]
 impl DirectCall {
     /// [`Executable::run_direct`]: the same code, the same results.
+    #[cfg(feature = "jit")]
     #[inline]
     pub(crate) fn call(&self, ins: &[f64], out: &mut [f64]) -> bool {
-        #[cfg(feature = "jit")]
-        return self.whole.call(ins, out);
-        #[cfg(not(feature = "jit"))]
-        {
-            let _ = (ins, out);
-            false
-        }
+        self.whole.call(ins, out)
+    }
+
+    /// Without native code there is no direct call (never constructed).
+    #[cfg(not(feature = "jit"))]
+    #[inline]
+    pub(crate) fn call(&self, ins: &[f64], out: &mut [f64]) -> bool {
+        let _ = (ins, out);
+        false
     }
 }
 
