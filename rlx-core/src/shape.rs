@@ -48,7 +48,17 @@ impl Clone for Shape {
     /// tensor result).
     #[inline]
     fn clone(&self) -> Shape {
-        Shape(Dims::from_slice(&self.0))
+        // Inline dimensions are copied by value (`from_slice` calls
+        // `memcpy` for the few bytes of a small tensor's shape).
+        let buf = match self.0[..] {
+            [] => [0; INLINE_RANK],
+            [a] => [a, 0, 0, 0],
+            [a, b] => [a, b, 0, 0],
+            [a, b, c] => [a, b, c, 0],
+            [a, b, c, d] => [a, b, c, d],
+            _ => return Shape(Dims::from_slice(&self.0)),
+        };
+        Shape(Dims::from_buf_and_len(buf, self.0.len()))
     }
 }
 
@@ -318,5 +328,22 @@ impl From<&Shape> for Shape {
 impl From<()> for Shape {
     fn from(_: ()) -> Shape {
         Shape::scalar()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clones_equal_their_shape_at_every_rank() {
+        for rank in 0..7 {
+            let dims: Vec<usize> = (0..rank).map(|i| 2 + 3 * i).collect();
+            let s = Shape::new(dims.clone());
+            let c = s.clone();
+            assert_eq!(c, s);
+            assert_eq!(c.dims(), &dims[..]);
+            assert_eq!(c.numel(), s.numel());
+        }
     }
 }

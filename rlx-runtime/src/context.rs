@@ -2,7 +2,7 @@
 //! read the current trace id from it when they are created; [`crate::trace`]
 //! pushes, records into and pops its frames).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::AtomicU64;
 
 use rlx_core::{DType, Error, Graph, NodeId, Shape};
@@ -31,17 +31,33 @@ pub(crate) struct Capture {
 thread_local! {
     /// The active traces of this thread, innermost last.
     pub(crate) static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    /// The id of [`STACK`]'s innermost frame (0: none), kept by every
+    /// change of the stack ([`sync_current`]): read by every tensor made
+    /// and every warm companion call, it is one load from a `const`
+    /// thread-local with no destructor (the stack itself is a `RefCell` to
+    /// borrow behind a lazily registered destructor).
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Sets [`CURRENT`] from `stack`, after each change of [`STACK`].
+#[inline]
+pub(crate) fn sync_current(stack: &[Frame]) {
+    let id = stack.last().map_or(0, |f| f.id);
+    let _ = CURRENT.try_with(|c| c.set(id));
 }
 
 /// The id of the next trace (ids are never reused; 0 means none).
 pub(crate) static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Id of the innermost active trace on this thread, or 0 outside any trace.
+#[inline]
 pub fn current_id() -> u64 {
-    STACK.with(|s| s.borrow().last().map_or(0, |f| f.id))
+    // During thread teardown (after the cell is gone) no trace is active.
+    CURRENT.try_with(Cell::get).unwrap_or(0)
 }
 
 /// Whether a trace is active on this thread.
+#[inline]
 pub fn is_tracing() -> bool {
     current_id() != 0
 }

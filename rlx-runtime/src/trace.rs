@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use rlx_core::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
 
-use crate::context::{with_current, Capture, Frame, NEXT_ID, STACK};
+use crate::context::{sync_current, with_current, Capture, Frame, NEXT_ID, STACK};
 use crate::storage::Storage;
 use crate::tensor::{Repr, Tensor, Traced};
 
@@ -63,12 +63,14 @@ impl Trace {
     fn push(captures: Option<Vec<Capture>>) -> Trace {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         STACK.with(|s| {
-            s.borrow_mut().push(Frame {
+            let mut s = s.borrow_mut();
+            s.push(Frame {
                 id,
                 graph: Graph::new(),
                 error: None,
                 captures,
-            })
+            });
+            sync_current(&s);
         });
         Trace {
             id,
@@ -159,7 +161,9 @@ impl Trace {
                 .expect("a Trace's frame lives until the Trace is dropped");
             // Inner traces left open by a panic are discarded with this one.
             s.truncate(pos + 1);
-            s.pop().expect("frame found above")
+            let frame = s.pop().expect("frame found above");
+            sync_current(&s);
+            frame
         })
     }
 }
@@ -171,6 +175,7 @@ impl Drop for Trace {
             if let Ok(mut s) = s.try_borrow_mut() {
                 if let Some(pos) = s.iter().rposition(|fr| fr.id == id) {
                     s.truncate(pos);
+                    sync_current(&s);
                 }
             }
         });

@@ -155,6 +155,12 @@ impl Native {
         }
     }
 
+    /// Whether [`Native::call_whole`] runs on `ins` leaves and `outs`
+    /// targets.
+    pub(crate) fn is_whole(&self, ins: usize, outs: usize) -> bool {
+        self.funcs.len() == 1 && self.spill == 0 && ins == self.loads && outs == self.stores
+    }
+
     /// Runs the code on `ins` (the leaves) and `outs` (one slot per target).
     #[inline]
     pub(crate) fn call(&self, ins: &[f64], outs: &mut [f64]) {
@@ -408,6 +414,49 @@ pub(crate) fn compile(
         unary,
         binary,
     })
+}
+
+/// Native code that is one function with no spill buffer, called on
+/// exactly its leaves and targets ([`Native::call_whole`]) with the
+/// checks of that call made once, when it is built: the warm call of a
+/// function of a few numbers holds one.
+#[derive(Clone)]
+pub(crate) struct Whole {
+    f: RegionFn,
+    loads: usize,
+    stores: usize,
+    /// Keeps the code `f` points into alive.
+    _code: std::sync::Arc<Native>,
+}
+
+impl Whole {
+    /// `native` as one function, if it is one with no spill buffer.
+    pub(crate) fn of(native: &std::sync::Arc<Native>) -> Option<Whole> {
+        match &*native.funcs {
+            [f] if native.spill == 0 => Some(Whole {
+                f: *f,
+                loads: native.loads,
+                stores: native.stores,
+                _code: native.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// [`Native::call_whole`]: runs on `ins` and `outs` of exactly the
+    /// code's lengths and returns `true`; `false`, running nothing, for
+    /// other lengths.
+    #[inline]
+    pub(crate) fn call(&self, ins: &[f64], outs: &mut [f64]) -> bool {
+        if ins.len() != self.loads || outs.len() != self.stores {
+            return false;
+        }
+        // SAFETY: as in `Native::call_whole`: `f` is a finalised function
+        // of the module `_code` owns, reading `loads` leaves and writing
+        // `stores` targets, here exactly the buffers' lengths.
+        (self.f)(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut());
+        true
+    }
 }
 
 /// The type every register is held in: lane 0 holds its `f64` value.

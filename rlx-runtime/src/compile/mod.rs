@@ -135,6 +135,35 @@ pub struct Executable {
     direct: Option<Arc<jit::Native>>,
 }
 
+/// [`Executable::run_direct`] without the executable: its native function
+/// over a few numbers, with the checks of every call made once (see
+/// [`Executable::direct_call`]; the number path keeps one per pinned
+/// plan).
+#[derive(Clone)]
+#[cfg_attr(not(feature = "jit"), allow(dead_code))]
+pub(crate) struct DirectCall {
+    #[cfg(feature = "jit")]
+    whole: jit::Whole,
+}
+
+#[cfg_attr(not(feature = "jit"), allow(dead_code))]
+impl DirectCall {
+    /// [`Executable::run_direct`]: the same code, the same results.
+    #[cfg(feature = "jit")]
+    #[inline]
+    pub(crate) fn call(&self, ins: &[f64], out: &mut [f64]) -> bool {
+        self.whole.call(ins, out)
+    }
+
+    /// Without native code there is no direct call (never constructed).
+    #[cfg(not(feature = "jit"))]
+    #[inline]
+    pub(crate) fn call(&self, ins: &[f64], out: &mut [f64]) -> bool {
+        let _ = (ins, out);
+        false
+    }
+}
+
 /// Compiles `g`: inlines custom ops, optimises, plans the schedule and buffers.
 ///
 /// Errors if the graph violates its invariants ([`Graph::verify`]).
@@ -240,6 +269,17 @@ impl Executable {
         }
         let _ = (ins, out);
         false
+    }
+
+    /// The native code [`Executable::run_direct`] calls, as a handle that
+    /// outlives the borrow of the executable; `None` when `run_direct`
+    /// serves no call.
+    pub(crate) fn direct_call(&self) -> Option<DirectCall> {
+        #[cfg(feature = "jit")]
+        if let Some(whole) = self.direct.as_ref().and_then(jit::Whole::of) {
+            return Some(DirectCall { whole });
+        }
+        None
     }
 
     /// Runs a scalarised plan (see [`Options::scalarize`]) on `head` then

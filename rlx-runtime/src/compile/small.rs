@@ -115,6 +115,96 @@ pub(crate) struct Small {
     n_computed: usize,
     /// Nodes of the caller's (optimised) graph lowered to elements.
     pub(crate) lowered_nodes: usize,
+    /// For a plan that is not `direct`: native code writing the computed
+    /// and input elements of the last output straight to their places
+    /// (see [`Placed`]).
+    #[cfg(feature = "jit")]
+    placed: Option<Placed>,
+}
+
+/// Native code of a scalarised plan's element program whose stores write
+/// each result straight to its places in a window of the flat outputs
+/// (`start..start + len`): a result repeated in the outputs (a symmetric
+/// Hessian's entries) is stored at each of its places, an input element
+/// right after the loads. The window's constants come from
+/// [`Fill::template`], copied first. The same instructions as the
+/// program's own native code, only with more stores and other targets, so
+/// the same bits; it replaces [`Fill::put`]'s loop over index pairs (one
+/// bounds-checked copy per computed element, most of a warm `hessian_`).
+#[cfg(feature = "jit")]
+#[derive(Debug)]
+struct Placed {
+    native: super::jit::Native,
+    start: usize,
+    len: usize,
+}
+
+#[cfg(feature = "jit")]
+impl Placed {
+    /// The placed code of `exe` (the element program, one native function
+    /// over its inputs and outputs in order) for the window
+    /// `start..start + len` of `sources`; `None` if the program is not
+    /// such a function, an input element of the window is not loaded, or
+    /// the code does not compile to one function.
+    fn new(exe: &Executable, sources: &[Source], start: usize, len: usize) -> Option<Placed> {
+        use super::scalar_code::SInstr;
+        let plan = &exe.plan;
+        let prog = plan.scalar_program.as_ref()?;
+        let StepKind::Scalar(region) = &plan.steps.first()?.kind else {
+            return None;
+        };
+        if region.native.is_none() || !prog.loads_are_inputs || !prog.stores_are_outputs {
+            return None;
+        }
+        let window = sources.get(start..start + len)?;
+        // The places of each program result, and the (input, place) pairs.
+        let mut places: Vec<Vec<u32>> = vec![Vec::new(); plan.output_types.len()];
+        let mut inputs = Vec::new();
+        for (o, s) in window.iter().enumerate() {
+            match *s {
+                Source::Computed(k) => places.get_mut(k as usize)?.push(o as u32),
+                Source::Input(i) => inputs.push((i, o as u32)),
+                Source::Const(_) => {}
+            }
+        }
+        let load_dsts: Vec<u32> = (region.code.iter())
+            .filter_map(|i| match i {
+                SInstr::Load { dst, .. } => Some(*dst),
+                _ => None,
+            })
+            .collect();
+        let mut input_stores = Vec::with_capacity(inputs.len());
+        for &(i, o) in &inputs {
+            let j = prog.input_of_load.iter().position(|&l| l == i)?;
+            input_stores.push(SInstr::Store {
+                src: *load_dsts.get(j)?,
+                target: o,
+            });
+        }
+        let mut code = Vec::with_capacity(region.code.len() + len);
+        let mut loading = true;
+        for ins in &region.code {
+            if loading && !matches!(ins, SInstr::Load { .. }) {
+                // Stores have no result: a following read of the
+                // accumulator still reads the last load.
+                code.append(&mut input_stores);
+                loading = false;
+            }
+            match *ins {
+                SInstr::Store { src, target } => {
+                    for &o in places.get(target as usize)? {
+                        code.push(SInstr::Store { src, target: o });
+                    }
+                }
+                _ => code.push(ins.clone()),
+            }
+        }
+        code.append(&mut input_stores);
+        let native = super::jit::compile(&code, region.len, &region.consts, len)?;
+        // One function with no spill buffer, or the caller could not call
+        // it whole: not worth keeping.
+        (native.is_whole(native.loads(), len)).then_some(Placed { native, start, len })
+    }
 }
 
 impl Small {
@@ -162,7 +252,7 @@ impl Small {
             && (sources.iter().enumerate())
                 .all(|(k, s)| matches!(*s, Source::Computed(c) if c as usize == k));
         let fill = Fill::new(&sources);
-        let out_lens = g
+        let out_lens: Box<[usize]> = g
             .outputs()
             .iter()
             .map(|&o| g.node(o).shape.numel())
@@ -182,6 +272,17 @@ impl Small {
             plan.scalar_program.as_ref()?;
             Some(Executable::from_plan(plan).ok()?)
         };
+        #[cfg(feature = "jit")]
+        let placed = match (&exe, direct) {
+            // The last output alone (a warm `hessian_`'s one result; all
+            // the outputs when there is one): each window is one more
+            // compilation on the first call.
+            (Some(exe), false) => {
+                let (total, last) = (sources.len(), out_lens.last().copied().unwrap_or(0));
+                Placed::new(exe, &sources, total - last, last)
+            }
+            _ => None,
+        };
         Some(Small {
             exe,
             fill,
@@ -190,6 +291,8 @@ impl Small {
             n_in,
             n_computed,
             lowered_nodes: live,
+            #[cfg(feature = "jit")]
+            placed,
         })
     }
 
@@ -206,7 +309,30 @@ impl Small {
         if let (true, Some(exe)) = (self.direct, &self.exe) {
             return program(exe, ins, out);
         }
+        #[cfg(feature = "jit")]
+        if self.placed.as_ref().is_some_and(|p| p.len == out.len()) {
+            out.copy_from_slice(&self.fill.template);
+            if self.run_placed(ins, 0, out) {
+                return;
+            }
+        }
         self.with_computed(ins, |computed| self.fill.run(0, ins, computed, out));
+    }
+
+    /// Writes the computed and input elements of the outputs' window
+    /// `start..start + out.len()` into `out`, which holds the template's
+    /// elements of that window, with [`Placed`] code for the window if
+    /// there is one. `false`, writing nothing, otherwise.
+    #[inline]
+    fn run_placed(&self, ins: &[f64], start: usize, out: &mut [f64]) -> bool {
+        #[cfg(feature = "jit")]
+        if let Some(p) = &self.placed {
+            if p.start == start && p.len == out.len() {
+                return p.native.call_whole(ins, out);
+            }
+        }
+        let _ = (ins, start, out);
+        false
     }
 
     /// Runs the element program on `ins` into a buffer of its results on
@@ -239,7 +365,9 @@ impl Small {
             _ => {
                 // The template's elements in one copy, then the others.
                 let mut v = self.fill.template.get(start..start + n)?.to_vec();
-                self.with_computed(ins, |computed| self.fill.put(start, ins, computed, &mut v));
+                if !self.run_placed(ins, start, &mut v) {
+                    self.with_computed(ins, |computed| self.fill.put(start, ins, computed, &mut v));
+                }
                 Some(v)
             }
         }
@@ -510,4 +638,90 @@ fn program(exe: &Executable, ins: &[f64], out: &mut [f64]) {
     with_stack(region.scratch_len(), |file| {
         region.exec_with_consts(file, &mut io)
     });
+}
+
+#[cfg(all(test, feature = "jit"))]
+mod tests {
+    use super::*;
+    use rlx_core::autodiff;
+
+    /// `Σ 100 (x_{i+1} − x_i²)² + (1 − x_i)²` over `x: [n]`.
+    fn rosenbrock(n: usize) -> Graph {
+        let mut g = Graph::new();
+        let x = g.input("x", [n], DType::F64);
+        let head = g.slice(x, 0, 0, n - 1).unwrap();
+        let tail = g.slice(x, 0, 1, n - 1).unwrap();
+        let h2 = g.square(head).unwrap();
+        let d = g.sub(tail, h2).unwrap();
+        let d2 = g.square(d).unwrap();
+        let hundred = g.scalar(100.0, DType::F64);
+        let a = g.mul(d2, hundred).unwrap();
+        let one = g.scalar(1.0, DType::F64);
+        let e = g.sub(one, head).unwrap();
+        let e2 = g.square(e).unwrap();
+        let s = g.add(a, e2).unwrap();
+        let y = g.sum_all(s).unwrap();
+        g.set_outputs(vec![y]);
+        g
+    }
+
+    /// `[x, x² + sin x, 0, 2.5]` after `x`'s sum (outputs: a number, then
+    /// a window holding input, computed and constant elements).
+    fn mixed() -> Graph {
+        let mut g = Graph::new();
+        let x = g.input("x", [3], DType::F64);
+        let s = g.sum_all(x).unwrap();
+        let x2 = g.square(x).unwrap();
+        let sx = g.sin(x).unwrap();
+        let c = g.add(x2, sx).unwrap();
+        let z = g.zeros_like(x);
+        let k = g.scalar(2.5, DType::F64);
+        let k = g.reshape(k, [1]).unwrap();
+        let y = g.concat(&[x, c, z, k], 0).unwrap();
+        g.set_outputs(vec![s, y]);
+        g
+    }
+
+    /// The last output's bits through [`Placed`] and through
+    /// [`Fill::put`]'s index pairs, which it replaces.
+    fn both_ways(small: &Small, ins: &[f64]) -> (Vec<u64>, Vec<u64>) {
+        let n = *small.out_lens.last().unwrap();
+        let start = small.fill.template.len() - n;
+        let placed = small.one_tensor(ins, start, n).unwrap();
+        let mut filled = small.fill.template[start..].to_vec();
+        small.with_computed(ins, |c| small.fill.put(start, ins, c, &mut filled));
+        let bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect();
+        (bits(placed), bits(filled))
+    }
+
+    #[test]
+    fn placed_stores_give_the_bits_of_the_index_pairs() {
+        let hess = autodiff::hessian(&rosenbrock(6), &[0]).unwrap();
+        for (name, g) in [("hessian", hess), ("mixed", mixed())] {
+            let (g, _) = super::super::prepare(&g).unwrap();
+            let small = Small::build(&g, &Options::default()).expect("small");
+            assert!(!small.direct, "{name}");
+            let p = small
+                .placed
+                .as_ref()
+                .unwrap_or_else(|| panic!("{name}: placed"));
+            assert_eq!(p.len, *small.out_lens.last().unwrap());
+            for seed in 0..20u32 {
+                let ins: Vec<f64> = (0..small.n_in)
+                    .map(|i| ((seed * 31 + i as u32 * 17) % 23) as f64 * 0.37 - 4.0)
+                    .collect();
+                let (placed, filled) = both_ways(&small, &ins);
+                assert_eq!(placed, filled, "{name}, seed {seed}");
+                // The whole outputs of a one-output plan (or the Fill path
+                // of the others) agree too.
+                let mut all = vec![0.0; small.fill.template.len()];
+                small.run_flat(&ins, &mut all);
+                let tail: Vec<u64> = all[all.len() - p.len..]
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                assert_eq!(tail, filled, "{name}, seed {seed}: run_flat");
+            }
+        }
+    }
 }

@@ -79,6 +79,9 @@ pub struct Function {
     /// paths of numbers (module `numbers`) and small tensors (module
     /// `tensors`) go straight to its plan.
     pub(super) pinned: [OnceLock<Arc<Entry>>; TRANSFORMS],
+    /// Per transform, the pinned entry's native code when it serves the
+    /// number path whole (see `numbers::Direct`).
+    pub(super) direct: [OnceLock<super::numbers::Direct>; TRANSFORMS],
 }
 
 #[derive(Default)]
@@ -126,7 +129,7 @@ pub(super) struct Entry {
     pub(super) f32s: Option<u64>,
     statics: Box<dyn Any + Send + Sync>,
     /// The type of `statics`.
-    statics_type: TypeId,
+    pub(super) statics_type: TypeId,
     /// The traced graph, with the user's source line of each node (see
     /// [`crate::debug_nans`]).
     pub(super) graph: Graph,
@@ -207,6 +210,7 @@ impl Function {
             cache: OnceLock::new(),
             capacity: AtomicUsize::new(capacity),
             pinned: [const { OnceLock::new() }; TRANSFORMS],
+            direct: [const { OnceLock::new() }; TRANSFORMS],
         }
     }
 

@@ -2,6 +2,7 @@
 //! companions of functions of a few scalars, run on `f64` slices without
 //! allocating.
 
+use std::any::TypeId;
 use std::sync::Arc;
 
 use rlx_core::Result;
@@ -9,6 +10,7 @@ use rlx_core::{DType, TensorType};
 
 use super::cache::{Entry, Function, StaticArg, Tracer};
 use super::transform::Transform;
+use crate::compile::DirectCall;
 use crate::debug_nans::debug_nans;
 use crate::value::{is_number, Arg};
 
@@ -34,6 +36,19 @@ fn numbers_as_args(values: &[f64], f32s: u64) -> Vec<Arg<'static>> {
         _ => Arg::F64(v),
     };
     values.iter().enumerate().map(arg).collect()
+}
+
+/// The warm number path of one transform ([`Function::direct`]): the
+/// pinned entry's types and the native code of its plan when that plan is
+/// one function over the numbers in order (with no extras), so that a warm
+/// call compares one mask and one type id and calls it: no entry, plan or
+/// executable to reach and check on every call.
+pub(super) struct Direct {
+    /// The pinned entry's `f32` mask.
+    f32s: u64,
+    /// The type of its static arguments (a zero-sized type).
+    statics: TypeId,
+    call: DirectCall,
 }
 
 /// The arguments of [`Function::run_numbers`], for its general path.
@@ -160,6 +175,7 @@ impl Function {
                 // Without static arguments, this is the one entry of these
                 // number types: later calls go straight to it.
                 self.pin::<S>(t, entry);
+                self.pin_direct::<S>(t);
             }
             ran.map_err(|e| failed = Some(e)).ok()
         };
@@ -189,6 +205,11 @@ impl Function {
     /// pinned entry, other types, static arguments, a plan that is not one
     /// native function over the numbers in order, the check of non-finite
     /// values on); the general path then does, with the same results.
+    /// The pinned entry's plan is reached through its [`Direct`] record,
+    /// made when it was pinned: one mask, one type id and the code's
+    /// lengths are compared (the entry's, plan's and executable's checks
+    /// were about a third of a warm `grad_` of six numbers outside the
+    /// native code).
     ///
     /// A pinned entry stays alive as long as the function (a `static`),
     /// even if the plan cache evicts it: one signature per transform.
@@ -204,18 +225,40 @@ impl Function {
         if std::mem::size_of::<S>() != 0 {
             return false;
         }
-        let Some(entry) = self.pinned[t.index()].get() else {
-            return false;
-        };
-        if entry.f32s != Some(arg_f32s) || !entry.same_statics(statics) || debug_nans() {
-            return false;
-        }
-        let Some(plan) = entry.plans[t.index()].get() else {
-            return false;
-        };
-        match plan.exe.get() {
-            Some(exe) if plan.extras_f32s == Some((0, 0)) => exe.run_direct(args, out),
+        let _ = statics;
+        match self.direct[t.index()].get() {
+            Some(d) if d.f32s == arg_f32s && d.statics == TypeId::of::<S>() && !debug_nans() => {
+                d.call.call(args, out)
+            }
             _ => false,
+        }
+    }
+
+    /// Records the [`Direct`] call of transform `t`'s pinned entry, once,
+    /// if its plan is one native function over numbers without extras
+    /// ([`crate::compile::Executable::direct_call`]); otherwise nothing,
+    /// and [`Function::run_pinned`] declines every call, as it did.
+    #[cold]
+    fn pin_direct<S: StaticArg>(&self, t: Transform) {
+        let slot = &self.direct[t.index()];
+        if std::mem::size_of::<S>() != 0 || slot.get().is_some() {
+            return;
+        }
+        let Some(entry) = self.pinned[t.index()].get() else {
+            return;
+        };
+        let (Some(f32s), Some(plan)) = (entry.f32s, entry.plans[t.index()].get()) else {
+            return;
+        };
+        match plan.exe.get().and_then(|e| e.direct_call()) {
+            Some(call) if plan.extras_f32s == Some((0, 0)) => {
+                let _ = slot.set(Direct {
+                    f32s,
+                    statics: entry.statics_type,
+                    call,
+                });
+            }
+            _ => {}
         }
     }
 }
@@ -275,6 +318,9 @@ mod tests {
             &[Arg::F64(1.0), Arg::F64(0.5)],
         );
         assert_eq!(out.to_vec(), want.unwrap());
+        // A plan with extras has no `Direct` record (the pinned path
+        // declines calls with extras).
+        assert!(F.direct[Transform::Jvp.index()].get().is_none());
     }
 
     static G: Function = Function::new("g", &["x", "y"], &[0, 1]);
@@ -302,6 +348,15 @@ mod tests {
             let exe = plan.exe.get().unwrap();
             assert!(exe.run_direct(&[0.5, -2.0], &mut [0.0; 3]));
             assert!(!exe.run_direct(&[0.5], &mut [0.0; 3]));
+            // Its `Direct` record calls the same code, with the same checks.
+            let d = G.direct[Transform::Grad.index()].get().expect("recorded");
+            assert_eq!(d.f32s, 0);
+            let (mut a, mut b) = ([0.0; 3], [0.0; 3]);
+            assert!(d.call.call(&[0.5, -2.0], &mut a));
+            assert!(exe.run_direct(&[0.5, -2.0], &mut b));
+            assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits));
+            assert!(!d.call.call(&[0.5], &mut a));
+            assert!(!d.call.call(&[0.5, -2.0], &mut [0.0; 2]));
         }
         assert!(!pinned(Transform::Hessian));
         for (x, y) in [(0.5, -2.0), (1.25, 3.0), (-0.75, 0.1), (0.0, 0.0)] {
@@ -377,6 +432,7 @@ mod tests {
             assert_eq!(out[0], (0.5f64 * 2.0).sin() * f64::from(s));
         }
         assert!(H.pinned.iter().all(|p| p.get().is_none()));
+        assert!(H.direct.iter().all(|d| d.get().is_none()));
     }
 
     #[test]
