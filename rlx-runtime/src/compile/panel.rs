@@ -111,9 +111,16 @@ fn portable<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
 /// Panics unless every element of the `rows × cols` view `v` is inside
 /// its slice: the one check the blocks' unchecked reads rely on.
 fn check<T>(v: &Mat<'_, T>, rows: usize, cols: usize) {
-    let last = (rows > 0 && cols > 0).then(|| v.off + (rows - 1) * v.rs + (cols - 1) * v.cs);
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    // Checked arithmetic: a wrapped offset must not pass for a small one.
+    let last = (rows - 1)
+        .checked_mul(v.rs)
+        .and_then(|r| r.checked_add((cols - 1).checked_mul(v.cs)?))
+        .and_then(|x| x.checked_add(v.off));
     assert!(
-        last.is_none_or(|l| l < v.data.len()),
+        last.is_some_and(|l| l < v.data.len()),
         "panel view out of bounds"
     );
 }
