@@ -21,6 +21,8 @@
 //!   criterion, the bench prints the fastest of 15 alternating runs of the
 //!   warm gradient and both hand-written versions (`common/batches.rs`:
 //!   criterion's means wander with the machine's load).
+//! - `lstm_f32_first_gradient`: the same LSTM and hand-written code in
+//!   `f32` (JAX's default dtype), reported apart from the `f64` rows.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -132,8 +134,10 @@ fn lstm_loss(
     bias: &Tensor,
     out: &Tensor,
 ) -> Tensor {
-    let h0 = Tensor::zeros([LAYERS, B, HID], DType::F64);
-    let init = (h0.clone(), h0, Tensor::scalar(0.0));
+    // The weights' dtype (`f64`, or `f32` for the `f32` variant).
+    let dtype = w.dtype();
+    let h0 = Tensor::zeros([LAYERS, B, HID], dtype);
+    let init = (h0.clone(), h0, Tensor::zeros(Shape::scalar(), dtype));
     let ((_, _, loss), ()) = rlx::scan(init, (xs, targets), |(h, c, loss), (x, y)| {
         let mut input = x.matmul(embed);
         let (mut hs, mut cs) = (Vec::new(), Vec::new());
@@ -189,18 +193,88 @@ fn lstm_inputs() -> Vec<Tensor> {
     ]
 }
 
+/// The float types the hand-written LSTM is written over (`f64`, and `f32`
+/// for the `f32` variant): the same code, `matrixmultiply`'s `dgemm` or
+/// `sgemm` for the products.
+trait Real:
+    rlx::runtime::Element
+    + PartialOrd
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+    + std::ops::Neg<Output = Self>
+    + std::ops::AddAssign
+    + std::ops::SubAssign
+    + std::fmt::Display
+{
+    const ZERO: Self;
+    const ONE: Self;
+    const NEG_INFINITY: Self;
+    fn exp(self) -> Self;
+    fn tanh(self) -> Self;
+    fn ln(self) -> Self;
+    fn max(self, o: Self) -> Self;
+    /// `C ← A·B + βC` for `(pointer, row stride, column stride)` operands.
+    ///
+    /// # Safety
+    /// As `matrixmultiply::dgemm`: every addressed element valid, `c`
+    /// overlapping neither `a` nor `b`.
+    unsafe fn gemm(
+        mkn: (usize, usize, usize),
+        a: (*const Self, isize, isize),
+        b: (*const Self, isize, isize),
+        beta: Self,
+        c: (*mut Self, isize, isize),
+    );
+}
+
+macro_rules! real {
+    ($t:ty, $gemm:path) => {
+        impl Real for $t {
+            const ZERO: $t = 0.0;
+            const ONE: $t = 1.0;
+            const NEG_INFINITY: $t = <$t>::NEG_INFINITY;
+            fn exp(self) -> $t {
+                <$t>::exp(self)
+            }
+            fn tanh(self) -> $t {
+                <$t>::tanh(self)
+            }
+            fn ln(self) -> $t {
+                <$t>::ln(self)
+            }
+            fn max(self, o: $t) -> $t {
+                <$t>::max(self, o)
+            }
+            unsafe fn gemm(
+                (m, k, n): (usize, usize, usize),
+                (a, rsa, csa): (*const $t, isize, isize),
+                (b, rsb, csb): (*const $t, isize, isize),
+                beta: $t,
+                (c, rsc, csc): (*mut $t, isize, isize),
+            ) {
+                // SAFETY: forwarded from the caller.
+                unsafe { $gemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
+            }
+        }
+    };
+}
+real!(f64, matrixmultiply::dgemm);
+real!(f32, matrixmultiply::sgemm);
+
 /// `C ← A·B + βC` through `matrixmultiply` (as a hand-written Rust
 /// program would multiply), for row-major `A: [m, k]` and `B: [k, n]`
 /// given by their strides (`(k, 1)` plain, `(1, rows)` transposed).
 #[allow(clippy::too_many_arguments)]
-fn dgemm(
+fn dgemm<T: Real>(
     (m, k, n): (usize, usize, usize),
-    a: &[f64],
+    a: &[T],
     (rsa, csa): (usize, usize),
-    b: &[f64],
+    b: &[T],
     (rsb, csb): (usize, usize),
-    beta: f64,
-    c: &mut [f64],
+    beta: T,
+    c: &mut [T],
 ) {
     let last = |rows: usize, cols: usize, rs: usize, cs: usize| (rows - 1) * rs + (cols - 1) * cs;
     assert!(last(m, k, rsa, csa) < a.len() && last(k, n, rsb, csb) < b.len() && m * n <= c.len());
@@ -208,27 +282,18 @@ fn dgemm(
     // SAFETY: the assertion shows every addressed element is inside its
     // slice, and `c` is a unique borrow (no overlap with `a` or `b`).
     unsafe {
-        matrixmultiply::dgemm(
-            m,
-            k,
-            n,
-            1.0,
-            a.as_ptr(),
-            i(rsa),
-            i(csa),
-            b.as_ptr(),
-            i(rsb),
-            i(csb),
+        T::gemm(
+            (m, k, n),
+            (a.as_ptr(), i(rsa), i(csa)),
+            (b.as_ptr(), i(rsb), i(csb)),
             beta,
-            c.as_mut_ptr(),
-            i(n),
-            1,
+            (c.as_mut_ptr(), i(n), 1),
         )
     }
 }
 
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
+fn sigmoid<T: Real>(x: T) -> T {
+    T::ONE / (T::ONE + (-x).exp())
 }
 
 /// Hand-written loss and gradient (embed, w, bias, out) of [`lstm_loss`]:
@@ -236,30 +301,32 @@ fn sigmoid(x: f64) -> f64 {
 /// With `batched`, each layer's weight gradient is one product over all
 /// steps after the sweep (`[2H, T·B] · [T·B, 4H]`, from the stored inputs
 /// and gate cotangents) instead of `T` small ones during it.
-#[allow(clippy::too_many_arguments)]
-fn hand_lstm(
-    x: &[f64],
-    y: &[f64],
-    embed: &[f64],
-    w: &[f64],
-    bias: &[f64],
-    out: &[f64],
+// The buffers stay on the heap, as they were when this was `f64` only
+// (clippy sees fixed sizes in the generic version).
+#[allow(clippy::too_many_arguments, clippy::useless_vec)]
+fn hand_lstm<T: Real>(
+    x: &[T],
+    y: &[T],
+    embed: &[T],
+    w: &[T],
+    bias: &[T],
+    out: &[T],
     batched: bool,
-) -> (f64, [Vec<f64>; 4]) {
+) -> (T, [Vec<T>; 4]) {
     let (h4, h2) = (4 * HID, 2 * HID);
-    let mut h = vec![0.0; LAYERS * B * HID];
-    let mut c = vec![0.0; LAYERS * B * HID];
+    let mut h = vec![T::ZERO; LAYERS * B * HID];
+    let mut c = vec![T::ZERO; LAYERS * B * HID];
     // Per step and layer: `[input, h]` `[B, 2H]`, the activated gates
     // `[i, f, g, o]` `[B, 4H]`, the previous cell and tanh of the new one.
     let n = SEQ * LAYERS * B;
-    let (mut inps, mut gates) = (vec![0.0; n * h2], vec![0.0; n * h4]);
-    let (mut c_prevs, mut tanh_cs) = (vec![0.0; n * HID], vec![0.0; n * HID]);
-    let mut probs = vec![0.0; SEQ * B * V];
-    let mut tops = vec![0.0; SEQ * B * HID];
-    let mut loss = 0.0;
-    let mut input = vec![0.0; B * HID];
-    let mut z = vec![0.0; B * h4];
-    let mut logits = vec![0.0; B * V];
+    let (mut inps, mut gates) = (vec![T::ZERO; n * h2], vec![T::ZERO; n * h4]);
+    let (mut c_prevs, mut tanh_cs) = (vec![T::ZERO; n * HID], vec![T::ZERO; n * HID]);
+    let mut probs = vec![T::ZERO; SEQ * B * V];
+    let mut tops = vec![T::ZERO; SEQ * B * HID];
+    let mut loss = T::ZERO;
+    let mut input = vec![T::ZERO; B * HID];
+    let mut z = vec![T::ZERO; B * h4];
+    let mut logits = vec![T::ZERO; B * V];
     for t in 0..SEQ {
         dgemm(
             (B, V, HID),
@@ -267,7 +334,7 @@ fn hand_lstm(
             (V, 1),
             embed,
             (HID, 1),
-            0.0,
+            T::ZERO,
             &mut input,
         );
         for l in 0..LAYERS {
@@ -288,7 +355,7 @@ fn hand_lstm(
                 (h2, 1),
                 &w[l * h2 * h4..(l + 1) * h2 * h4],
                 (h4, 1),
-                0.0,
+                T::ZERO,
                 &mut z,
             );
             for b in 0..B {
@@ -308,11 +375,24 @@ fn hand_lstm(
             }
         }
         tops[t * B * HID..(t + 1) * B * HID].copy_from_slice(&input);
-        dgemm((B, HID, V), &input, (HID, 1), out, (V, 1), 0.0, &mut logits);
+        dgemm(
+            (B, HID, V),
+            &input,
+            (HID, 1),
+            out,
+            (V, 1),
+            T::ZERO,
+            &mut logits,
+        );
         for b in 0..B {
             let row = &logits[b * V..(b + 1) * V];
-            let mx = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let lse = mx + row.iter().map(|v| (v - mx).exp()).sum::<f64>().ln();
+            let mx = row.iter().cloned().fold(T::NEG_INFINITY, T::max);
+            let lse = mx
+                + row
+                    .iter()
+                    .map(|v| (*v - mx).exp())
+                    .fold(T::ZERO, |s, v| s + v)
+                    .ln();
             for v in 0..V {
                 let lsm = row[v] - lse;
                 loss -= lsm * y[(t * B + b) * V + v];
@@ -321,19 +401,21 @@ fn hand_lstm(
         }
     }
     let (mut ge, mut gw, mut gb, mut go) = (
-        vec![0.0; V * HID],
-        vec![0.0; w.len()],
-        vec![0.0; bias.len()],
-        vec![0.0; HID * V],
+        vec![T::ZERO; V * HID],
+        vec![T::ZERO; w.len()],
+        vec![T::ZERO; bias.len()],
+        vec![T::ZERO; HID * V],
     );
-    let mut dh = vec![0.0; LAYERS * B * HID];
-    let mut dc = vec![0.0; LAYERS * B * HID];
-    let (mut dlog, mut dtop) = (vec![0.0; B * V], vec![0.0; B * HID]);
-    let mut dzs = vec![0.0; if batched { n * h4 } else { B * h4 }];
-    let mut din = vec![0.0; B * h2];
+    let mut dh = vec![T::ZERO; LAYERS * B * HID];
+    let mut dc = vec![T::ZERO; LAYERS * B * HID];
+    let (mut dlog, mut dtop) = (vec![T::ZERO; B * V], vec![T::ZERO; B * HID]);
+    let mut dzs = vec![T::ZERO; if batched { n * h4 } else { B * h4 }];
+    let mut din = vec![T::ZERO; B * h2];
     for t in (0..SEQ).rev() {
         for b in 0..B {
-            let ysum: f64 = y[(t * B + b) * V..(t * B + b + 1) * V].iter().sum();
+            let ysum = y[(t * B + b) * V..(t * B + b + 1) * V]
+                .iter()
+                .fold(T::ZERO, |s, &v| s + v);
             for v in 0..V {
                 let k = (t * B + b) * V + v;
                 dlog[b * V + v] = probs[k] * ysum - y[k];
@@ -345,10 +427,10 @@ fn hand_lstm(
             (1, HID),
             &dlog,
             (V, 1),
-            1.0,
+            T::ONE,
             &mut go,
         );
-        dgemm((B, V, HID), &dlog, (V, 1), out, (1, V), 0.0, &mut dtop);
+        dgemm((B, V, HID), &dlog, (V, 1), out, (1, V), T::ZERO, &mut dtop);
         for l in (0..LAYERS).rev() {
             let at = (l * SEQ + t) * B;
             let inp = &inps[at * h2..(at + B) * h2];
@@ -365,12 +447,12 @@ fn hand_lstm(
                     let dhh = dh[at] + dtop[b * HID + j];
                     let g = |k: usize| gates[b * h4 + k * HID + j];
                     let tc = tanh_c[b * HID + j];
-                    let dcc = dc[at] + dhh * g(3) * (1.0 - tc * tc);
+                    let dcc = dc[at] + dhh * g(3) * (T::ONE - tc * tc);
                     let zb = b * h4 + j;
-                    dz[zb] = dcc * g(2) * g(0) * (1.0 - g(0));
-                    dz[zb + HID] = dcc * c_prev[b * HID + j] * g(1) * (1.0 - g(1));
-                    dz[zb + 2 * HID] = dcc * g(0) * (1.0 - g(2) * g(2));
-                    dz[zb + 3 * HID] = dhh * tc * g(3) * (1.0 - g(3));
+                    dz[zb] = dcc * g(2) * g(0) * (T::ONE - g(0));
+                    dz[zb + HID] = dcc * c_prev[b * HID + j] * g(1) * (T::ONE - g(1));
+                    dz[zb + 2 * HID] = dcc * g(0) * (T::ONE - g(2) * g(2));
+                    dz[zb + 3 * HID] = dhh * tc * g(3) * (T::ONE - g(3));
                     dc[at] = dcc * g(1);
                 }
             }
@@ -382,7 +464,7 @@ fn hand_lstm(
                     (1, h2),
                     dz,
                     (h4, 1),
-                    1.0,
+                    T::ONE,
                     &mut gw[wl..wl + h2 * h4],
                 );
             }
@@ -391,7 +473,7 @@ fn hand_lstm(
                     .iter_mut()
                     .zip(&dz[b * h4..(b + 1) * h4])
                 {
-                    *o += d;
+                    *o += *d;
                 }
             }
             dgemm(
@@ -400,7 +482,7 @@ fn hand_lstm(
                 (h4, 1),
                 &w[wl..wl + h2 * h4],
                 (1, h4),
-                0.0,
+                T::ZERO,
                 &mut din,
             );
             for b in 0..B {
@@ -415,7 +497,7 @@ fn hand_lstm(
             (1, V),
             &dtop,
             (HID, 1),
-            1.0,
+            T::ONE,
             &mut ge,
         );
     }
@@ -430,7 +512,7 @@ fn hand_lstm(
                 (1, h2),
                 &dzs[rows * h4..(rows + SEQ * B) * h4],
                 (h4, 1),
-                1.0,
+                T::ONE,
                 &mut gw[wl..wl + h2 * h4],
             );
         }
@@ -524,8 +606,22 @@ fn bench(c: &mut Criterion) {
     });
     group.finish();
 
-    let inputs = lstm_inputs();
-    let data: Vec<Vec<f64>> = inputs.iter().map(|t| t.to_vec::<f64>().unwrap()).collect();
+    lstm::<f64>(c, "lstm_first_gradient", 1e-9);
+    lstm::<f32>(c, "lstm_f32_first_gradient", F32_TOLERANCE);
+}
+
+/// How far the `f32` gradients of rlx and the hand-written code may be
+/// apart, relative to `1 + |value|`: the same sums in other orders,
+/// through 1024 steps of `f32` rounding.
+const F32_TOLERANCE: f64 = 2e-3;
+
+/// The LSTM rows in `T` (`f64`; `f32`, JAX's default dtype, as a separate
+/// group): rlx against the hand-written code in the same type, which
+/// agree within `tol` relative to `1 + |value|`.
+fn lstm<T: Real>(c: &mut Criterion, name: &str, tol: f64) {
+    let inputs: Vec<Tensor> = lstm_inputs().iter().map(|t| t.cast(T::DTYPE)).collect();
+    let data: Vec<Vec<T>> = inputs.iter().map(|t| t.to_vec::<T>().unwrap()).collect();
+    let close = |a: T, b: T| (a.to_f64() - b.to_f64()).abs() <= tol * (1.0 + b.to_f64().abs());
     // rlx and the hand-written gradient agree.
     let exe = lstm_gradient_plan(&inputs);
     let refs: Vec<&Tensor> = inputs.iter().collect();
@@ -537,15 +633,16 @@ fn bench(c: &mut Criterion) {
     let (loss_b, want_b) = hand_lstm(
         &data[0], &data[1], &data[2], &data[3], &data[4], &data[5], true,
     );
-    assert_eq!(loss, loss_b);
-    for (a, b) in want.iter().flatten().zip(want_b.iter().flatten()) {
-        assert!((a - b).abs() <= 1e-9 * (1.0 + b.abs()), "{a} vs {b}");
+    assert_eq!(loss.to_f64(), loss_b.to_f64());
+    for (&a, &b) in want.iter().flatten().zip(want_b.iter().flatten()) {
+        assert!(close(a, b), "{a} vs {b}");
     }
     // `grad` graphs return the value, then the gradients.
-    assert!((got[0].to_vec::<f64>().unwrap()[0] - loss).abs() <= 1e-9 * loss.abs());
+    let value = got[0].to_vec::<T>().unwrap()[0].to_f64();
+    assert!((value - loss.to_f64()).abs() <= tol * loss.to_f64().abs());
     for (g, w) in got[1..].iter().zip(&want) {
-        for (a, b) in g.to_vec::<f64>().unwrap().iter().zip(w) {
-            assert!((a - b).abs() <= 1e-9 * (1.0 + b.abs()), "{a} vs {b}");
+        for (&a, &b) in g.to_vec::<T>().unwrap().iter().zip(w) {
+            assert!(close(a, b), "{a} vs {b}");
         }
     }
     let hand = |batched: bool| {
@@ -570,12 +667,12 @@ fn bench(c: &mut Criterion) {
     )
     .map(|t| t * 1e3);
     println!(
-        "lstm, fastest of 15 alternating runs (ms): rlx warm gradient {warm:.1}, \
+        "{name}, fastest of 15 alternating runs (ms): rlx warm gradient {warm:.1}, \
          hand-written {by_hand:.1} ({:.2}x), weight gradients batched {batched:.1} ({:.2}x)",
         warm / by_hand,
         warm / batched
     );
-    let mut group = c.benchmark_group("lstm_first_gradient");
+    let mut group = c.benchmark_group(name);
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(5));

@@ -204,3 +204,47 @@ fn ten_observations_run_as_one_scalar_region_equal_to_the_general_plan() {
         assert_same_bits(&got, &want, &format!("jit {jit}"));
     }
 }
+
+#[test]
+fn the_batched_jacobian_graph_is_made_when_a_trace_or_the_nan_check_needs_it() {
+    // The companion's plan runs one observation's Jacobian per row and
+    // transforms the batch only when something needs the batched graph:
+    // inlining the companion into a trace, or naming the node of a
+    // non-finite result.
+    let n = 40;
+    let x = problem(n);
+    let xt = Tensor::from_slice(&x, [n, INPUTS]);
+    let direct = batch_jacobian_reprojection(&xt).unwrap();
+    // Inlined into a trace (a new signature first, then the warm one).
+    for _ in 0..2 {
+        let t = rlx::trace::Trace::enter();
+        let xin = t.input("x", [n, INPUTS], DType::F64);
+        let j = batch_jacobian_reprojection(&xin).unwrap();
+        let g = t.finish(&[&j]).unwrap();
+        let traced = rlx::compile(&g).unwrap().run(&[&xt]).unwrap();
+        assert_close(
+            "traced",
+            &traced[0].to_vec::<f64>().unwrap(),
+            &direct.to_vec::<f64>().unwrap(),
+            1e-13,
+        );
+    }
+    // A NaN in a row: the check names a node of the batched graph.
+    let mut bad = x.clone();
+    bad[3 * INPUTS + 9] = f64::NAN;
+    let bad = Tensor::from_slice(&bad, [n, INPUTS]);
+    rlx::set_debug_nans(true);
+    let err = batch_jacobian_reprojection(&bad);
+    rlx::set_debug_nans(false);
+    let err = err.expect_err("a NaN in the results");
+    assert!(matches!(err.root(), rlx::Error::NonFinite(_)), "{err}");
+    // Without the check, the same call computes (a NaN row, the others as before).
+    let got = batch_jacobian_reprojection(&bad)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    let m = OUTPUTS * INPUTS;
+    assert!(got[3 * m..4 * m].iter().any(|v| v.is_nan()));
+    let want = direct.to_vec::<f64>().unwrap();
+    assert_eq!(&got[..3 * m], &want[..3 * m]);
+}

@@ -40,6 +40,7 @@ pub mod interop;
 mod interp;
 pub mod kernels;
 pub mod ops;
+mod pages;
 pub mod rewritten;
 pub mod scan;
 pub mod sparse;

@@ -202,6 +202,12 @@ fn buffers_are_allocated_by_the_first_run_not_by_the_plan_build() {
 /// `h' = tanh(h·W + x·U + b)`, `y = h'`. Output: `Σ ys² + Σ h(T)`. Its
 /// weight cotangents are the sums of `hᵀ·z̄` and `xᵀ·z̄` over the steps.
 fn recurrent(rows: usize, steps: usize, budget: Option<usize>) -> Graph {
+    recurrent_in(DType::F64, rows, steps, budget)
+}
+
+/// [`recurrent`] with inputs of `dtype`.
+fn recurrent_in(dtype: DType, rows: usize, steps: usize, budget: Option<usize>) -> Graph {
+    let input = |g: &mut Graph, name: &str, dims: &[usize]| g.input(name, dims, dtype);
     let mut s = Graph::new();
     let h = input(&mut s, "h", &[rows, 32]);
     let x = input(&mut s, "x", &[rows, 8]);
@@ -300,4 +306,40 @@ fn weight_gradient_products_are_hoisted_out_of_the_reverse_sweep() {
     // than the products (32·32): nothing is hoisted.
     let wide = value_and_grad(&recurrent(32, 4, None), &[0, 1, 2, 3, 4]).unwrap();
     assert!(hoisted_of(&wide).is_none());
+}
+
+#[test]
+fn an_f32_loop_with_hoisted_products_computes_in_f32() {
+    let (rows, steps) = (4, 12);
+    let mut rng = Rng::new(11);
+    let x = vec![
+        rng.vec(rows * 32, -0.5, 0.5),
+        rng.vec(steps * rows * 8, -1.0, 1.0),
+        rng.vec(32 * 32, -0.3, 0.3),
+        rng.vec(8 * 32, -0.3, 0.3),
+        rng.vec(32, -0.2, 0.2),
+    ];
+    let g = recurrent_in(DType::F32, rows, steps, None);
+    let vg = value_and_grad(&g, &[0, 1, 2, 3, 4]).unwrap();
+    assert!(hoisted_of(&vg).is_some());
+    let ts: Vec<Tensor> = (g.inputs().iter().zip(&x))
+        .map(|(inp, v)| {
+            let ty = g.ty(inp.node);
+            let s = rlx_runtime::Storage::from_f64(DType::F32, v.iter().copied());
+            Tensor::from_storage(s, ty.shape).unwrap()
+        })
+        .collect();
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    // The hoisted products' results are `f32` (they were once written into
+    // `f64` storages, and the products panicked on the mismatch).
+    let got = compile(&vg).unwrap().run(&refs).unwrap();
+    // The same gradient in `f64`, to `f32` rounding.
+    let want = run(
+        &value_and_grad(&recurrent(rows, steps, None), &[0, 1, 2, 3, 4]).unwrap(),
+        &x,
+    );
+    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(a.dtype(), DType::F32);
+        assert_close(&a.to_f64_vec().unwrap(), b, 1e-4, &format!("output {k}"));
+    }
 }

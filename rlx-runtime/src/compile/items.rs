@@ -302,28 +302,46 @@ pub fn compile_items(
     item: &Item,
     options: &Options,
 ) -> Result<Option<Executable>> {
-    let exe = compile_items_owned(batched, item, options, 0)?;
+    let exe = compile_items_owned(Batched::Graph(batched), item, options, 0)?;
     Ok(exe.map(|mut e| {
         e.source = Some(Arc::new(batched.clone()));
         e
     }))
 }
 
-/// [`compile_items`] keeping no copy of `batched` (see
+/// What an item plan is checked against: the batched graph, or only the
+/// types of its inputs when the graph itself is not made (a
+/// `batch_jacobian_` companion: its item is the same transform of one
+/// item of the function, whose outputs are the batched graph's with a
+/// batch of 1 by construction).
+pub(crate) enum Batched<'a> {
+    /// The batched graph: the types of its inputs and outputs.
+    Graph(&'a Graph),
+    /// The types of the batched graph's inputs.
+    Inputs(&'a [TensorType]),
+}
+
+/// [`compile_items`] keeping no copy of the batched graph (see
 /// [`compile_owned`](super::compile_owned)), declining items of fewer than
 /// `min_ops` element operations before optimisation (cheaply: before the
 /// program is optimised and compiled).
 pub(crate) fn compile_items_owned(
-    batched: &Graph,
+    batched: Batched<'_>,
     item: &Item,
     options: &Options,
     min_ops: usize,
 ) -> Result<Option<Executable>> {
     let (ins, outs) = Items::batched_types(item);
-    let declared = |ids: &[rlx_core::NodeId], want: &[TensorType]| {
-        ids.len() == want.len() && ids.iter().zip(want).all(|(&id, w)| batched.ty(id) == *w)
+    let same = match batched {
+        Batched::Graph(g) => {
+            let declared = |ids: &[rlx_core::NodeId], want: &[TensorType]| {
+                ids.len() == want.len() && ids.iter().zip(want).all(|(&id, w)| g.ty(id) == *w)
+            };
+            declared(&g.input_ids(), &ins) && declared(g.outputs(), &outs)
+        }
+        Batched::Inputs(types) => types == &ins[..],
     };
-    if !declared(&batched.input_ids(), &ins) || !declared(batched.outputs(), &outs) {
+    if !same {
         return Ok(None);
     }
     let Some(items) = Items::build(item, options, min_ops) else {

@@ -86,7 +86,7 @@ use crate::tensor::Tensor;
 use crate::value::{is_number, same_dims, Arg, Value, Values};
 pub use flat::Flat;
 pub use items::compile_items;
-pub(crate) use items::{compile_items_owned, PAYS_FROM};
+pub(crate) use items::{compile_items_owned, Batched, PAYS_FROM};
 pub use options::Options;
 pub use parallel::{num_threads, set_num_threads};
 pub use plan::PlanStats;

@@ -108,21 +108,44 @@ fn portable<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
     }
 }
 
+/// Panics unless every element of the `rows × cols` view `v` is inside
+/// its slice: the one check the blocks' unchecked reads rely on.
+fn check<T>(v: &Mat<'_, T>, rows: usize, cols: usize) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    // Checked arithmetic: a wrapped offset must not pass for a small one.
+    let last = (rows - 1)
+        .checked_mul(v.rs)
+        .and_then(|r| r.checked_add((cols - 1).checked_mul(v.cs)?))
+        .and_then(|x| x.checked_add(v.off));
+    assert!(
+        last.is_some_and(|l| l < v.data.len()),
+        "panel view out of bounds"
+    );
+}
+
 /// `C ← A B` for `csb = 1`: blocks of `R × L` sums over `p` in order.
 #[inline(always)]
 fn rows<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
     let (m, k, n, a, b, c_off, rsc) = job.parts();
+    check(a, m, k);
+    check(b, k, n);
     let at = |i: usize, p: usize| a.data[a.off + i * a.rs + p * a.cs];
     let (full_m, full_n) = (m - m % R, n - n % L);
+    let (pa, pb) = (a.data.as_ptr(), b.data.as_ptr());
     for i0 in (0..full_m).step_by(R) {
         for j0 in (0..full_n).step_by(L) {
             let mut acc = [[T::ZERO; L]; R];
             for p in 0..k {
                 let row = b.off + p * b.rs + j0;
-                let brow: &[T; L] = b.data[row..row + L].try_into().expect("L elements");
+                // SAFETY: `p < k`, `j0 + L ≤ n` and `i0 + r < m`: inside
+                // the views of A and B, which `check` found in bounds.
+                let brow: [T; L] = unsafe { pb.add(row).cast::<[T; L]>().read_unaligned() };
                 for (r, acc) in acc.iter_mut().enumerate() {
-                    let av = at(i0 + r, p);
-                    for (o, &bv) in acc.iter_mut().zip(brow) {
+                    // SAFETY: as above.
+                    let av = unsafe { *pa.add(a.off + (i0 + r) * a.rs + p * a.cs) };
+                    for (o, &bv) in acc.iter_mut().zip(&brow) {
                         *o = *o + av * bv;
                     }
                 }
@@ -150,6 +173,9 @@ fn rows<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
 #[inline(always)]
 fn dots<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
     let (m, k, n, a, b, c_off, rsc) = job.parts();
+    check(a, m, k);
+    check(b, k, n);
+    let (pa, pb) = (a.data.as_ptr(), b.data.as_ptr());
     const J: usize = 2;
     const W: usize = 4;
     let full_k = k - k % W;
@@ -172,13 +198,17 @@ fn dots<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
             // `i0 + r` of A with column `j0 + q` of B.
             let mut acc = [[T::ZERO; W]; R * J];
             for p0 in (0..full_k).step_by(W) {
+                // SAFETY: `p0 + W ≤ k`, `j0 + q < n` and `i0 + r < m`:
+                // inside the views (`rsb = csa = 1`), which `check` found
+                // in bounds.
                 let y: [[T; W]; J] = std::array::from_fn(|q| {
                     let at = b.off + (j0 + q) * b.cs + p0;
-                    b.data[at..at + W].try_into().expect("W elements")
+                    unsafe { pb.add(at).cast::<[T; W]>().read_unaligned() }
                 });
                 for r in 0..R {
                     let at = a.off + (i0 + r) * a.rs + p0;
-                    let x: &[T; W] = a.data[at..at + W].try_into().expect("W elements");
+                    // SAFETY: as above.
+                    let x: [T; W] = unsafe { pa.add(at).cast::<[T; W]>().read_unaligned() };
                     for q in 0..J {
                         for l in 0..W {
                             acc[r * J + q][l] = acc[r * J + q][l] + x[l] * y[q][l];

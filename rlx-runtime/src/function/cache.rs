@@ -377,7 +377,7 @@ impl Function {
         if trace::is_tracing() && !numbers() {
             let tensors: Vec<Tensor> = args.iter().chain(extras).map(|a| a.to_tensor()).collect();
             let refs: Vec<&Tensor> = tensors.iter().collect();
-            let outs = trace::inline(&plan.graph, &refs)?;
+            let outs = trace::inline(plan.graph()?, &refs)?;
             values.extend(outs.into_iter().skip(skip).map(Value::Tensor));
             return Ok(());
         }

@@ -28,7 +28,10 @@ impl Function {
         args: &[Arg<'_>],
         extras: &[Arg<'_>],
     ) -> Error {
-        non_finite_in(&t.what(self.name), &plan.graph, args, extras)
+        match plan.graph() {
+            Ok(g) => non_finite_in(&t.what(self.name), g, args, extras),
+            Err(e) => e,
+        }
     }
 }
 
@@ -80,7 +83,15 @@ impl Finite<'_, '_> {
     /// Checks the results of a run, as values.
     #[inline]
     pub(crate) fn values(&self, values: &[Value]) -> Result<()> {
-        check_values(|| self.what(), &self.plan.graph, self.args, values)
+        if debug_nans() && !all_finite(values) {
+            return Err(non_finite_in(
+                &self.what(),
+                self.plan.graph()?,
+                self.args,
+                &[],
+            ));
+        }
+        Ok(())
     }
 
     /// Checks the results of a run, as the output storages.
@@ -89,7 +100,7 @@ impl Finite<'_, '_> {
         if debug_nans() && outputs.iter().any(|s| first_non_finite(s).is_some()) {
             return Err(non_finite_in(
                 &self.what(),
-                &self.plan.graph,
+                self.plan.graph()?,
                 self.args,
                 &[],
             ));

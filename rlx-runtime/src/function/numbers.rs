@@ -160,7 +160,7 @@ impl Function {
                 let exe = self.executable(plan)?;
                 let ran = exe.run_scalar_into(args, extras, out);
                 if ran && debug_nans() {
-                    let n = plan.graph.outputs().len().min(out.len());
+                    let n = plan.graph()?.outputs().len().min(out.len());
                     if out[..n].iter().any(|v| !v.is_finite()) {
                         let (args, extras) = (
                             numbers_as_args(args, arg_f32s),

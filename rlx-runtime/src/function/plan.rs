@@ -13,12 +13,17 @@ use super::cache::{Entry, Function, StaticArg, Tracer};
 use super::nans::Finite;
 use super::numbers::f32_mask;
 use super::transform::Transform;
-use crate::compile::{compile_items_owned, compile_owned, Executable, Options, PAYS_FROM};
+use crate::compile::{compile_items_owned, compile_owned, Batched, Executable, Options, PAYS_FROM};
 use crate::value::Arg;
 
 /// A transformed graph and, once compiled, its executable.
 pub(super) struct Plan {
-    pub(super) graph: Graph,
+    /// The transformed graph: made with the plan, or, for a plan with an
+    /// [`item`](Self::item), when first needed (see [`Plan::graph`]).
+    graph: OnceLock<Graph>,
+    /// For a deferred `graph`: the function's graph and the transform
+    /// that make it.
+    source: Option<(Graph, Transform, &'static [usize])>,
     /// The extra arguments the transform takes (tangents, cotangent or
     /// Hessian vectors), each named as its companion's parameter.
     pub(super) extras: Vec<(String, TensorType)>,
@@ -32,6 +37,31 @@ pub(super) struct Plan {
     /// run item by item, if it has one (`compile::items`).
     pub(super) item: Option<Item>,
     pub(super) exe: OnceLock<Executable>,
+}
+
+impl Plan {
+    /// The transformed graph, made now if it was deferred.
+    pub(super) fn graph(&self) -> Result<&Graph> {
+        if let Some(g) = self.graph.get() {
+            return Ok(g);
+        }
+        let Some((g, t, wrt)) = &self.source else {
+            return Err(Error::Unsupported("a plan without its graph".into()));
+        };
+        let (h, _) = t.apply(g, wrt)?;
+        Ok(self.graph.get_or_init(|| h))
+    }
+
+    /// The types of the transformed graph's inputs, without making a
+    /// deferred graph: a deferred plan's transform (`batch_jacobian_`)
+    /// takes the function's own inputs.
+    fn input_types(&self) -> Result<Vec<TensorType>> {
+        let g = match &self.source {
+            Some((g, _, _)) => g,
+            None => self.graph()?,
+        };
+        Ok(g.input_ids().iter().map(|&i| g.ty(i)).collect())
+    }
 }
 
 impl Function {
@@ -84,13 +114,18 @@ impl Function {
                 let options = Options::default();
                 // An item plan where it beats the batched plan.
                 let items = match &plan.item {
-                    Some(item) => compile_items_owned(&plan.graph, item, &options, PAYS_FROM)?
-                        .filter(Executable::item_plan_pays),
+                    Some(item) => compile_items_owned(
+                        Batched::Inputs(&plan.input_types()?),
+                        item,
+                        &options,
+                        PAYS_FROM,
+                    )?
+                    .filter(Executable::item_plan_pays),
                     None => None,
                 };
                 let e = match items {
                     Some(e) => e,
-                    None => compile_owned(&plan.graph, &options)?,
+                    None => compile_owned(plan.graph()?, &options)?,
                 };
                 Ok(plan.exe.get_or_init(|| e))
             }
@@ -102,7 +137,14 @@ impl Function {
         if let Some(p) = slot.get() {
             return Ok(p);
         }
-        let (graph, sparse) = t.apply(&entry.graph, self.wrt).map_err(|e| match (t, e.root()) {
+        // With an item plan, the batched graph is made only if something
+        // needs it (tracing, the check of non-finite values, or an item
+        // plan that declines): transforming the whole batch costs as much
+        // as the batch is large, the item's transform does not.
+        let item = t.item(&entry.graph, self.wrt);
+        let source = item.is_some().then(|| (entry.graph.clone(), t, self.wrt));
+        let not_scalar = |e: Error| {
+            match (t, e.root()) {
             (Transform::Grad | Transform::Hessian | Transform::Hvp | Transform::SparseHessian, Error::NotScalar { shape, .. }) => {
                 Error::Unsupported(format!(
                     "`{}` returns a value of shape {shape}, but gradients and Hessians need a scalar (0-d or one-element) output\n  = help: use `vjp_{0}` with a cotangent, or `jacobian_{0}`",
@@ -110,7 +152,15 @@ impl Function {
                 ))
             }
             _ => e,
-        })?;
+        }
+        };
+        let (graph, sparse) = match &source {
+            Some(_) => (OnceLock::new(), None),
+            None => {
+                let (g, sparse) = t.apply(&entry.graph, self.wrt).map_err(not_scalar)?;
+                (OnceLock::from(g), sparse)
+            }
+        };
         let extras: Vec<(String, TensorType)> = match t {
             Transform::Jvp | Transform::Hvp => {
                 let prefix = if t == Transform::Jvp {
@@ -146,10 +196,10 @@ impl Function {
             | Transform::ValueAndSparseJacobian
             | Transform::SparseHessian => Vec::new(),
         };
-        let item = t.item(&entry.graph, self.wrt);
         let plan = Plan {
             item,
             graph,
+            source,
             sparse,
             extras_f32s: f32_mask(extras.iter().map(|(_, t)| t)).map(|m| (extras.len(), m)),
             extras,

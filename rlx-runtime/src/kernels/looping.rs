@@ -591,8 +591,13 @@ fn replay(
             message: format!("{}: hoisted products need their finishing graph", l.name),
         })?;
         let stacks: Vec<&Storage> = bufs.stacks.iter().collect();
-        bufs.finished
-            .resize_with(h.targets.len(), || Storage::F64(Vec::new()));
+        // Storages of the finishing graph's output types (an `f32` loop's
+        // products write `f32`).
+        fit(
+            &mut bufs.finished,
+            types_of(&h.finish, h.finish.outputs()),
+            false,
+        );
         finish.run(&stacks, &mut bufs.finished)?;
         for (&q, v) in h.targets.iter().zip(&bufs.finished) {
             add_into(&mut bufs.kbar[q], v)?;
