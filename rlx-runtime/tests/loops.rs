@@ -247,17 +247,22 @@ fn hoisted_of(vg: &Graph) -> Option<rlx_core::loops::hoist::Hoisted> {
     })
 }
 
-#[test]
-fn weight_gradient_products_are_hoisted_out_of_the_reverse_sweep() {
-    let (rows, steps) = (4, 12);
-    let mut rng = Rng::new(11);
-    let x = vec![
+/// Random inputs of `recurrent(rows, steps, ..)`: h0, xs, W, U, b.
+fn recurrent_inputs(rng: &mut Rng, rows: usize, steps: usize) -> Vec<Vec<f64>> {
+    vec![
         rng.vec(rows * 32, -0.5, 0.5),
         rng.vec(steps * rows * 8, -1.0, 1.0),
         rng.vec(32 * 32, -0.3, 0.3),
         rng.vec(8 * 32, -0.3, 0.3),
         rng.vec(32, -0.2, 0.2),
-    ];
+    ]
+}
+
+#[test]
+fn weight_gradient_products_are_hoisted_out_of_the_reverse_sweep() {
+    let (rows, steps) = (4, 12);
+    let mut rng = Rng::new(11);
+    let x = recurrent_inputs(&mut rng, rows, steps);
     let g = recurrent(rows, steps, None);
     let vg = value_and_grad(&g, &[0, 1, 2, 3, 4]).unwrap();
     // W̄ and Ū are all products (computed after the sweep, nothing left
@@ -312,13 +317,7 @@ fn weight_gradient_products_are_hoisted_out_of_the_reverse_sweep() {
 fn an_f32_loop_with_hoisted_products_computes_in_f32() {
     let (rows, steps) = (4, 12);
     let mut rng = Rng::new(11);
-    let x = vec![
-        rng.vec(rows * 32, -0.5, 0.5),
-        rng.vec(steps * rows * 8, -1.0, 1.0),
-        rng.vec(32 * 32, -0.3, 0.3),
-        rng.vec(8 * 32, -0.3, 0.3),
-        rng.vec(32, -0.2, 0.2),
-    ];
+    let x = recurrent_inputs(&mut rng, rows, steps);
     let g = recurrent_in(DType::F32, rows, steps, None);
     let vg = value_and_grad(&g, &[0, 1, 2, 3, 4]).unwrap();
     assert!(hoisted_of(&vg).is_some());

@@ -84,12 +84,7 @@ impl Finite<'_, '_> {
     #[inline]
     pub(crate) fn values(&self, values: &[Value]) -> Result<()> {
         if debug_nans() && !all_finite(values) {
-            return Err(non_finite_in(
-                &self.what(),
-                self.plan.graph()?,
-                self.args,
-                &[],
-            ));
+            return Err(self.non_finite()?);
         }
         Ok(())
     }
@@ -98,14 +93,20 @@ impl Finite<'_, '_> {
     #[inline]
     pub(crate) fn storages(&self, outputs: &[Storage]) -> Result<()> {
         if debug_nans() && outputs.iter().any(|s| first_non_finite(s).is_some()) {
-            return Err(non_finite_in(
-                &self.what(),
-                self.plan.graph()?,
-                self.args,
-                &[],
-            ));
+            return Err(self.non_finite()?);
         }
         Ok(())
+    }
+
+    /// The error for results that are not all finite: the graph that ran,
+    /// run again node by node to find where the first one was born.
+    fn non_finite(&self) -> Result<Error> {
+        Ok(non_finite_in(
+            &self.what(),
+            self.plan.graph()?,
+            self.args,
+            &[],
+        ))
     }
 
     fn what(&self) -> String {
