@@ -93,8 +93,10 @@ impl<'a> Flat<'a> {
 
     /// Takes the next output as a new concrete tensor of its type (an
     /// `f32` output rounded back from its widened values, which are exact).
-    /// `None` when no output is left.
-    #[inline]
+    /// `None` when no output is left. Always inlined: a companion takes
+    /// each result once, and an outlined call (its frame, and the 80-byte
+    /// `Option<Tensor>` returned through memory) cost more than the body.
+    #[inline(always)]
     pub fn tensor(&mut self) -> Option<Tensor> {
         let (t, types) = self.types.split_first()?;
         let (&n, lens) = self.lens.split_first()?;
