@@ -113,7 +113,7 @@ impl Function {
     ) -> Result<bool> {
         if args.len() == self.params.len()
             && extras.is_empty()
-            && self.run_pinned(t, args, arg_f32s, statics, out)
+            && self.run_pinned::<S>(t, args, arg_f32s, out)
         {
             return Ok(true);
         }
@@ -219,13 +219,11 @@ impl Function {
         t: Transform,
         args: &[f64],
         arg_f32s: u64,
-        statics: &S,
         out: &mut [f64],
     ) -> bool {
         if std::mem::size_of::<S>() != 0 {
             return false;
         }
-        let _ = statics;
         match self.direct[t.index()].get() {
             Some(d) if d.f32s == arg_f32s && d.statics == TypeId::of::<S>() && !debug_nans() => {
                 d.call.call(args, out)
