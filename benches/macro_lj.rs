@@ -4,13 +4,18 @@
 //! (k = 10, rest length 1.5), f64, six scalar inputs.
 //!
 //! Prints the cold cost (trace + differentiate + compile + first run) once,
-//! then criterion times the warm calls.
+//! then criterion times the warm calls. With `RLX_BENCH_BATCHES=macro_lj`
+//! the warm `grad_` and the analytic gradient are also timed by the
+//! fastest of many alternating batches (`common/batches.rs`), which holds
+//! still on a loaded machine.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
+#[path = "common/batches.rs"]
+mod batches;
 #[path = "common/lj.rs"]
 mod lj;
 use lj::lj_grad;
@@ -84,6 +89,16 @@ fn bench(c: &mut Criterion) {
         "macro_lj: first call of grad_energy (trace + differentiate + compile + run): {cold:?}"
     );
 
+    batches::compare(
+        "macro_lj",
+        || {
+            let p = black_box(P);
+            black_box(grad_energy(p[0], p[1], p[2], p[3], p[4], p[5]).unwrap());
+        },
+        || {
+            black_box(analytic(black_box(P)));
+        },
+    );
     let mut group = c.benchmark_group("macro_lj");
     group.bench_function("grad_energy (warm)", |b| {
         b.iter(|| {

@@ -20,7 +20,7 @@
 //!   signature.
 //!
 //! Each first call (trace + differentiate + compile + run) is printed once.
-//! With `RLX_BENCH_BATCHES=pair_loop` that group is also timed by the
+//! With `RLX_BENCH_BATCHES=pair_loop` (or `lj_tensor`, `rosenbrock`) that group is also timed by the
 //! fastest of many alternating batches (`common/batches.rs`), which holds
 //! still on a loaded machine.
 //!
@@ -214,6 +214,13 @@ fn lj_tensor(c: &mut Criterion) {
     for (a, b) in g.to_vec::<f64>().unwrap().iter().zip(&wg) {
         close(*a, *b, "gradient");
     }
+    batches::compare(
+        "lj_tensor",
+        || drop(black_box(value_and_grad_energy(black_box(&p)).unwrap())),
+        || {
+            black_box(lj_analytic(black_box(P)));
+        },
+    );
     let mut group = c.benchmark_group("lj_tensor");
     group.bench_function("value_and_grad_ over one [6] tensor (warm)", |b| {
         b.iter(|| value_and_grad_energy(black_box(&p)).unwrap())
@@ -233,6 +240,12 @@ fn rosenbrock_bench(c: &mut Criterion) {
     for (a, b) in h.to_vec::<f64>().unwrap().iter().zip(&want) {
         close(*a, *b, "hessian");
     }
+    let mut hand = [0.0; 100];
+    batches::compare(
+        "rosenbrock",
+        || drop(black_box(hessian_rosenbrock(black_box(&x)).unwrap())),
+        || rosenbrock_hessian(black_box(&xs), black_box(&mut hand)),
+    );
     let mut group = c.benchmark_group("rosenbrock");
     group.bench_function("hessian_ n = 10 (warm)", |b| {
         b.iter(|| hessian_rosenbrock(black_box(&x)).unwrap())

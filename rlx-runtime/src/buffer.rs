@@ -25,9 +25,11 @@
 //! reached through [`Buffer::make_mut`], which copies a shared storage
 //! first (copy on write), so a tensor never sees another's writes.
 
+use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use crate::pool;
 use crate::storage::Storage;
 
 /// Tensors of at most this many elements own their values (see the
@@ -40,8 +42,9 @@ pub(crate) const OWNED_MAX: usize = 16;
 pub(crate) enum Buffer {
     /// A small tensor's own values.
     Owned(Storage),
-    /// Values shared between tensors.
-    Shared(Arc<Storage>),
+    /// Values shared between tensors. Dropped by hand (`Buffer`'s `Drop`,
+    /// which may keep the allocation for reuse, see [`crate::pool`]).
+    Shared(ManuallyDrop<Arc<Storage>>),
 }
 
 impl Buffer {
@@ -52,7 +55,27 @@ impl Buffer {
         if storage.len() <= OWNED_MAX {
             Buffer::Owned(storage)
         } else {
-            Buffer::Shared(Arc::new(storage))
+            Buffer::shared(Arc::new(storage))
+        }
+    }
+
+    /// A shared buffer holding `a`.
+    #[inline]
+    pub(crate) fn shared(a: Arc<Storage>) -> Buffer {
+        Buffer::Shared(ManuallyDrop::new(a))
+    }
+
+    /// The values of an `f64` buffer no other tensor shares, for writing;
+    /// `None` for other buffers.
+    #[inline]
+    pub(crate) fn unique_f64_mut(&mut self) -> Option<&mut [f64]> {
+        let s = match self {
+            Buffer::Owned(s) => s,
+            Buffer::Shared(s) => Arc::get_mut(s)?,
+        };
+        match s {
+            Storage::F64(v) => Some(v),
+            _ => None,
         }
     }
 
@@ -62,7 +85,8 @@ impl Buffer {
         if let Buffer::Shared(s) = self {
             if Arc::get_mut(s).is_none() {
                 // Fallibly: a refused allocation is an error, not an abort.
-                *s = Arc::new(s.try_clone()?);
+                let copy = Arc::new(s.try_clone()?);
+                drop(std::mem::replace(&mut **s, copy));
             }
         }
         Ok(match self {
@@ -74,9 +98,39 @@ impl Buffer {
     /// The values, moved out when no other tensor shares them, copied
     /// otherwise.
     pub(crate) fn into_storage(self) -> Storage {
+        // Not dropped: the values move to the caller instead of back to
+        // the thread's list of vectors (see `Drop`).
+        let me = std::mem::ManuallyDrop::new(self);
+        match &*me {
+            // SAFETY: `me` is never dropped or read again, so the field
+            // read out here has exactly one owner.
+            Buffer::Owned(s) => unsafe { std::ptr::read(s) },
+            Buffer::Shared(s) => {
+                // SAFETY: as above.
+                let s = ManuallyDrop::into_inner(unsafe { std::ptr::read(s) });
+                Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone())
+            }
+        }
+    }
+}
+
+impl Drop for Buffer {
+    /// Gives an `f64` allocation back to the thread's lists for reuse
+    /// (`crate::pool`, which keeps only its own) and drops the rest.
+    #[inline]
+    fn drop(&mut self) {
         match self {
-            Buffer::Owned(s) => s,
-            Buffer::Shared(s) => Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone()),
+            Buffer::Owned(Storage::F64(v)) => {
+                if v.capacity() == pool::CAP {
+                    pool::give(std::mem::take(v));
+                }
+            }
+            Buffer::Owned(_) => {}
+            Buffer::Shared(a) => {
+                // SAFETY: the buffer is being dropped: `a` is never used
+                // again, and `ManuallyDrop` left its drop to this function.
+                pool::give_shared(unsafe { ManuallyDrop::take(a) });
+            }
         }
     }
 }
@@ -87,7 +141,7 @@ impl Clone for Buffer {
     fn clone(&self) -> Buffer {
         match self {
             Buffer::Owned(s) => Buffer::Owned(s.clone()),
-            Buffer::Shared(s) => Buffer::Shared(Arc::clone(s)),
+            Buffer::Shared(s) => Buffer::shared(Arc::clone(s)),
         }
     }
 }

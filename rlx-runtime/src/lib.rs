@@ -41,6 +41,7 @@ mod interp;
 pub mod kernels;
 pub mod ops;
 mod pages;
+mod pool;
 pub mod rewritten;
 pub mod scan;
 pub mod sparse;

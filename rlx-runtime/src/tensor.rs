@@ -93,6 +93,20 @@ impl Tensor {
         }
     }
 
+    /// [`Tensor::concrete_in`] for values already in a tensor's buffer.
+    #[inline]
+    pub(crate) fn from_buffer_in(storage: Buffer, shape: Shape, origin: u64) -> Tensor {
+        debug_assert_eq!(storage.len(), shape.numel());
+        debug_assert_eq!(origin, context::current_id());
+        Tensor {
+            repr: Repr::Concrete(Concrete {
+                storage,
+                shape,
+                origin,
+            }),
+        }
+    }
+
     /// A tensor holding `data` in `shape`; errors if the sizes differ or
     /// the shape is too large for any tensor.
     ///

@@ -5,6 +5,7 @@
 
 use rlx_core::{DType, TensorType};
 
+use crate::buffer::Buffer;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::{is_number, Value, Values};
@@ -49,8 +50,8 @@ pub struct Flat<'a> {
     /// Their element counts.
     lens: &'a [usize],
     /// The first output's values, when the run wrote them straight into
-    /// their own vector (then not in `vals`).
-    ready: Option<Vec<f64>>,
+    /// their own buffer (then not in `vals`).
+    ready: Option<Buffer>,
     /// The trace the tensors are created in (0: none).
     origin: u64,
 }
@@ -64,7 +65,7 @@ impl<'a> Flat<'a> {
         vals: &'a [f64],
         types: &'a [TensorType],
         lens: &'a [usize],
-        ready: Option<Vec<f64>>,
+        ready: Option<Buffer>,
         origin: u64,
     ) -> Flat<'a> {
         Flat {
@@ -102,18 +103,20 @@ impl<'a> Flat<'a> {
         let (&n, lens) = self.lens.split_first()?;
         self.types = types;
         self.lens = lens;
-        let storage = match self.ready.take() {
-            Some(v) => Storage::F64(v),
+        let buffer = match self.ready.take() {
+            Some(b) => b,
             None => {
                 let (vals, rest) = self.vals.split_at_checked(n)?;
                 self.vals = rest;
                 match t.dtype {
-                    DType::F32 => Storage::F32(vals.iter().map(|&v| v as f32).collect()),
-                    _ => Storage::F64(vals.to_vec()),
+                    DType::F32 => {
+                        Buffer::new(Storage::F32(vals.iter().map(|&v| v as f32).collect()))
+                    }
+                    _ => crate::pool::buffer_from_slice(vals),
                 }
             }
         };
-        Some(Tensor::concrete_in(storage, t.shape.clone(), self.origin))
+        Some(Tensor::from_buffer_in(buffer, t.shape.clone(), self.origin))
     }
 
     /// Takes the next output as a number, widened to `f64`, if it is one

@@ -443,6 +443,11 @@ impl Whole {
         }
     }
 
+    /// Whether [`Whole::call`] runs on `ins` leaves and `outs` targets.
+    pub(crate) fn takes(&self, ins: usize, outs: usize) -> bool {
+        ins == self.loads && outs == self.stores
+    }
+
     /// [`Native::call_whole`]: runs on `ins` and `outs` of exactly the
     /// code's lengths and returns `true`; `false`, running nothing, for
     /// other lengths.

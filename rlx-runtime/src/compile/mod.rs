@@ -73,6 +73,7 @@ mod scalar;
 mod scalar_code;
 mod scatter;
 mod small;
+mod small_call;
 mod small_region;
 mod solve;
 
@@ -90,6 +91,7 @@ pub(crate) use items::{compile_items_owned, Batched, PAYS_FROM};
 pub use options::Options;
 pub use parallel::{num_threads, set_num_threads};
 pub use plan::PlanStats;
+pub(crate) use small_call::SmallCall;
 
 /// Warm states kept per executable (more concurrent calls still work; their
 /// extra states are dropped afterwards).
@@ -161,6 +163,25 @@ impl DirectCall {
     pub(crate) fn call(&self, ins: &[f64], out: &mut [f64]) -> bool {
         let _ = (ins, out);
         false
+    }
+
+    /// `native` as a direct call, if it is one function with no spill
+    /// buffer.
+    #[cfg(feature = "jit")]
+    pub(crate) fn whole_of(native: &Arc<jit::Native>) -> Option<DirectCall> {
+        jit::Whole::of(native).map(|whole| DirectCall { whole })
+    }
+
+    /// Whether [`DirectCall::call`] runs on `ins` inputs and `outs`
+    /// outputs.
+    pub(crate) fn takes(&self, ins: usize, outs: usize) -> bool {
+        #[cfg(feature = "jit")]
+        return self.whole.takes(ins, outs);
+        #[cfg(not(feature = "jit"))]
+        {
+            let _ = (ins, outs);
+            false
+        }
     }
 }
 
@@ -300,6 +321,14 @@ impl Executable {
         self.small
             .as_deref()?
             .run_built(head, tail, types, skip, 0, build)
+    }
+
+    /// The native code [`Executable::run_small`] runs for a scalarised
+    /// plan, as a handle that outlives the borrow of the executable, with
+    /// the same results; `None` for other plans, or when that code is not
+    /// one native function.
+    pub(crate) fn small_call(&self) -> Option<SmallCall> {
+        self.small.as_deref()?.call_handle(&self.plan.output_types)
     }
 
     /// Declared input types, in order.

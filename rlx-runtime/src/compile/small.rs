@@ -17,7 +17,11 @@ use super::flat::Flat;
 use super::options::Options;
 use super::plan::{PlanStats, StepKind};
 use super::scalar::{self, NumberIo};
+use super::small_call::SmallCall;
+#[cfg(feature = "jit")]
+use super::DirectCall;
 use super::{optimize, planner, Executable};
+use crate::buffer::Buffer;
 use crate::context::current_id;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
@@ -134,7 +138,7 @@ pub(crate) struct Small {
 #[cfg(feature = "jit")]
 #[derive(Debug)]
 struct Placed {
-    native: super::jit::Native,
+    native: std::sync::Arc<super::jit::Native>,
     start: usize,
     len: usize,
 }
@@ -203,7 +207,11 @@ impl Placed {
         let native = super::jit::compile(&code, region.len, &region.consts, len)?;
         // One function with no spill buffer, or the caller could not call
         // it whole: not worth keeping.
-        (native.is_whole(native.loads(), len)).then_some(Placed { native, start, len })
+        (native.is_whole(native.loads(), len)).then(|| Placed {
+            native: std::sync::Arc::new(native),
+            start,
+            len,
+        })
     }
 }
 
@@ -354,21 +362,23 @@ impl Small {
     /// or of a plain call. `None` for a `direct` plan with outputs before
     /// it (the program writes all of them in one block).
     #[inline]
-    fn one_tensor(&self, ins: &[f64], start: usize, n: usize) -> Option<Vec<f64>> {
+    fn one_tensor(&self, ins: &[f64], start: usize, n: usize) -> Option<Buffer> {
         match (self.direct, &self.exe) {
             (true, Some(exe)) if start == 0 => {
-                let mut v = vec![0.0; n];
-                program(exe, ins, &mut v);
-                Some(v)
+                let mut b = crate::pool::buffer_zeroed(n);
+                program(exe, ins, b.unique_f64_mut()?);
+                Some(b)
             }
             (true, Some(_)) => None,
             _ => {
                 // The template's elements in one copy, then the others.
-                let mut v = self.fill.template.get(start..start + n)?.to_vec();
-                if !self.run_placed(ins, start, &mut v) {
-                    self.with_computed(ins, |computed| self.fill.put(start, ins, computed, &mut v));
+                let template = self.fill.template.get(start..start + n)?;
+                let mut b = crate::pool::buffer_from_slice(template);
+                let v = b.unique_f64_mut()?;
+                if !self.run_placed(ins, start, v) {
+                    self.with_computed(ins, |computed| self.fill.put(start, ins, computed, v));
                 }
-                Some(v)
+                Some(b)
             }
         }
     }
@@ -452,17 +462,49 @@ impl Small {
     /// the stack.
     #[inline]
     fn with_inputs<R>(&self, head: &[Arg<'_>], tail: &[Arg<'_>], f: impl FnOnce(&[f64]) -> R) -> R {
-        if let ([Arg::Tensor(t)], []) = (head, tail) {
-            if let Storage::F64(v) = concrete(t) {
-                if v.len() == self.n_in {
-                    return f(v);
-                }
+        with_inputs(self.n_in, head, tail, f)
+    }
+
+    /// This plan's native code as a [`SmallCall`] for the warm calls of a
+    /// pinned signature (outputs of `types`): the code writing every
+    /// output (a `direct` plan), or the placed code of the last output.
+    /// `None` without native code of either kind.
+    pub(crate) fn call_handle(&self, types: &[TensorType]) -> Option<SmallCall> {
+        let total = self.fill.template.len();
+        if types.len() != self.out_lens.len() {
+            return None;
+        }
+        #[cfg(feature = "jit")]
+        {
+            if let (true, Some(exe)) = (self.direct, &self.exe) {
+                let call = exe.direct_call()?;
+                return SmallCall::new(
+                    call,
+                    self.n_in,
+                    0,
+                    &self.fill.template,
+                    false,
+                    types,
+                    &self.out_lens,
+                );
+            }
+            if let Some(p) = &self.placed {
+                let call = DirectCall::whole_of(&p.native)?;
+                let window = self.fill.template.get(p.start..p.start + p.len)?;
+                return SmallCall::new(
+                    call,
+                    self.n_in,
+                    p.start,
+                    window,
+                    true,
+                    types,
+                    &self.out_lens,
+                )
+                .filter(|_| p.start + p.len == total);
             }
         }
-        with_stack(self.n_in, |ins| {
-            read_args(head.iter().chain(tail).copied(), ins);
-            f(ins)
-        })
+        let _ = total;
+        None
     }
 
     /// Runs on checked input tensors, writing into checked output tensors.
@@ -513,6 +555,29 @@ impl Small {
             })
         })
     }
+}
+
+/// Calls `f` with the checked arguments (`head` then `tail`, `n_in`
+/// elements in all) as flat `f64` elements: a single `f64` tensor's own
+/// storage, or a copy on the stack.
+#[inline]
+pub(crate) fn with_inputs<R>(
+    n_in: usize,
+    head: &[Arg<'_>],
+    tail: &[Arg<'_>],
+    f: impl FnOnce(&[f64]) -> R,
+) -> R {
+    if let ([Arg::Tensor(t)], []) = (head, tail) {
+        if let Storage::F64(v) = concrete(t) {
+            if v.len() == n_in {
+                return f(v);
+            }
+        }
+    }
+    with_stack(n_in, |ins| {
+        read_args(head.iter().chain(tail).copied(), ins);
+        f(ins)
+    })
 }
 
 /// Copies checked arguments, widened to `f64`, to the front of `ins`.
@@ -687,7 +752,9 @@ mod tests {
     fn both_ways(small: &Small, ins: &[f64]) -> (Vec<u64>, Vec<u64>) {
         let n = *small.out_lens.last().unwrap();
         let start = small.fill.template.len() - n;
-        let placed = small.one_tensor(ins, start, n).unwrap();
+        let Storage::F64(placed) = small.one_tensor(ins, start, n).unwrap().into_storage() else {
+            panic!("an f64 output");
+        };
         let mut filled = small.fill.template[start..].to_vec();
         small.with_computed(ins, |c| small.fill.put(start, ins, c, &mut filled));
         let bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect();

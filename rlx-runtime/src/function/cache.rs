@@ -82,6 +82,9 @@ pub struct Function {
     /// Per transform, the pinned entry's native code when it serves the
     /// number path whole (see `numbers::Direct`).
     pub(super) direct: [OnceLock<super::numbers::Direct>; TRANSFORMS],
+    /// Per transform, the pinned entry's native code when it serves the
+    /// small-tensor path (see `tensors::Direct`).
+    pub(super) small: [OnceLock<super::tensors::Direct>; TRANSFORMS],
 }
 
 #[derive(Default)]
@@ -211,6 +214,7 @@ impl Function {
             capacity: AtomicUsize::new(capacity),
             pinned: [const { OnceLock::new() }; TRANSFORMS],
             direct: [const { OnceLock::new() }; TRANSFORMS],
+            small: [const { OnceLock::new() }; TRANSFORMS],
         }
     }
 
@@ -289,6 +293,7 @@ impl Function {
         let mut run = |e: &Arc<Entry>| {
             self.run_entry(e, t, args, extras, skip, &mut *values)?;
             self.pin::<S>(t, e);
+            self.pin_small::<S>(t);
             Ok(())
         };
         if let Some(r) = self.hot(|e| e.matches(args, statics), &mut run) {

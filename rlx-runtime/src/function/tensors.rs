@@ -3,13 +3,14 @@
 //! the entry its transform pinned runs that entry's scalarised plan
 //! directly, with no plan lookup and no list of results.
 
+use std::any::TypeId;
 use std::sync::Arc;
 
 use rlx_core::TensorType;
 
 use super::cache::{Entry, Function, StaticArg};
 use super::transform::Transform;
-use crate::compile::Flat;
+use crate::compile::{Flat, SmallCall};
 use crate::debug_nans::debug_nans;
 use crate::tensor::Repr;
 use crate::trace;
@@ -27,6 +28,40 @@ fn fits(a: &Arg<'_>, ty: &TensorType) -> bool {
             Repr::Traced(_) => false,
         },
         Arg::F64(_) | Arg::F32(_) => a.matches(ty),
+    }
+}
+
+/// The warm small-tensor path of one transform ([`Function::run_small`]):
+/// the pinned entry's argument types and the native code of its plan
+/// ([`SmallCall`]), so that a warm call compares its arguments' types and
+/// calls the code: no entry, plan or executable to reach and check.
+pub(super) struct Direct {
+    args: Box<[TensorType]>,
+    extras: Box<[TensorType]>,
+    /// The type of the entry's static arguments (a zero-sized type).
+    statics: TypeId,
+    call: SmallCall,
+}
+
+impl Direct {
+    /// Whether `args` and `extras` are concrete and of the pinned types.
+    #[inline]
+    fn fits(&self, args: &[Arg<'_>], extras: &[Arg<'_>]) -> bool {
+        if args.len() != self.args.len() || extras.len() != self.extras.len() {
+            return false;
+        }
+        // Plain loops (see `Function::run_small`).
+        for (a, ty) in args.iter().zip(&self.args[..]) {
+            if !fits(a, ty) {
+                return false;
+            }
+        }
+        for (a, ty) in extras.iter().zip(&self.extras[..]) {
+            if !fits(a, ty) {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -89,6 +124,18 @@ impl Function {
         if std::mem::size_of::<S>() != 0 {
             return None;
         }
+        if let Some(d) = self.small[t.index()].get() {
+            if d.call.serves(skip) {
+                if d.statics != TypeId::of::<S>()
+                    || !d.fits(args, extras)
+                    || debug_nans()
+                    || trace::is_tracing()
+                {
+                    return None;
+                }
+                return d.call.run(args, extras, skip, build);
+            }
+        }
         let entry = self.pinned[t.index()].get()?;
         let plan = entry.plans[t.index()].get()?;
         let exe = plan.exe.get()?;
@@ -127,6 +174,32 @@ impl Function {
     pub(super) fn pin<S: StaticArg>(&self, t: Transform, entry: &Arc<Entry>) {
         if std::mem::size_of::<S>() == 0 {
             self.pinned[t.index()].get_or_init(|| entry.clone());
+        }
+    }
+
+    /// Records the [`Direct`] call of transform `t`'s pinned entry, once,
+    /// if its plan is scalarised with native code a [`SmallCall`] can hold
+    /// ([`crate::compile::Executable::small_call`]); otherwise nothing,
+    /// and [`Function::run_small`] reaches the plan through the entry.
+    #[cold]
+    pub(super) fn pin_small<S: StaticArg>(&self, t: Transform) {
+        let slot = &self.small[t.index()];
+        if std::mem::size_of::<S>() != 0 || slot.get().is_some() {
+            return;
+        }
+        let Some(entry) = self.pinned[t.index()].get() else {
+            return;
+        };
+        let Some(plan) = entry.plans[t.index()].get() else {
+            return;
+        };
+        if let Some(call) = plan.exe.get().and_then(|e| e.small_call()) {
+            let _ = slot.set(Direct {
+                args: entry.types.clone().into(),
+                extras: plan.extras.iter().map(|(_, ty)| ty.clone()).collect(),
+                statics: entry.statics_type,
+                call,
+            });
         }
     }
 }

@@ -1,0 +1,266 @@
+//! Reuse of small tensors' `f64` allocations, per thread.
+//!
+//! A warm call of a function over small tensors allocates only its result
+//! tensors, and the caller frees them soon after: a `value_and_grad_` of a
+//! `[6]` tensor spent about 500 of its 1 265 instructions in `malloc` and
+//! `free` (glibc's checks on each). So a small `f64` result is built in an
+//! allocation of a fixed capacity and, when its tensor is dropped, that
+//! allocation goes back to a short list kept by the thread; the next result
+//! on that thread takes it from there. Two lists: vectors of capacity
+//! [`CAP`] for the values a tensor owns (at most [`OWNED_MAX`] elements),
+//! and shared storages (`Arc`, capacity [`SHARED_CAP`]) for larger values
+//! up to the most elements a scalarised plan's values have (a `[10, 10]`
+//! Hessian). Only allocations of exactly those capacities are kept, so a
+//! vector the user handed in (`Tensor::from_vec`) is freed as before, and a
+//! thread keeps at most [`KEEP`] of each (about 17 KiB), freed when it
+//! exits.
+//!
+//! The values of an allocation taken from a list are overwritten before
+//! any tensor sees them: [`from_slice`] and [`buffer_from_slice`] copy,
+//! [`zeroed`] and [`buffer_zeroed`] zero.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use crate::buffer::{Buffer, OWNED_MAX};
+use crate::storage::Storage;
+
+/// The capacity of the vectors the list keeps: the most elements a tensor
+/// owns (larger values are shared behind an `Arc`).
+pub(crate) const CAP: usize = OWNED_MAX;
+
+/// The capacity of the shared storages the list keeps: the most elements
+/// a value of a scalarised plan has (`compile::Options::scalarize`).
+pub(crate) const SHARED_CAP: usize = 256;
+
+/// How many allocations of each kind a thread keeps: enough for the
+/// results of a few calls alive at once (a `hessian_` of three parameters
+/// returns six blocks).
+pub(crate) const KEEP: usize = 8;
+
+/// A thread's kept allocations: `vecs[..len]`, each empty with capacity
+/// [`CAP`], and `shared[..shared_len]`, each an `F64` storage no other
+/// `Arc` points to, of capacity [`SHARED_CAP`].
+struct Kept {
+    len: usize,
+    vecs: [Vec<f64>; KEEP],
+    shared_len: usize,
+    shared: [Option<Arc<Storage>>; KEEP],
+}
+
+thread_local! {
+    static KEPT: RefCell<Kept> = const {
+        RefCell::new(Kept {
+            len: 0,
+            vecs: [const { Vec::new() }; KEEP],
+            shared_len: 0,
+            shared: [const { None }; KEEP],
+        })
+    };
+}
+
+/// An empty vector of capacity [`CAP`]: a kept one if the thread has one.
+#[inline]
+fn take() -> Vec<f64> {
+    let kept = KEPT.try_with(|k| {
+        let mut k = k.try_borrow_mut().ok()?;
+        let n = k.len.checked_sub(1)?;
+        k.len = n;
+        Some(std::mem::take(&mut k.vecs[n]))
+    });
+    match kept {
+        Ok(Some(v)) => v,
+        _ => Vec::with_capacity(CAP),
+    }
+}
+
+/// A vector holding `vals` (at most [`CAP`] of them), in a kept vector when
+/// the thread has one, so that it can go back to the list when dropped.
+#[inline]
+pub(crate) fn from_slice(vals: &[f64]) -> Vec<f64> {
+    if vals.len() > CAP {
+        return vals.to_vec();
+    }
+    let mut v = take();
+    v.extend_from_slice(vals);
+    v
+}
+
+/// A vector of `n` zeros (see [`from_slice`]).
+#[inline]
+pub(crate) fn zeroed(n: usize) -> Vec<f64> {
+    if n > CAP {
+        return vec![0.0; n];
+    }
+    let mut v = take();
+    v.resize(n, 0.0);
+    v
+}
+
+/// Gives `v` back to the thread's list if it is one of the list's
+/// vectors (capacity [`CAP`]) and the list has room; frees it otherwise.
+#[inline]
+pub(crate) fn give(mut v: Vec<f64>) {
+    if v.capacity() != CAP {
+        return;
+    }
+    v.clear();
+    // A thread being torn down, or a list already borrowed (never, as
+    // nothing inside the borrow drops a tensor): the vector is freed.
+    let _ = KEPT.try_with(|k| {
+        if let Ok(mut k) = k.try_borrow_mut() {
+            if k.len < KEEP {
+                let n = k.len;
+                k.vecs[n] = std::mem::take(&mut v);
+                k.len = n + 1;
+            }
+        }
+    });
+}
+
+/// A shared `F64` storage holding `vals` (more than [`OWNED_MAX`] of them),
+/// in a kept allocation when the thread has one and `vals` fit.
+fn shared_from(vals: &[f64], zeros: usize) -> Arc<Storage> {
+    let n = vals.len() + zeros;
+    if n <= SHARED_CAP {
+        let kept = KEPT.try_with(|k| {
+            let mut k = k.try_borrow_mut().ok()?;
+            let i = k.shared_len.checked_sub(1)?;
+            k.shared_len = i;
+            k.shared[i].take()
+        });
+        let mut a = match kept {
+            Ok(Some(a)) => a,
+            _ => Arc::new(Storage::F64(Vec::with_capacity(SHARED_CAP))),
+        };
+        if let Some(Storage::F64(v)) = Arc::get_mut(&mut a) {
+            v.clear();
+            v.extend_from_slice(vals);
+            v.resize(n, 0.0);
+            return a;
+        }
+    }
+    let mut v = Vec::with_capacity(n);
+    v.extend_from_slice(vals);
+    v.resize(n, 0.0);
+    Arc::new(Storage::F64(v))
+}
+
+/// A tensor buffer holding `vals`: owned or shared as [`Buffer::new`]
+/// decides by the length, in a kept allocation when the thread has one.
+#[inline]
+pub(crate) fn buffer_from_slice(vals: &[f64]) -> Buffer {
+    if vals.len() <= OWNED_MAX {
+        Buffer::Owned(Storage::F64(from_slice(vals)))
+    } else {
+        Buffer::shared(shared_from(vals, 0))
+    }
+}
+
+/// A tensor buffer of `n` zeros (see [`buffer_from_slice`]).
+#[inline]
+pub(crate) fn buffer_zeroed(n: usize) -> Buffer {
+    if n <= OWNED_MAX {
+        Buffer::Owned(Storage::F64(zeroed(n)))
+    } else {
+        Buffer::shared(shared_from(&[], n))
+    }
+}
+
+/// Gives `a` back to the thread's list of shared storages if it is one of
+/// the list's (an `F64` storage of capacity [`SHARED_CAP`] that no other
+/// `Arc` points to) and the list has room; drops it otherwise.
+#[inline]
+pub(crate) fn give_shared(mut a: Arc<Storage>) {
+    match Arc::get_mut(&mut a) {
+        Some(Storage::F64(v)) if v.capacity() == SHARED_CAP => {}
+        _ => return,
+    }
+    let _ = KEPT.try_with(|k| {
+        if let Ok(mut k) = k.try_borrow_mut() {
+            if k.shared_len < KEEP {
+                let n = k.shared_len;
+                k.shared[n] = Some(a);
+                k.shared_len = n + 1;
+            }
+        }
+    });
+}
+
+/// How many vectors the calling thread keeps (for tests).
+#[cfg(test)]
+pub(crate) fn kept() -> usize {
+    KEPT.with(|k| k.borrow().len)
+}
+
+/// How many shared storages the calling thread keeps (for tests).
+#[cfg(test)]
+pub(crate) fn kept_shared() -> usize {
+    KEPT.with(|k| k.borrow().shared_len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_vectors_are_reused_and_their_old_values_never_seen() {
+        // Fill the list, then take them all back.
+        let vs: Vec<Vec<f64>> = (0..KEEP + 2)
+            .map(|i| from_slice(&[i as f64; CAP]))
+            .collect();
+        let before = kept();
+        vs.into_iter().for_each(give);
+        assert_eq!(kept(), KEEP.min(before + KEEP + 2));
+        let z = zeroed(5);
+        assert_eq!(z, vec![0.0; 5]);
+        assert_eq!(z.capacity(), CAP);
+        let s = from_slice(&[1.0, 2.0]);
+        assert_eq!(s, vec![1.0, 2.0]);
+        assert_eq!(kept(), KEEP - 2);
+        give(z);
+        give(s);
+        assert_eq!(kept(), KEEP);
+    }
+
+    #[test]
+    fn shared_storages_are_reused_only_when_no_other_tensor_holds_them() {
+        let vals: Vec<f64> = (0..100).map(f64::from).collect();
+        let b = buffer_from_slice(&vals);
+        assert!(matches!(b, Buffer::Shared(_)));
+        assert!(matches!(&*b, Storage::F64(v) if *v == vals));
+        let before = kept_shared();
+        let c = b.clone();
+        drop(b); // another tensor still holds it
+        assert_eq!(kept_shared(), before);
+        drop(c);
+        assert_eq!(kept_shared(), before + 1);
+        // Taken again, with new values; zeros overwrite the old ones.
+        let z = buffer_zeroed(50);
+        assert_eq!(kept_shared(), before);
+        assert!(matches!(&*z, Storage::F64(v) if *v == vec![0.0; 50]));
+        drop(z);
+        assert_eq!(kept_shared(), before + 1);
+        // Too many elements for a kept storage: allocated and freed.
+        let big = buffer_from_slice(&vec![1.0; SHARED_CAP + 1]);
+        assert!(matches!(&*big, Storage::F64(v) if v.len() == SHARED_CAP + 1));
+        drop(big);
+        assert_eq!(kept_shared(), before + 1);
+        // Owned sizes use the vector list.
+        assert!(matches!(buffer_zeroed(OWNED_MAX), Buffer::Owned(_)));
+    }
+
+    #[test]
+    fn foreign_and_large_vectors_are_not_kept() {
+        let before = kept();
+        let mut own = from_slice(&[1.0]);
+        give(vec![1.0; 3]); // capacity 3: the user's, freed
+        let big = from_slice(&[0.5; CAP + 1]);
+        assert_eq!(big.len(), CAP + 1);
+        give(big); // capacity over CAP: freed
+        assert_eq!(kept(), before.saturating_sub(1));
+        own.push(2.0);
+        give(own);
+        assert_eq!(kept(), before.clamp(1, KEEP));
+    }
+}
