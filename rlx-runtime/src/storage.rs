@@ -151,6 +151,52 @@ impl Storage {
         }
     }
 
+    /// Empties the storage and makes room for `n` elements without
+    /// writing any (the allocator's refusal is an error): a fresh output
+    /// that a step then writes whole into its spare room, followed by
+    /// [`Storage::set_written`].
+    pub(crate) fn try_room(&mut self, n: usize) -> Result<(), std::collections::TryReserveError> {
+        fn go<T>(v: &mut Vec<T>, n: usize) -> Result<(), std::collections::TryReserveError> {
+            v.clear();
+            v.try_reserve_exact(n)
+        }
+        match self {
+            Storage::F32(v) => go(v, n),
+            Storage::F64(v) => go(v, n),
+            Storage::F16(v) => go(v, n),
+            Storage::BF16(v) => go(v, n),
+            Storage::I64(v) => go(v, n),
+            Storage::Bool(v) => go(v, n),
+        }
+    }
+
+    /// Takes the first `n` elements of the spare room of an empty storage
+    /// as its elements.
+    ///
+    /// # Safety
+    /// The storage holds no elements, has room for `n`, and all `n` have
+    /// been written (with valid values of the type: `bool`s are 0 or 1).
+    pub(crate) unsafe fn set_written(&mut self, n: usize) {
+        /// # Safety
+        /// As for `set_written`.
+        unsafe fn go<T>(v: &mut Vec<T>, n: usize) {
+            debug_assert!(v.is_empty() && v.capacity() >= n);
+            // SAFETY: the caller's promise.
+            unsafe { v.set_len(n) }
+        }
+        // SAFETY: the caller's promise.
+        unsafe {
+            match self {
+                Storage::F32(v) => go(v, n),
+                Storage::F64(v) => go(v, n),
+                Storage::F16(v) => go(v, n),
+                Storage::BF16(v) => go(v, n),
+                Storage::I64(v) => go(v, n),
+                Storage::Bool(v) => go(v, n),
+            }
+        }
+    }
+
     /// A copy, or an error instead of an abort when the allocator refuses
     /// the memory.
     ///

@@ -46,6 +46,6 @@ impl EpilogueStep {
     ) {
         self.product
             .run(env, &mut targets[self.target as usize], half);
-        self.body.run(env, targets, scratch);
+        self.body.run(env, targets, |_| None, scratch);
     }
 }

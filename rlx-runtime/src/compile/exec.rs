@@ -22,7 +22,7 @@ use super::env::{Dst, Env, Inputs, Loc, Outputs};
 use super::fused::LoopScratch;
 use super::matmul::HalfScratch;
 use super::parallel;
-use super::plan::{Plan, StepKind};
+use super::plan::{Plan, StepKind, Target};
 use super::regs::Registers;
 use super::solve::SolveScratch;
 use crate::kernels::{self, Operand};
@@ -43,6 +43,9 @@ pub(crate) struct State {
     half: HalfScratch,
     solve: SolveScratch,
     taken: Vec<Storage>,
+    /// Per target of the current step, whether it is a fresh output its
+    /// fused loop writes whole (given room, not zeros; see `fresh`).
+    fresh: Vec<bool>,
     /// One 0-d storage per input of a 0-d `F32`/`F64` type (empty for the
     /// others): where [`Inputs::Args`] numbers are copied.
     pub(crate) numbers: Vec<Storage>,
@@ -91,6 +94,7 @@ impl State {
                 x: scratch(plan.solve.1, DType::F64)?,
             },
             taken: Vec::with_capacity(plan.max_targets),
+            fresh: Vec::with_capacity(plan.max_targets),
             numbers: plan.input_types.iter().map(number).collect(),
             outs: plan.output_types.iter().map(number).collect(),
         })
@@ -141,6 +145,13 @@ fn first_use(plan: &Plan, dst: Dst, s: &mut Storage) -> Result<()> {
     Ok(())
 }
 
+/// Whether target `t` is a fresh output written whole by its step (see
+/// `fills`): its storage does not hold its elements (moved out to the
+/// caller by the previous run), so it is given room for them, not zeros.
+fn fresh(t: &Target, s: &Storage) -> bool {
+    t.fills && s.len() != t.numel
+}
+
 /// Sets the length of a target: within its capacity for a buffer (no
 /// allocation), a fallible allocation for an output that was moved out.
 fn set_len(s: &mut Storage, n: usize) -> Result<()> {
@@ -181,12 +192,24 @@ pub(crate) fn run(
             continue;
         }
         let mut sized = Ok(());
+        st.fresh.clear();
         for t in &step.targets {
             let s = slot(plan, t.dst, &mut st.bufs, outs);
             let mut taken = std::mem::replace(s, EMPTY);
             if sized.is_ok() {
                 sized = first_use(plan, t.dst, &mut taken)
-                    .and_then(|()| set_len(&mut taken, t.numel))
+                    .and_then(|()| {
+                        if fresh(t, &taken) {
+                            st.fresh.push(true);
+                            // Written whole by the step: room, no zeros.
+                            taken
+                                .try_room(t.numel)
+                                .map_err(|_| out_of_memory("run", &Shape::from([t.numel]), t.dtype))
+                        } else {
+                            st.fresh.push(false);
+                            set_len(&mut taken, t.numel)
+                        }
+                    })
                     .map_err(|e| at_node(step.node, "output", e));
             }
             st.taken.push(taken);
@@ -201,7 +224,18 @@ pub(crate) fn run(
         let targets = &mut st.taken[..];
         let res = sized.and_then(|()| match &step.kind {
             StepKind::Fused(f) => {
-                f.run(&env, targets, &mut st.loops);
+                let (spec, is_fresh) = (&step.targets, &st.fresh);
+                let fresh = |k: usize| is_fresh[k].then(|| spec[k].numel);
+                f.run(&env, targets, fresh, &mut st.loops);
+                for ((s, t), &new) in targets.iter_mut().zip(spec).zip(is_fresh) {
+                    if new {
+                        // SAFETY: the storage was given room for `numel`
+                        // elements and holds none (`try_room` above); the
+                        // loop wrote all of them into that room (the
+                        // planner's `fills`).
+                        unsafe { s.set_written(t.numel) };
+                    }
+                }
                 Ok(())
             }
             StepKind::Scalar(s) => {

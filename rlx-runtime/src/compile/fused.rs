@@ -127,9 +127,9 @@ pub(crate) struct LoopScratch {
 #[derive(Clone, Debug)]
 pub(crate) struct FusedStep {
     /// Number of output elements.
-    numel: usize,
+    pub(crate) numel: usize,
     leaves: Vec<Leaf>,
-    body: Vec<Instr>,
+    pub(crate) body: Vec<Instr>,
     /// Reductions folded into the loop; a loop with sinks runs on one thread.
     pub(crate) sinks: Vec<Sink>,
     /// Elements per block: [`BLOCK`], or all of them when the body is one
@@ -283,7 +283,19 @@ impl FusedStep {
     /// registers from `par`; every element is computed by the same
     /// instructions as on one thread, so the bits do not change. `acc` is
     /// the `f64` scratch of the sinks.
-    pub(crate) fn run(&self, env: &Env<'_>, targets: &mut [Storage], scratch: &mut LoopScratch) {
+    ///
+    /// `fresh(k)` is `Some(n)` when target `k` is a fresh output that the
+    /// loop writes whole through stores only (`Target::fills` of the
+    /// plan): its storage holds no elements and has room for `n`, the
+    /// loop writes all `n` into that spare room ([`RawTarget::spare`]),
+    /// and the caller then sets its length.
+    pub(crate) fn run(
+        &self,
+        env: &Env<'_>,
+        targets: &mut [Storage],
+        fresh: impl Fn(usize) -> Option<usize>,
+        scratch: &mut LoopScratch,
+    ) {
         let LoopScratch {
             regs,
             idx,
@@ -295,7 +307,11 @@ impl FusedStep {
         }
         // Raw views: parts write disjoint ranges of the same targets.
         par.targets.clear();
-        par.targets.extend(targets.iter_mut().map(RawTarget::of));
+        par.targets
+            .extend(targets.iter_mut().enumerate().map(|(k, s)| match fresh(k) {
+                Some(n) => RawTarget::spare(s, n),
+                None => RawTarget::of(s),
+            }));
         let parts = if self.sinks.is_empty() {
             parallel::parts_for(self.numel)
         } else {

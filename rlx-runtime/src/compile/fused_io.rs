@@ -6,7 +6,7 @@
 use half::{bf16, f16};
 
 use super::env::Val;
-use super::parallel::{window, RawTarget};
+use super::parallel::RawTarget;
 use super::regs::{reg, reg_mut, Reg, Registers};
 use crate::storage::Storage;
 
@@ -343,15 +343,20 @@ pub(crate) fn fill(regs: &mut Registers, r: Reg, src: &Storage, off: usize, lane
     }
 }
 
+/// Writes the block `start..start + len` of register `src` to the same
+/// elements of `dst`, through raw pointer writes only (no reference to the
+/// target is made): a fresh output may be memory not yet initialised
+/// (see `fills`).
 pub(crate) fn store(regs: &Registers, src: Reg, dst: RawTarget, start: usize, len: usize) {
     macro_rules! put {
         ($bank:ident, $p:expr, $n:expr, $f:expr) => {{
-            let f = $f;
+            let (f, p, n) = ($f, $p, $n);
             let s = &reg(&regs.$bank, src)[..len];
-            // SAFETY: as in `operands`: this part owns the block.
-            let o = unsafe { window($p, $n, start, len) };
-            for (o, &x) in o.iter_mut().zip(s) {
-                *o = f(x);
+            assert!(start <= n && len <= n - start, "target window out of range");
+            for (j, &x) in s.iter().enumerate() {
+                // SAFETY: in bounds (checked above); this part owns the
+                // block, so nothing else writes or borrows it meanwhile.
+                unsafe { p.add(start + j).write(f(x)) };
             }
         }};
     }

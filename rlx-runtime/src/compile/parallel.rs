@@ -315,6 +315,46 @@ impl RawTarget {
             Storage::Bool(v) => RawTarget::Bool(v.as_mut_ptr(), v.len()),
         }
     }
+
+    /// The first `n` elements of the spare room of `s`, which must hold
+    /// no elements and have room for `n` (else a panic): memory that is
+    /// not yet initialised, for a step that only writes it, through raw
+    /// pointer writes, never through references or reads (a fresh
+    /// output that a fused loop writes whole; see `fills`).
+    pub(crate) fn spare(s: &mut Storage, n: usize) -> RawTarget {
+        fn room<T>(v: &mut Vec<T>, n: usize) -> (*mut T, usize) {
+            assert!(v.is_empty() && v.capacity() >= n, "a fresh target has room");
+            // `MaybeUninit<T>` has the layout of `T`; the pointer is only
+            // written through.
+            (v.spare_capacity_mut().as_mut_ptr().cast::<T>(), n)
+        }
+        match s {
+            Storage::F32(v) => {
+                let (p, n) = room(v, n);
+                RawTarget::F32(p, n)
+            }
+            Storage::F64(v) => {
+                let (p, n) = room(v, n);
+                RawTarget::F64(p, n)
+            }
+            Storage::F16(v) => {
+                let (p, n) = room(v, n);
+                RawTarget::F16(p, n)
+            }
+            Storage::BF16(v) => {
+                let (p, n) = room(v, n);
+                RawTarget::BF16(p, n)
+            }
+            Storage::I64(v) => {
+                let (p, n) = room(v, n);
+                RawTarget::I64(p, n)
+            }
+            Storage::Bool(v) => {
+                let (p, n) = room(v, n);
+                RawTarget::Bool(p, n)
+            }
+        }
+    }
 }
 
 /// Elements `start..start + n` of a target of `len` elements at `ptr`.

@@ -20,6 +20,11 @@ pub(crate) struct Target {
     pub(crate) dst: Dst,
     pub(crate) numel: usize,
     pub(crate) dtype: DType,
+    /// Whether the step is a fused loop writing every element of this
+    /// output through its stores and reading none (see `fills`): a run
+    /// whose output storage is fresh then allocates it without setting it
+    /// to zero first.
+    pub(crate) fills: bool,
 }
 
 /// An op computed by a per-op kernel.
@@ -214,6 +219,11 @@ pub struct PlanStats {
     pub checked_scatters: usize,
     /// Buffer slots of the per-call state.
     pub buffers: usize,
+    /// Outputs that one fused loop writes whole, element by element,
+    /// through its stores alone (the pieces of per-item Jacobians written
+    /// item by item, say): a call returning such an output in fresh
+    /// storage allocates it without setting it to zero first.
+    pub unzeroed_outputs: usize,
     /// Nodes of the graph lowered element by element into one scalar
     /// program (0 unless the whole plan is scalarised: see
     /// [`Options::scalarize`](super::Options::scalarize)). The other

@@ -4,7 +4,8 @@
 //! edge cases; buffer reuse; input and output errors; concurrency.
 //!
 //! Modules by topic: `elementwise`, `reductions_linalg`, `movement`,
-//! `fusion`, `fusion_movement`, `execution`; this file holds the shared `check`.
+//! `fusion`, `fusion_movement`, `unzeroed`, `execution`; this file holds the
+//! shared `check`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -21,6 +22,7 @@ mod fusion_movement;
 mod lj;
 mod movement;
 mod reductions_linalg;
+mod unzeroed;
 
 use common::assert_same_values;
 use common::reference::{self, eval_tensors, Val};

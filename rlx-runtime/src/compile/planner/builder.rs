@@ -97,6 +97,7 @@ impl Builder<'_> {
             dst: Dst::Node(i as u32),
             numel: n.shape.numel(),
             dtype: n.dtype,
+            fills: false,
         }
     }
 
