@@ -77,6 +77,15 @@ pub(crate) trait Gemm:
         rsc: isize,
         csc: isize,
     );
+
+    /// `C ← A B` by the explicit AVX kernels of `panel_avx2` (a product
+    /// that `panel::fits`).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, and the views of `A` and `B` must be in
+    /// bounds.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn panel_avx2(v: &mut super::panel_avx2::Views<'_, '_, Self>);
 }
 
 impl Gemm for f32 {
@@ -98,6 +107,12 @@ impl Gemm for f32 {
         // SAFETY: forwarded from the caller's contract (checked by `gemm`).
         unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
     }
+
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn panel_avx2(v: &mut super::panel_avx2::Views<'_, '_, f32>) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { super::panel_avx2::product_f32(v) }
+    }
 }
 
 impl Gemm for f64 {
@@ -118,6 +133,12 @@ impl Gemm for f64 {
     ) {
         // SAFETY: forwarded from the caller's contract (checked by `gemm`).
         unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn panel_avx2(v: &mut super::panel_avx2::Views<'_, '_, f64>) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { super::panel_avx2::product_f64(v) }
     }
 }
 
@@ -215,21 +236,7 @@ pub(crate) fn gemm<T: Gemm>(
     }
     match kernel {
         Kernel::Panel => super::panel::product((m, k, n), a, b, c, c_off, rsc),
-        Kernel::Plain => {
-            for i in 0..m {
-                for j in 0..n {
-                    c[c_off + i * rsc + j * csc] = T::ZERO;
-                }
-                for p in 0..k {
-                    let av = a.data[a.off + i * a.rs + p * a.cs];
-                    let brow = b.off + p * b.rs;
-                    for j in 0..n {
-                        let o = c_off + i * rsc + j * csc;
-                        c[o] = c[o] + av * b.data[brow + j * b.cs];
-                    }
-                }
-            }
-        }
+        Kernel::Plain => plain((m, k, n), &a, &b, c, c_off, (rsc, csc)),
         Kernel::Packed => {
             // Strides are at most the slice lengths, which fit in `isize`.
             let s = |x: usize| x as isize;
@@ -253,6 +260,42 @@ pub(crate) fn gemm<T: Gemm>(
                     s(csc),
                 )
             }
+        }
+    }
+}
+
+/// The plain loop's sums: `C[i, j] = Σ_p A[i, p]·B[p, j]` added in order
+/// of `p` from zero, for four columns at a time (four independent chains
+/// instead of one). The views are in bounds (asserted by [`gemm`]).
+fn plain<T: Gemm>(
+    (m, k, n): (usize, usize, usize),
+    a: &Mat<'_, T>,
+    b: &Mat<'_, T>,
+    c: &mut [T],
+    c_off: usize,
+    (rsc, csc): (usize, usize),
+) {
+    const Q: usize = 4;
+    let (pa, pb) = (a.data.as_ptr(), b.data.as_ptr());
+    for i in 0..m {
+        let mut j0 = 0;
+        while j0 < n {
+            let cols = (n - j0).min(Q);
+            let mut s = [T::ZERO; Q];
+            for p in 0..k {
+                // SAFETY: `i < m`, `p < k`, `j0 + q < n`: inside the views
+                // of A and B, which `gemm` asserted in bounds.
+                let av = unsafe { *pa.add(a.off + i * a.rs + p * a.cs) };
+                let bp = b.off + p * b.rs + j0 * b.cs;
+                for (q, s) in s.iter_mut().enumerate().take(cols) {
+                    // SAFETY: as above.
+                    *s = *s + av * unsafe { *pb.add(bp + q * b.cs) };
+                }
+            }
+            for (q, &s) in s.iter().enumerate().take(cols) {
+                c[c_off + i * rsc + (j0 + q) * csc] = s;
+            }
+            j0 += cols;
         }
     }
 }
@@ -469,6 +512,49 @@ mod tests {
             off: 0,
             rs,
             cs,
+        }
+    }
+
+    /// The plain loop as it was written before its columns were blocked:
+    /// `C` zeroed, then `C[i, j] += A[i, p]·B[p, j]` for each `p` in order.
+    fn plain_reference(
+        (m, k, n): (usize, usize, usize),
+        a: &Mat<'_, f32>,
+        b: &Mat<'_, f32>,
+    ) -> Vec<f32> {
+        let mut c = vec![0.0f32; m * n];
+        for i in 0..m {
+            for p in 0..k {
+                let av = a.data[a.off + i * a.rs + p * a.cs];
+                for j in 0..n {
+                    c[i * n + j] += av * b.data[b.off + p * b.rs + j * b.cs];
+                }
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn the_plain_kernel_keeps_the_order_of_its_sums() {
+        let data: Vec<f32> = (0..4096)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        for (m, k, n) in [
+            (4, 16, 32),
+            (4, 32, 16),
+            (3, 5, 7),
+            (1, 1, 1),
+            (5, 0, 3),
+            (7, 9, 13),
+        ] {
+            for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+                let (a, b) = (view(&data, m, k, ta), view(&data[7..], k, n, tb));
+                let mut c = vec![f32::NAN; m * n];
+                gemm(Kernel::Plain, (m, k, n), a, b, &mut c, 0, n, 1);
+                let want = plain_reference((m, k, n), &a, &b);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&c), bits(&want), "{m}x{k}x{n} {ta} {tb}");
+            }
         }
     }
 

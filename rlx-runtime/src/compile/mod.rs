@@ -64,6 +64,7 @@ mod matmul;
 mod movement;
 mod options;
 mod panel;
+mod panel_avx2;
 mod parallel;
 mod plan;
 mod planner;

@@ -15,8 +15,9 @@
 //!   a transposed weight): `R × 2` dot products, each split over 4 lanes
 //!   summed at the end (a different order of the same sums).
 //!
-//! Both are compiled a second time with AVX2 enabled where the CPU has it,
-//! so that the blocks become vector registers.
+//! Where the CPU has AVX2, `panel_avx2` computes the same sums in the
+//! same order with explicit vector blocks (the same bits); these loops are
+//! the fallback elsewhere.
 
 use super::matmul::{Gemm, Mat};
 
@@ -85,21 +86,28 @@ pub(crate) fn product<T: Gemm>(
     };
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above).
-        return unsafe { wide(&job, c) };
+        check(&job.a, m, k);
+        check(&job.b, k, n);
+        let mut views = super::panel_avx2::Views {
+            m,
+            k,
+            n,
+            a: job.a,
+            b: job.b,
+            c,
+            c_off,
+            rsc,
+        };
+        // SAFETY: the CPU supports AVX2 (checked just above) and the views
+        // of A and B are in bounds (`check`); C's elements are reached
+        // through bounds-checked slices.
+        return unsafe { T::panel_avx2(&mut views) };
     }
     portable(&job, c)
 }
 
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn wide<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
-    portable(job, c)
-}
-
-#[inline(always)]
+/// The loops without explicit vectors: the fallback where the CPU lacks
+/// AVX2 (and the reference of `panel_avx2`'s tests).
 fn portable<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
     if job.b.cs == 1 {
         rows(job, c)
@@ -238,68 +246,160 @@ fn dots<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
 mod tests {
     use super::*;
 
-    /// The plain triple loop.
-    fn reference((m, k, n): (usize, usize, usize), a: &Mat<'_, f64>, b: &Mat<'_, f64>) -> Vec<f64> {
+    /// The plain triple loop, in `f64`.
+    fn reference<T: Gemm + Into<f64>>(
+        (m, k, n): (usize, usize, usize),
+        a: &Mat<'_, T>,
+        b: &Mat<'_, T>,
+    ) -> Vec<f64> {
         let mut c = vec![0.0; m * n];
         for i in 0..m {
             for j in 0..n {
                 for p in 0..k {
-                    c[i * n + j] +=
-                        a.data[a.off + i * a.rs + p * a.cs] * b.data[b.off + p * b.rs + j * b.cs];
+                    let x: f64 = a.data[a.off + i * a.rs + p * a.cs].into();
+                    let y: f64 = b.data[b.off + p * b.rs + j * b.cs].into();
+                    c[i * n + j] += x * y;
                 }
             }
         }
         c
     }
 
-    #[test]
-    fn both_kernels_agree_with_the_plain_loop_on_ragged_and_strided_shapes() {
-        let data: Vec<f64> = (0..9000)
-            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
-            .collect();
-        for (m, k, n) in [
-            (4, 64, 128),
-            (5, 9, 11),
-            (1, 1, 1),
-            (64, 4, 128),
-            (3, 17, 8),
-            (9, 8, 3),
-        ] {
+    /// The LSTM's products (`[4, 64]·[64, 128]` forward, `[4, 128]·[128,
+    /// 64]ᵀ` backward, the tiny embedding and output ones) and ragged ones:
+    /// rows, columns and depths that are no multiple of 4 or 8.
+    const SHAPES: [(usize, usize, usize); 12] = [
+        (4, 64, 128),
+        (4, 128, 64),
+        (4, 16, 32),
+        (4, 32, 16),
+        (5, 9, 11),
+        (1, 1, 1),
+        (64, 4, 128),
+        (3, 17, 8),
+        (9, 8, 3),
+        (7, 13, 37),
+        (6, 130, 70),
+        (2, 5, 19),
+    ];
+
+    /// Every pairing of plain and transposed views of `data` that the
+    /// panels take, for each of [`SHAPES`]: `f(dims, A, B)`.
+    fn each_view<T: Gemm>(
+        data: &[T],
+        mut f: impl FnMut((usize, usize, usize), Mat<'_, T>, Mat<'_, T>),
+    ) {
+        for (m, k, n) in SHAPES {
             // A plain (offset 3) or transposed; B plain or transposed (offset 5).
             for a_t in [false, true] {
                 for b_t in [false, true] {
                     let a = Mat {
-                        data: &data,
+                        data,
                         off: 3,
                         rs: if a_t { 1 } else { k },
                         cs: if a_t { m } else { 1 },
                     };
                     let b = Mat {
-                        data: &data,
+                        data,
                         off: 5,
                         rs: if b_t { 1 } else { n },
                         cs: if b_t { k } else { 1 },
                     };
-                    if !fits(k, n, &a, &b, 1) {
+                    if fits(k, n, &a, &b, 1) {
+                        f((m, k, n), a, b);
+                    } else {
                         // Transposed A with transposed B: left to matrixmultiply.
                         assert!(a_t && b_t);
-                        continue;
-                    }
-                    let want = reference((m, k, n), &a, &b);
-                    let mut c = vec![f64::NAN; m * n + 2];
-                    product((m, k, n), a, b, &mut c, 2, n);
-                    for (x, y) in c[2..].iter().zip(&want) {
-                        assert!(
-                            (x - y).abs() <= 1e-12 * (1.0 + y.abs()),
-                            "{m}x{k}x{n}: {x} vs {y}"
-                        );
-                    }
-                    if !b_t {
-                        // Same order of the same sums: the same roundings.
-                        assert_eq!(&c[2..], &want[..]);
                     }
                 }
             }
         }
+    }
+
+    fn data<T: From<i16>>() -> Vec<T> {
+        // Integers in -50..=50 (divided by 7 by the callers, so sums round).
+        (0..20_000)
+            .map(|i| T::from((i * 37 % 101) as i16 - 50))
+            .collect()
+    }
+
+    /// `C` of the portable loops (`avx2: false`) or of `product`, which
+    /// takes the AVX2 kernels where the CPU has them, at offset 2 of a
+    /// NaN-filled buffer (so an element left unwritten shows).
+    fn run<T: Gemm + From<i16>>(
+        (m, k, n): (usize, usize, usize),
+        a: Mat<'_, T>,
+        b: Mat<'_, T>,
+        avx2: bool,
+        nan: T,
+    ) -> Vec<T> {
+        let mut c = vec![nan; m * n + 2];
+        if avx2 {
+            product((m, k, n), a, b, &mut c, 2, n);
+        } else {
+            let job = Job {
+                m,
+                k,
+                n,
+                a,
+                b,
+                c_off: 2,
+                rsc: n,
+            };
+            portable(&job, &mut c);
+        }
+        c.drain(..2);
+        c
+    }
+
+    #[test]
+    fn the_portable_loops_agree_with_the_plain_loop_on_ragged_and_strided_shapes() {
+        let data: Vec<f64> = data::<f64>().iter().map(|x| x / 7.0).collect();
+        each_view(&data, |dims, a, b| {
+            let want = reference(dims, &a, &b);
+            let got = run(dims, a, b, false, f64::NAN);
+            for (x, y) in got.iter().zip(&want) {
+                assert!(
+                    (x - y).abs() <= 1e-12 * (1.0 + y.abs()),
+                    "{dims:?}: {x} vs {y}"
+                );
+            }
+            if b.cs == 1 {
+                // Same order of the same sums: the same roundings.
+                assert_eq!(got, want, "{dims:?}");
+            }
+        });
+    }
+
+    /// The AVX2 kernels (where this CPU has AVX2; else `product` runs the
+    /// portable loops and this compares them with themselves) make the
+    /// same sums in the same order as the portable loops: the same bits,
+    /// in `f64` and `f32`, on values whose sums round.
+    #[test]
+    fn the_avx2_kernels_give_the_bits_of_the_portable_loops() {
+        let d64: Vec<f64> = data::<f64>().iter().map(|x| x / 7.0).collect();
+        each_view(&d64, |dims, a, b| {
+            let want = run(dims, a, b, false, f64::NAN);
+            let got = run(dims, a, b, true, f64::NAN);
+            assert!(want.iter().all(|x| x.is_finite()));
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "f64 {dims:?}");
+        });
+        let d32: Vec<f32> = data::<f32>().iter().map(|x| x / 7.0).collect();
+        each_view(&d32, |dims, a, b| {
+            let want = run(dims, a, b, false, f32::NAN);
+            let got = run(dims, a, b, true, f32::NAN);
+            assert!(want.iter().all(|x| x.is_finite()));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "f32 {dims:?}");
+            // And both are the product (to f32 rounding).
+            let exact = reference(dims, &a, &b);
+            for (x, y) in got.iter().zip(&exact) {
+                assert!(
+                    (f64::from(*x) - y).abs() <= 1e-4 * (1.0 + y.abs()),
+                    "{dims:?}: {x} vs {y}"
+                );
+            }
+        });
     }
 }

@@ -152,6 +152,24 @@ impl ReduceStep {
                     a = A::combine(op, a, to(v));
                 }
                 acc[o] = a;
+            } else if s_in == 1 {
+                // A kept contiguous row (a sum over the first axis of a
+                // matrix, a bias gradient): one combine per accumulator,
+                // in the same order, with the op matched once per row so
+                // that the loop vectorises.
+                let accs = &mut acc[o..o + inner];
+                match op {
+                    ReduceOp::Sum | ReduceOp::Mean => {
+                        for (a, &v) in accs.iter_mut().zip(row) {
+                            *a = A::combine(ReduceOp::Sum, *a, to(v));
+                        }
+                    }
+                    ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min => {
+                        for (a, &v) in accs.iter_mut().zip(row) {
+                            *a = A::combine(op, *a, to(v));
+                        }
+                    }
+                }
             } else {
                 for (j, &v) in row.iter().enumerate() {
                     let t = o + j * s_in;
@@ -354,5 +372,46 @@ pub(crate) fn write_f64(src: &[f64], out: &mut Storage, off: usize) {
         Storage::BF16(v) => put(src, v, off),
         Storage::I64(v) => put(src, v, off),
         Storage::Bool(v) => put(src, v, off),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kept contiguous innermost axis (its fast path) folds each
+    /// accumulator in the order of the plain element loop: the same bits.
+    #[test]
+    fn a_kept_contiguous_row_folds_as_the_element_loop() {
+        let (rows, cols) = (5, 37);
+        let x: Vec<f64> = (0..rows * cols)
+            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
+            .collect();
+        for op in [
+            ReduceOp::Sum,
+            ReduceOp::Mean,
+            ReduceOp::Prod,
+            ReduceOp::Max,
+            ReduceOp::Min,
+        ] {
+            let step = ReduceStep {
+                x: 0,
+                op,
+                dims: vec![rows, cols],
+                out_strides: vec![0, 1],
+                out_numel: cols,
+                count: rows,
+            };
+            let mut acc = vec![f64::identity(op); cols];
+            step.fold(&step.dims, &x, |v| v, &mut acc, &mut [0; 2]);
+            let mut want = vec![f64::identity(op); cols];
+            for r in 0..rows {
+                for (j, w) in want.iter_mut().enumerate() {
+                    *w = f64::combine(op, *w, x[r * cols + j]);
+                }
+            }
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&acc), bits(&want), "{op:?}");
+        }
     }
 }
