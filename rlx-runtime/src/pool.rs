@@ -19,7 +19,7 @@
 //! any tensor sees them: [`from_slice`] and [`buffer_from_slice`] copy,
 //! [`zeroed`] and [`buffer_zeroed`] zero.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::sync::Arc;
 
 use crate::buffer::{Buffer, OWNED_MAX};
@@ -41,21 +41,23 @@ pub(crate) const KEEP: usize = 8;
 /// A thread's kept allocations: `vecs[..len]`, each empty with capacity
 /// [`CAP`], and `shared[..shared_len]`, each an `F64` storage no other
 /// `Arc` points to, of capacity [`SHARED_CAP`].
+/// Cells, not a `RefCell`: nothing is borrowed, each slot is moved in or
+/// out whole (a borrow flag cost about a tenth of a warm small call).
 struct Kept {
-    len: usize,
-    vecs: [Vec<f64>; KEEP],
-    shared_len: usize,
-    shared: [Option<Arc<Storage>>; KEEP],
+    len: Cell<usize>,
+    vecs: [Cell<Vec<f64>>; KEEP],
+    shared_len: Cell<usize>,
+    shared: [Cell<Option<Arc<Storage>>>; KEEP],
 }
 
 thread_local! {
-    static KEPT: RefCell<Kept> = const {
-        RefCell::new(Kept {
-            len: 0,
-            vecs: [const { Vec::new() }; KEEP],
-            shared_len: 0,
-            shared: [const { None }; KEEP],
-        })
+    static KEPT: Kept = const {
+        Kept {
+            len: Cell::new(0),
+            vecs: [const { Cell::new(Vec::new()) }; KEEP],
+            shared_len: Cell::new(0),
+            shared: [const { Cell::new(None) }; KEEP],
+        }
     };
 }
 
@@ -63,10 +65,9 @@ thread_local! {
 #[inline]
 fn take() -> Vec<f64> {
     let kept = KEPT.try_with(|k| {
-        let mut k = k.try_borrow_mut().ok()?;
-        let n = k.len.checked_sub(1)?;
-        k.len = n;
-        Some(std::mem::take(&mut k.vecs[n]))
+        let n = k.len.get().checked_sub(1)?;
+        k.len.set(n);
+        Some(k.vecs.get(n)?.take())
     });
     match kept {
         Ok(Some(v)) => v,
@@ -105,15 +106,13 @@ pub(crate) fn give(mut v: Vec<f64>) {
         return;
     }
     v.clear();
-    // A thread being torn down, or a list already borrowed (never, as
-    // nothing inside the borrow drops a tensor): the vector is freed.
+    // On a thread being torn down the vector is freed.
     let _ = KEPT.try_with(|k| {
-        if let Ok(mut k) = k.try_borrow_mut() {
-            if k.len < KEEP {
-                let n = k.len;
-                k.vecs[n] = std::mem::take(&mut v);
-                k.len = n + 1;
-            }
+        let n = k.len.get();
+        if let Some(slot) = k.vecs.get(n) {
+            // The slot's old vector is empty: dropping it frees nothing.
+            slot.set(std::mem::take(&mut v));
+            k.len.set(n + 1);
         }
     });
 }
@@ -124,10 +123,9 @@ fn shared_from(vals: &[f64], zeros: usize) -> Arc<Storage> {
     let n = vals.len() + zeros;
     if n <= SHARED_CAP {
         let kept = KEPT.try_with(|k| {
-            let mut k = k.try_borrow_mut().ok()?;
-            let i = k.shared_len.checked_sub(1)?;
-            k.shared_len = i;
-            k.shared[i].take()
+            let i = k.shared_len.get().checked_sub(1)?;
+            k.shared_len.set(i);
+            k.shared.get(i)?.take()
         });
         let mut a = match kept {
             Ok(Some(a)) => a,
@@ -177,12 +175,11 @@ pub(crate) fn give_shared(mut a: Arc<Storage>) {
         _ => return,
     }
     let _ = KEPT.try_with(|k| {
-        if let Ok(mut k) = k.try_borrow_mut() {
-            if k.shared_len < KEEP {
-                let n = k.shared_len;
-                k.shared[n] = Some(a);
-                k.shared_len = n + 1;
-            }
+        let n = k.shared_len.get();
+        if let Some(slot) = k.shared.get(n) {
+            // The slot is empty (`None`): nothing is dropped.
+            slot.set(Some(a));
+            k.shared_len.set(n + 1);
         }
     });
 }
@@ -190,13 +187,13 @@ pub(crate) fn give_shared(mut a: Arc<Storage>) {
 /// How many vectors the calling thread keeps (for tests).
 #[cfg(test)]
 pub(crate) fn kept() -> usize {
-    KEPT.with(|k| k.borrow().len)
+    KEPT.with(|k| k.len.get())
 }
 
 /// How many shared storages the calling thread keeps (for tests).
 #[cfg(test)]
 pub(crate) fn kept_shared() -> usize {
-    KEPT.with(|k| k.borrow().shared_len)
+    KEPT.with(|k| k.shared_len.get())
 }
 
 #[cfg(test)]
