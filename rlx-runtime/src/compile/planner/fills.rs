@@ -64,7 +64,15 @@ pub(crate) fn writes_whole(f: &FusedStep, t: u32, numel: usize) -> bool {
     if stores.iter().any(Option::is_none) && f.numel >= numel {
         return true;
     }
-    let mut written = Bits::new(numel);
+    // Coverage is checked element by element, at plan time: only for
+    // outputs of at most `CHECKED_MAX` elements (larger ones, and graphs
+    // whose sizes no memory holds, are zeroed as before).
+    if numel > CHECKED_MAX || f.numel > CHECKED_MAX {
+        return false;
+    }
+    let Some(mut written) = Bits::new(numel) else {
+        return false;
+    };
     let mut idx = Vec::new();
     for s in stores {
         let ok = match s {
@@ -96,6 +104,11 @@ fn walk(map: &Scatter, off: usize, numel: usize, idx: &mut Vec<usize>, bits: &mu
     ok
 }
 
+/// The most elements of an output (and of the loop writing it) whose
+/// coverage [`writes_whole`] checks: a bit each, 512 KiB, and a walk of
+/// a few milliseconds at plan time.
+const CHECKED_MAX: usize = 1 << 22;
+
 /// A set of element indices below a bound.
 struct Bits {
     words: Vec<u64>,
@@ -103,11 +116,13 @@ struct Bits {
 }
 
 impl Bits {
-    fn new(len: usize) -> Bits {
-        Bits {
-            words: vec![0; len.div_ceil(64)],
-            len,
-        }
+    /// The empty set below `len`; `None` if its words cannot be allocated.
+    fn new(len: usize) -> Option<Bits> {
+        let n = len.div_ceil(64);
+        let mut words = Vec::new();
+        words.try_reserve_exact(n).ok()?;
+        words.resize(n, 0);
+        Some(Bits { words, len })
     }
 
     /// Adds `i`; `false` if `i` is out of bounds.
