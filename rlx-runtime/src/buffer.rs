@@ -17,11 +17,13 @@
 //! the Van der Pol Newton iteration (callgrind), the allocation and free of
 //! a 2-element result cost about 60–100 instructions of an eager op's
 //! 250–650 (alone, and inside the iteration); the rest is dispatch, which
-//! `apply::small` keeps short.
+//! `apply::small` keeps short. Instead, a dropped buffer gives its `f64`
+//! allocation back to its thread for the next small result
+//! ([`crate::pool`]), when it is one the pool made.
 //!
-//! Invariant: a buffer is `Owned` exactly when it was made by
-//! [`Buffer::new`] from a storage of at most [`OWNED_MAX`] elements, or
-//! cloned from such a buffer; both variants hold immutable values unless
+//! Invariant: a buffer is `Owned` exactly when it holds at most
+//! [`OWNED_MAX`] elements (made by [`Buffer::new`] or by the pool, or
+//! cloned from such a buffer); both variants hold immutable values unless
 //! reached through [`Buffer::make_mut`], which copies a shared storage
 //! first (copy on write), so a tensor never sees another's writes.
 
