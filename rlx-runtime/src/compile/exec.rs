@@ -145,9 +145,10 @@ fn first_use(plan: &Plan, dst: Dst, s: &mut Storage) -> Result<()> {
     Ok(())
 }
 
-/// Whether target `t` is a fresh output written whole by its step (see
-/// `fills`): its storage does not hold its elements (moved out to the
-/// caller by the previous run), so it is given room for them, not zeros.
+/// Whether target `t` is written whole by its step (see `fills`) and its
+/// storage does not hold its elements (an output moved out to the caller
+/// by the previous run, a buffer slot last holding a value of another
+/// size), so it is given room for them, not zeros.
 fn fresh(t: &Target, s: &Storage) -> bool {
     t.fills && s.len() != t.numel
 }
@@ -225,10 +226,15 @@ pub(crate) fn run(
         let res = sized.and_then(|()| match &step.kind {
             StepKind::Fused(f) => {
                 let (spec, is_fresh) = (&step.targets, &st.fresh);
-                let fresh = |k: usize| is_fresh[k].then(|| spec[k].numel);
+                // A fresh target of a folded reduction is written by its
+                // finish (`write_f64` extends the empty storage); the
+                // others by the loop's stores, into their spare room.
+                let stored =
+                    |k: usize| is_fresh[k] && !f.sinks.iter().any(|s| s.target as usize == k);
+                let fresh = |k: usize| stored(k).then(|| spec[k].numel);
                 f.run(&env, targets, fresh, &mut st.loops);
-                for ((s, t), &new) in targets.iter_mut().zip(spec).zip(is_fresh) {
-                    if new {
+                for (k, (s, t)) in targets.iter_mut().zip(spec).enumerate() {
+                    if stored(k) {
                         // SAFETY: the storage was given room for `numel`
                         // elements and holds none (`try_room` above); the
                         // loop wrote all of them into that room (the

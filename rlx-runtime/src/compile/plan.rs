@@ -20,10 +20,11 @@ pub(crate) struct Target {
     pub(crate) dst: Dst,
     pub(crate) numel: usize,
     pub(crate) dtype: DType,
-    /// Whether the step is a fused loop writing every element of this
-    /// output through its stores and reading none (see `fills`): a run
-    /// whose output storage is fresh then allocates it without setting it
-    /// to zero first.
+    /// Whether the step writes every element of this target and reads
+    /// none (a fused loop through its stores or a folded reduction's
+    /// finish, or a float reduction step; see `fills`): a run whose
+    /// storage for it does not hold its elements then gives it room
+    /// without setting it to zero first.
     pub(crate) fills: bool,
 }
 
@@ -224,6 +225,11 @@ pub struct PlanStats {
     /// item by item, say): a call returning such an output in fresh
     /// storage allocates it without setting it to zero first.
     pub unzeroed_outputs: usize,
+    /// Other step targets written whole without being read, so resized
+    /// without zeros: buffers a fused loop writes whole through its
+    /// stores, targets a folded reduction finishes into whole, and the
+    /// float results of reduction steps.
+    pub unzeroed_targets: usize,
     /// Nodes of the graph lowered element by element into one scalar
     /// program (0 unless the whole plan is scalarised: see
     /// [`Options::scalarize`](super::Options::scalarize)). The other

@@ -358,9 +358,15 @@ enum Split {
     },
 }
 
-/// Writes `f64` values into `out` from element `off` on, converting to its dtype.
+/// Writes `f64` values into `out` from element `off` on, converting to its
+/// dtype. An empty `out` (a target given room without zeros, see the
+/// planner's `fills`) is extended by the values instead (`off` is then 0).
 pub(crate) fn write_f64(src: &[f64], out: &mut Storage, off: usize) {
-    fn put<T: Element>(src: &[f64], dst: &mut [T], off: usize) {
+    fn put<T: Element>(src: &[f64], dst: &mut Vec<T>, off: usize) {
+        if dst.is_empty() && off == 0 {
+            dst.extend(src.iter().map(|&v| T::from_f64(v)));
+            return;
+        }
         for (o, &v) in dst[off..off + src.len()].iter_mut().zip(src) {
             *o = T::from_f64(v);
         }

@@ -182,3 +182,80 @@ fn concat_pieces_one_loop_writes_make_a_whole_output() {
         assert_eq!(s.unzeroed_outputs, usize::from(!with_input), "{s:?}");
     }
 }
+
+/// The all-pairs Lennard-Jones energy of `benches/medium.rs` over `n`
+/// particles, broadcast form: `p: [n, 3]`, `eye: [n, n]`.
+fn lj(n: usize) -> Graph {
+    let mut g = Graph::new();
+    let p = g.input("p", [n, 3], DType::F64);
+    let eye = g.input("eye", [n, n], DType::F64);
+    let a = g.reshape(p, [n, 1, 3]).unwrap();
+    let b = g.reshape(p, [1, n, 3]).unwrap();
+    let d = g.sub(a, b).unwrap();
+    let d2 = g.square(d).unwrap();
+    let r2 = g.sum(d2, &[2]).unwrap();
+    let r2 = g.add(r2, eye).unwrap();
+    let s3 = g.powi(r2, -3).unwrap();
+    let s6 = g.square(s3).unwrap();
+    let t = g.sub(s6, s3).unwrap();
+    let two = g.scalar(2.0, DType::F64);
+    let t = g.mul(t, two).unwrap();
+    let e = g.sum_all(t).unwrap();
+    g.set_outputs(vec![e]);
+    g
+}
+
+#[test]
+fn targets_written_whole_by_folded_reductions_and_reduce_steps_skip_zeros() {
+    // The gradient of the broadcast LJ energy: its buffer slots hold
+    // values of several sizes ([n, n, 3], [n, n], [n, 3]) over a call, and
+    // the reductions folded into loops or run as steps of their own
+    // finish into targets whose slot last held another value. Every call
+    // with new positions must equal the first call of a new plan (all
+    // slots freshly zeroed) and the unfused plan, bit for bit.
+    let n = 24;
+    let vg = value_and_grad(&lj(n), &[0]).unwrap();
+    let mut eye = vec![0.0; n * n];
+    (0..n).for_each(|i| eye[i * n + i] = 1.0);
+    let eye = tensor(&eye, &[n, n], DType::F64);
+    let exe = compile_with(&vg, &Options::general()).unwrap();
+    let s = exe.stats();
+    assert!(s.unzeroed_targets > 0, "{s:?}");
+    for call in 0..4u64 {
+        // Particles on a jittered grid: no two closer than about 0.5.
+        let jitter = values(3 * n, 11 + call, -0.2, 0.2);
+        let pos: Vec<f64> = (0..3 * n)
+            .map(|k| {
+                ((k / 3) as f64 * 1.3 + (k % 3) as f64 * 0.7) % 5.0 + (k % 3) as f64 + jitter[k]
+            })
+            .collect();
+        let p = tensor(&pos, &[n, 3], DType::F64);
+        let warm = tensors(&exe, &[&p, &eye]);
+        let first = compile_with(&vg, &Options::general())
+            .unwrap()
+            .run(&[&p, &eye])
+            .unwrap();
+        let plain = unfused(&vg).run(&[&p, &eye]).unwrap();
+        for (j, ((a, b), c)) in warm.iter().zip(&first).zip(&plain).enumerate() {
+            assert_same_values(a, b, &format!("lj: call {call}, output {j} vs a new plan"));
+            assert_same_values(a, c, &format!("lj: call {call}, output {j} vs unfused"));
+        }
+    }
+}
+
+#[test]
+fn integer_reductions_keep_their_zeroed_targets() {
+    // An integer sum folds into its target in place (from the identity):
+    // it is not given room without zeros, and repeated calls agree.
+    let mut g = Graph::new();
+    let x = g.input("x", [40, 7], DType::I64);
+    let s = g.sum(x, &[0]).unwrap();
+    g.set_outputs(vec![s]);
+    let exe = compile_with(&g, &Options::general()).unwrap();
+    assert_eq!(exe.stats().unzeroed_targets, 0, "{:?}", exe.stats());
+    let xv = tensor(&values(280, 3, -50.0, 50.0), &[40, 7], DType::I64);
+    let want = exe.run(&[&xv]).unwrap();
+    for _ in 0..3 {
+        assert_same_values(&tensors(&exe, &[&xv])[0], &want[0], "integer sum");
+    }
+}

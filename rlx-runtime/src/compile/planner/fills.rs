@@ -13,26 +13,69 @@ use super::super::fused_io::{for_runs, Scatter};
 use super::super::plan::{Step, StepKind};
 use super::super::regs::Out;
 
-/// Sets `Target::fills` on the outputs of fused loops that the loop
-/// writes whole, and returns how many it set.
-pub(super) fn mark(steps: &mut [Step], locs: &[Loc]) -> usize {
-    let mut count = 0;
+/// Sets `Target::fills` on the targets a step writes whole without
+/// reading them: the outputs and buffers a fused loop writes whole through
+/// its stores, the targets a loop's folded reduction finishes into whole
+/// (no other instruction of the loop writing them), and the float targets
+/// of reduction steps. A buffer slot shared by values of several sizes is
+/// then resized without zeros on every call. Returns `(outputs, others)`:
+/// how many fused-loop outputs written by stores it marked (the
+/// `unzeroed_outputs` of the stats) and how many other targets.
+pub(super) fn mark(steps: &mut [Step], locs: &[Loc]) -> (usize, usize) {
+    let (mut outputs, mut others) = (0, 0);
     for step in steps {
-        let StepKind::Fused(f) = &step.kind else {
-            continue;
-        };
-        for (t, target) in step.targets.iter_mut().enumerate() {
-            let output = match target.dst {
-                Dst::Out(_) => true,
-                Dst::Node(v) => matches!(locs[v as usize], Loc::Out(_)),
-            };
-            if output && target.numel > 0 && writes_whole(f, t as u32, target.numel) {
-                target.fills = true;
-                count += 1;
+        match &step.kind {
+            StepKind::Fused(f) => {
+                for (t, target) in step.targets.iter_mut().enumerate() {
+                    let output = match target.dst {
+                        Dst::Out(_) => true,
+                        Dst::Node(v) => matches!(locs[v as usize], Loc::Out(_)),
+                    };
+                    if target.numel == 0 {
+                        continue;
+                    }
+                    if writes_whole(f, t as u32, target.numel) {
+                        target.fills = true;
+                        if output {
+                            outputs += 1;
+                        } else {
+                            others += 1;
+                        }
+                    } else if sink_writes_whole(f, t as u32, target.numel) {
+                        target.fills = true;
+                        others += 1;
+                    }
+                }
             }
+            StepKind::Reduce(r) => {
+                let target = &mut step.targets[0];
+                // Float results are written whole by `write_f64`; integer
+                // ones are folded in place (they must hold the identity).
+                if target.numel > 0 && target.numel == r.out_numel && target.dtype.is_float() {
+                    target.fills = true;
+                    others += 1;
+                }
+            }
+            _ => {}
         }
     }
-    count
+    (outputs, others)
+}
+
+/// Whether target `t` (of `numel` elements) of loop `f` is written whole
+/// by exactly one folded reduction's finish and by nothing else.
+pub(crate) fn sink_writes_whole(f: &FusedStep, t: u32, numel: usize) -> bool {
+    let mut sinks = f.sinks.iter().filter(|s| s.target == t);
+    let one = matches!((sinks.next(), sinks.next()), (Some(s), None) if s.out_numel == numel);
+    one && !f.body.iter().any(|ins| match ins {
+        Instr::LoadTarget { target, .. }
+        | Instr::Store { target, .. }
+        | Instr::Scatter { target, .. }
+        | Instr::Interleave { target, .. } => *target == t,
+        Instr::Unary { dst, .. } | Instr::Binary { dst, .. } => *dst == Out::Target(t),
+        Instr::Chain(ch) => ch.dst == Out::Target(t),
+        _ => false,
+    })
 }
 
 /// Whether loop `f` writes every element of its target `t` (of `numel`

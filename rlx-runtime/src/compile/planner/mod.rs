@@ -489,7 +489,7 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
     b.stats.indexed_gathers = (0..nn).filter(|&i| live[i] && indexed[i].is_some()).count();
     b.stats.views = views.iter().filter(|v| v.is_some()).count();
     b.stats.placed = places.iter().filter(|p| p.is_some()).count();
-    b.stats.unzeroed_outputs = fills::mark(&mut b.steps, &b.locs);
+    (b.stats.unzeroed_outputs, b.stats.unzeroed_targets) = fills::mark(&mut b.steps, &b.locs);
     let max_targets = b.steps.iter().map(|s| s.targets.len()).max().unwrap_or(0);
     let (input_types, output_types) = (&base.input_types, &base.output_types);
     let mut scalar_program = scalar_program(&b.steps, &b.locs, input_types, output_types);
