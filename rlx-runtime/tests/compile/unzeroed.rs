@@ -10,6 +10,7 @@ use rlx_core::autodiff::{batch_jacobian, value_and_grad};
 
 use crate::common::{assert_same_values, tensor, values};
 use crate::device::device;
+use crate::lj::lj;
 use rlx_runtime::compile::{compile_with, Options};
 use rlx_runtime::{Arg, DType, Executable, Graph, Tensor, Value};
 
@@ -181,28 +182,6 @@ fn concat_pieces_one_loop_writes_make_a_whole_output() {
         let s = exe.stats();
         assert_eq!(s.unzeroed_outputs, usize::from(!with_input), "{s:?}");
     }
-}
-
-/// The all-pairs Lennard-Jones energy of `benches/medium.rs` over `n`
-/// particles, broadcast form: `p: [n, 3]`, `eye: [n, n]`.
-fn lj(n: usize) -> Graph {
-    let mut g = Graph::new();
-    let p = g.input("p", [n, 3], DType::F64);
-    let eye = g.input("eye", [n, n], DType::F64);
-    let a = g.reshape(p, [n, 1, 3]).unwrap();
-    let b = g.reshape(p, [1, n, 3]).unwrap();
-    let d = g.sub(a, b).unwrap();
-    let d2 = g.square(d).unwrap();
-    let r2 = g.sum(d2, &[2]).unwrap();
-    let r2 = g.add(r2, eye).unwrap();
-    let s3 = g.powi(r2, -3).unwrap();
-    let s6 = g.square(s3).unwrap();
-    let t = g.sub(s6, s3).unwrap();
-    let two = g.scalar(2.0, DType::F64);
-    let t = g.mul(t, two).unwrap();
-    let e = g.sum_all(t).unwrap();
-    g.set_outputs(vec![e]);
-    g
 }
 
 #[test]
