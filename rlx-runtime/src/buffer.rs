@@ -132,9 +132,14 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         match self {
             Buffer::Owned(s) => match &mut **s {
-                // The pool's vector goes back whole; what is left in the
-                // storage is an empty vector, which owns nothing.
-                Storage::F64(v) if v.capacity() == pool::CAP => pool::give(std::mem::take(v)),
+                // The pool's vector goes back whole.
+                // SAFETY: the buffer is being dropped and `ManuallyDrop`
+                // left its drop to this function: the vector read out here
+                // is never used or dropped through `s` again, so it has
+                // exactly one owner.
+                Storage::F64(v) if v.capacity() == pool::CAP => {
+                    pool::give(unsafe { std::ptr::read(v) })
+                }
                 // SAFETY: the buffer is being dropped: `s` is never used
                 // again, and `ManuallyDrop` left its drop to this function.
                 _ => unsafe { ManuallyDrop::drop(s) },
