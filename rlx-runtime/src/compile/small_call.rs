@@ -117,10 +117,27 @@ impl SmallCall {
         let (types, lens) = (&self.types[skip..], &self.lens[skip..]);
         match in_place(self.n_in, head, tail) {
             Some(ins) => self.run_on(ins, at, types, lens, build),
-            None => with_inputs(self.n_in, head, tail, |ins| {
-                self.run_on(ins, at, types, lens, build)
-            }),
+            None => self.run_read(head, tail, at, types, lens, build),
         }
+    }
+
+    /// [`SmallCall::run`] for arguments read into a buffer first (not a
+    /// single `f64` tensor). Out of line, with [`SmallCall::run_large`]:
+    /// their stack buffers (up to `small::STACK` elements) would otherwise
+    /// make every warm call's frame several KiB.
+    #[inline(never)]
+    fn run_read<R>(
+        &self,
+        head: &[Arg<'_>],
+        tail: &[Arg<'_>],
+        at: usize,
+        types: &[TensorType],
+        lens: &[usize],
+        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
+    ) -> Option<R> {
+        with_inputs(self.n_in, head, tail, |ins| {
+            self.run_on(ins, at, types, lens, build)
+        })
     }
 
     /// [`SmallCall::run`] on the inputs `ins`, for the outputs of `types`
@@ -154,12 +171,26 @@ impl SmallCall {
             self.call.call(ins, out);
             return build(&mut Flat::new(out.get(at..)?, types, lens, None, 0));
         }
-        with_stack(n, |out| {
+        self.run_large(ins, at, types, lens, build)
+    }
+
+    /// [`SmallCall::run_on`] for a window of more than [`SMALL_WINDOW`]
+    /// elements, in a buffer from `with_stack` (see [`SmallCall::run_read`]).
+    #[inline(never)]
+    fn run_large<R>(
+        &self,
+        ins: &[f64],
+        at: usize,
+        types: &[TensorType],
+        lens: &[usize],
+        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
+    ) -> Option<R> {
+        with_stack(self.template.len(), |out| {
             if self.prefill {
                 out.copy_from_slice(&self.template);
             }
             self.call.call(ins, out);
-            build(&mut Flat::new(&out[at..], types, lens, None, 0))
+            build(&mut Flat::new(out.get(at..)?, types, lens, None, 0))
         })
     }
 }
