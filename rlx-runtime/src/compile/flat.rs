@@ -98,7 +98,7 @@ impl<'a> Flat<'a> {
     /// each result once, and an outlined call (its frame, and the 80-byte
     /// `Option<Tensor>` returned through memory) cost more than the body.
     /// Only the common buffer is made inline (the values of a small `f64`
-    /// output, in a pooled vector); [`other_buffer`] makes the others out
+    /// output, in a pooled vector); `other_buffer` makes the others out
     /// of line, so that the companion's code stays short.
     #[inline(always)]
     pub fn tensor(&mut self) -> Option<Tensor> {
