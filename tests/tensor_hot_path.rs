@@ -223,6 +223,20 @@ fn only_results_allocate<T>(what: &str, want: usize, call: &dyn Fn() -> T) {
 }
 
 #[test]
+fn a_tensor_stays_at_most_eighty_bytes() {
+    // A warm companion returns its tensors by value, moved through every
+    // frame between the native code and the caller (a `(Tensor, Tensor)`
+    // is 160 bytes): a larger `Tensor` makes every small call pay more
+    // moves. 80 = an owned or shared buffer (32), a shape with four inline
+    // dimensions (40) and the trace it was created in (8).
+    assert!(std::mem::size_of::<Tensor>() <= 80);
+    assert_eq!(
+        std::mem::size_of::<Option<Tensor>>(),
+        std::mem::size_of::<Tensor>()
+    );
+}
+
+#[test]
 fn a_warm_jacobian_builds_only_the_jacobian() {
     // `jacobian_` does not return the function's `[2]` value: it is
     // computed with the Jacobian but never built as a tensor.

@@ -42,8 +42,10 @@ pub(crate) const OWNED_MAX: usize = 16;
 /// The values of a concrete tensor: owned when small, shared otherwise.
 #[derive(Debug)]
 pub(crate) enum Buffer {
-    /// A small tensor's own values.
-    Owned(Storage),
+    /// A small tensor's own values. Dropped by hand (`Buffer`'s `Drop`),
+    /// so that a vector given back to the pool is not dropped a second
+    /// time as an empty one (an outlined call on every small result).
+    Owned(ManuallyDrop<Storage>),
     /// Values shared between tensors. Dropped by hand (`Buffer`'s `Drop`,
     /// which may keep the allocation for reuse, see [`crate::pool`]).
     Shared(ManuallyDrop<Arc<Storage>>),
@@ -55,10 +57,17 @@ impl Buffer {
     #[inline]
     pub(crate) fn new(storage: Storage) -> Buffer {
         if storage.len() <= OWNED_MAX {
-            Buffer::Owned(storage)
+            Buffer::owned(storage)
         } else {
             Buffer::shared(Arc::new(storage))
         }
+    }
+
+    /// An owned buffer holding `storage` (the caller keeps the invariant:
+    /// at most [`OWNED_MAX`] elements).
+    #[inline]
+    pub(crate) fn owned(storage: Storage) -> Buffer {
+        Buffer::Owned(ManuallyDrop::new(storage))
     }
 
     /// A shared buffer holding `a`.
@@ -72,7 +81,7 @@ impl Buffer {
     #[inline]
     pub(crate) fn unique_f64_mut(&mut self) -> Option<&mut [f64]> {
         let s = match self {
-            Buffer::Owned(s) => s,
+            Buffer::Owned(s) => &mut **s,
             Buffer::Shared(s) => Arc::get_mut(s)?,
         };
         match s {
@@ -92,7 +101,7 @@ impl Buffer {
             }
         }
         Ok(match self {
-            Buffer::Owned(s) => s,
+            Buffer::Owned(s) => &mut **s,
             Buffer::Shared(s) => Arc::get_mut(s).expect("made unique above"),
         })
     }
@@ -106,7 +115,7 @@ impl Buffer {
         match &*me {
             // SAFETY: `me` is never dropped or read again, so the field
             // read out here has exactly one owner.
-            Buffer::Owned(s) => unsafe { std::ptr::read(s) },
+            Buffer::Owned(s) => ManuallyDrop::into_inner(unsafe { std::ptr::read(s) }),
             Buffer::Shared(s) => {
                 // SAFETY: as above.
                 let s = ManuallyDrop::into_inner(unsafe { std::ptr::read(s) });
@@ -122,12 +131,19 @@ impl Drop for Buffer {
     #[inline]
     fn drop(&mut self) {
         match self {
-            Buffer::Owned(Storage::F64(v)) => {
-                if v.capacity() == pool::CAP {
-                    pool::give(std::mem::take(v));
+            Buffer::Owned(s) => match &mut **s {
+                // The pool's vector goes back whole.
+                // SAFETY: the buffer is being dropped and `ManuallyDrop`
+                // left its drop to this function: the vector read out here
+                // is never used or dropped through `s` again, so it has
+                // exactly one owner.
+                Storage::F64(v) if v.capacity() == pool::CAP => {
+                    pool::give(unsafe { std::ptr::read(v) })
                 }
-            }
-            Buffer::Owned(_) => {}
+                // SAFETY: the buffer is being dropped: `s` is never used
+                // again, and `ManuallyDrop` left its drop to this function.
+                _ => unsafe { ManuallyDrop::drop(s) },
+            },
             Buffer::Shared(a) => {
                 // SAFETY: the buffer is being dropped: `a` is never used
                 // again, and `ManuallyDrop` left its drop to this function.

@@ -62,7 +62,7 @@ thread_local! {
 }
 
 /// An empty vector of capacity [`CAP`]: a kept one if the thread has one.
-#[inline]
+#[inline(always)]
 fn take() -> Vec<f64> {
     let kept = KEPT.try_with(|k| {
         let n = k.len.get().checked_sub(1)?;
@@ -71,13 +71,23 @@ fn take() -> Vec<f64> {
     });
     match kept {
         Ok(Some(v)) => v,
-        _ => Vec::with_capacity(CAP),
+        _ => fresh(),
     }
+}
+
+/// A new empty vector of capacity [`CAP`] (the thread keeps none): out of
+/// line, so that the warm path of [`take`] stays short.
+#[cold]
+#[inline(never)]
+fn fresh() -> Vec<f64> {
+    Vec::with_capacity(CAP)
 }
 
 /// A vector holding `vals` (at most [`CAP`] of them), in a kept vector when
 /// the thread has one, so that it can go back to the list when dropped.
-#[inline]
+/// Always inlined: it is on the warm path of every small result, where a
+/// call (and the vector returned through memory) cost about a third of it.
+#[inline(always)]
 pub(crate) fn from_slice(vals: &[f64]) -> Vec<f64> {
     if vals.len() > CAP {
         return vals.to_vec();
@@ -149,7 +159,7 @@ fn shared_from(vals: &[f64], zeros: usize) -> Arc<Storage> {
 #[inline]
 pub(crate) fn buffer_from_slice(vals: &[f64]) -> Buffer {
     if vals.len() <= OWNED_MAX {
-        Buffer::Owned(Storage::F64(from_slice(vals)))
+        Buffer::owned(Storage::F64(from_slice(vals)))
     } else {
         Buffer::shared(shared_from(vals, 0))
     }
@@ -159,7 +169,7 @@ pub(crate) fn buffer_from_slice(vals: &[f64]) -> Buffer {
 #[inline]
 pub(crate) fn buffer_zeroed(n: usize) -> Buffer {
     if n <= OWNED_MAX {
-        Buffer::Owned(Storage::F64(zeroed(n)))
+        Buffer::owned(Storage::F64(zeroed(n)))
     } else {
         Buffer::shared(shared_from(&[], n))
     }

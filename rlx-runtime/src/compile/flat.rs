@@ -5,7 +5,7 @@
 
 use rlx_core::{DType, TensorType};
 
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, OWNED_MAX};
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::{is_number, Value, Values};
@@ -97,6 +97,9 @@ impl<'a> Flat<'a> {
     /// `None` when no output is left. Always inlined: a companion takes
     /// each result once, and an outlined call (its frame, and the 80-byte
     /// `Option<Tensor>` returned through memory) cost more than the body.
+    /// Only the common buffer is made inline (the values of a small `f64`
+    /// output, in a pooled vector); `other_buffer` makes the others out
+    /// of line, so that the companion's code stays short.
     #[inline(always)]
     pub fn tensor(&mut self) -> Option<Tensor> {
         let (t, types) = self.types.split_first()?;
@@ -108,11 +111,10 @@ impl<'a> Flat<'a> {
             None => {
                 let (vals, rest) = self.vals.split_at_checked(n)?;
                 self.vals = rest;
-                match t.dtype {
-                    DType::F32 => {
-                        Buffer::new(Storage::F32(vals.iter().map(|&v| v as f32).collect()))
-                    }
-                    _ => crate::pool::buffer_from_slice(vals),
+                if t.dtype == DType::F64 && n <= OWNED_MAX {
+                    Buffer::owned(Storage::F64(crate::pool::from_slice(vals)))
+                } else {
+                    other_buffer(t.dtype, vals)
                 }
             }
         };
@@ -135,5 +137,16 @@ impl<'a> Flat<'a> {
             }
             _ => None,
         }
+    }
+}
+
+/// The buffer of an output of `dtype` with the (widened) values `vals`,
+/// other than a small `f64` one ([`Flat::tensor`]): `f32` values rounded
+/// back (exact: they were widened), larger `f64` values shared.
+#[inline(never)]
+fn other_buffer(dtype: DType, vals: &[f64]) -> Buffer {
+    match dtype {
+        DType::F32 => Buffer::new(Storage::F32(vals.iter().map(|&v| v as f32).collect())),
+        _ => crate::pool::buffer_from_slice(vals),
     }
 }

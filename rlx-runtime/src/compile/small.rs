@@ -567,17 +567,31 @@ pub(crate) fn with_inputs<R>(
     tail: &[Arg<'_>],
     f: impl FnOnce(&[f64]) -> R,
 ) -> R {
-    if let ([Arg::Tensor(t)], []) = (head, tail) {
-        if let Storage::F64(v) = concrete(t) {
-            if v.len() == n_in {
-                return f(v);
-            }
-        }
+    if let Some(ins) = in_place(n_in, head, tail) {
+        return f(ins);
     }
     with_stack(n_in, |ins| {
         read_args(head.iter().chain(tail).copied(), ins);
         f(ins)
     })
+}
+
+/// The values of a single `f64` tensor argument of `n_in` elements, read
+/// in place; `None` for any other arguments.
+#[inline]
+pub(crate) fn in_place<'a>(
+    n_in: usize,
+    head: &'a [Arg<'_>],
+    tail: &[Arg<'_>],
+) -> Option<&'a [f64]> {
+    if let ([Arg::Tensor(t)], []) = (head, tail) {
+        if let Storage::F64(v) = concrete(t) {
+            if v.len() == n_in {
+                return Some(v);
+            }
+        }
+    }
+    None
 }
 
 /// Copies checked arguments, widened to `f64`, to the front of `ins`.

@@ -13,10 +13,14 @@
 
 use rlx_core::{DType, TensorType};
 
-use super::small::{with_inputs, with_stack};
+use super::small::{in_place, with_inputs, with_stack};
 use super::{DirectCall, Flat};
 use crate::pool;
 use crate::value::{is_number, Arg};
+
+/// The most output elements a warm call writes into a buffer in its own
+/// frame ([`SmallCall::run`]); larger windows take `with_stack`.
+const SMALL_WINDOW: usize = 16;
 
 /// Native code writing a window of a scalarised plan's flat outputs (all
 /// of them for a direct program, the last output for placed code), with
@@ -38,6 +42,9 @@ pub(crate) struct SmallCall {
     types: Box<[TensorType]>,
     lens: Box<[usize]>,
     offsets: Box<[usize]>,
+    /// Whether the last output is an `f64` tensor (not a number): a call
+    /// returning only it writes straight into its own buffer.
+    last_f64: bool,
 }
 
 impl SmallCall {
@@ -74,6 +81,9 @@ impl SmallCall {
             types: types.into(),
             lens: lens.into(),
             offsets: offsets.into(),
+            last_f64: types
+                .last()
+                .is_some_and(|t| t.dtype == DType::F64 && !is_number(t)),
         })
     }
 
@@ -90,6 +100,11 @@ impl SmallCall {
     /// tensor argument is read in place; a single `f64` tensor result
     /// is written straight into its own values, the others are built
     /// from a buffer on the stack.
+    ///
+    /// The common call (one `f64` tensor argument, at most
+    /// [`SMALL_WINDOW`] output elements) runs in this one frame: no
+    /// closure per buffer, so the results `build` returns are not moved
+    /// through more frames than the caller's.
     #[inline]
     pub(crate) fn run<R>(
         &self,
@@ -100,26 +115,82 @@ impl SmallCall {
     ) -> Option<R> {
         let at = self.offsets.get(skip)?.checked_sub(self.start)?;
         let (types, lens) = (&self.types[skip..], &self.lens[skip..]);
+        match in_place(self.n_in, head, tail) {
+            Some(ins) => self.run_on(ins, at, types, lens, build),
+            None => self.run_read(head, tail, at, types, lens, build),
+        }
+    }
+
+    /// [`SmallCall::run`] for arguments read into a buffer first (not a
+    /// single `f64` tensor). Out of line, with [`SmallCall::run_large`]:
+    /// their stack buffers (up to `small::STACK` elements) would otherwise
+    /// make every warm call's frame several KiB.
+    #[inline(never)]
+    fn run_read<R>(
+        &self,
+        head: &[Arg<'_>],
+        tail: &[Arg<'_>],
+        at: usize,
+        types: &[TensorType],
+        lens: &[usize],
+        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
+    ) -> Option<R> {
         with_inputs(self.n_in, head, tail, |ins| {
-            if let ([t], 0) = (types, at) {
-                if t.dtype == DType::F64 && !is_number(t) {
-                    let mut b = match self.prefill {
-                        true => pool::buffer_from_slice(&self.template),
-                        false => pool::buffer_zeroed(self.template.len()),
-                    };
-                    // A new buffer is unique; the lengths were checked
-                    // when the handle was made.
-                    self.call.call(ins, b.unique_f64_mut()?);
-                    return build(&mut Flat::new(&[], types, lens, Some(b), 0));
-                }
+            self.run_on(ins, at, types, lens, build)
+        })
+    }
+
+    /// [`SmallCall::run`] on the inputs `ins`, for the outputs of `types`
+    /// (`lens` elements each) from `at` in the window.
+    #[inline(always)]
+    fn run_on<R>(
+        &self,
+        ins: &[f64],
+        at: usize,
+        types: &[TensorType],
+        lens: &[usize],
+        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
+    ) -> Option<R> {
+        if self.last_f64 && at == 0 && types.len() == 1 {
+            let mut b = match self.prefill {
+                true => pool::buffer_from_slice(&self.template),
+                false => pool::buffer_zeroed(self.template.len()),
+            };
+            // A new buffer is unique; the lengths were checked when the
+            // handle was made.
+            self.call.call(ins, b.unique_f64_mut()?);
+            return build(&mut Flat::new(&[], types, lens, Some(b), 0));
+        }
+        let n = self.template.len();
+        if n <= SMALL_WINDOW {
+            let mut buf = [0.0; SMALL_WINDOW];
+            let out = &mut buf[..n];
+            if self.prefill {
+                out.copy_from_slice(&self.template);
             }
-            with_stack(self.template.len(), |out| {
-                if self.prefill {
-                    out.copy_from_slice(&self.template);
-                }
-                self.call.call(ins, out);
-                build(&mut Flat::new(&out[at..], types, lens, None, 0))
-            })
+            self.call.call(ins, out);
+            return build(&mut Flat::new(out.get(at..)?, types, lens, None, 0));
+        }
+        self.run_large(ins, at, types, lens, build)
+    }
+
+    /// [`SmallCall::run_on`] for a window of more than [`SMALL_WINDOW`]
+    /// elements, in a buffer from `with_stack` (see [`SmallCall::run_read`]).
+    #[inline(never)]
+    fn run_large<R>(
+        &self,
+        ins: &[f64],
+        at: usize,
+        types: &[TensorType],
+        lens: &[usize],
+        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
+    ) -> Option<R> {
+        with_stack(self.template.len(), |out| {
+            if self.prefill {
+                out.copy_from_slice(&self.template);
+            }
+            self.call.call(ins, out);
+            build(&mut Flat::new(out.get(at..)?, types, lens, None, 0))
         })
     }
 }

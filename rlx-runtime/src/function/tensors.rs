@@ -297,6 +297,51 @@ mod tests {
         }
     }
 
+    /// Each output's dtype (numbers by their type).
+    fn dtypes(values: &[Value]) -> Vec<DType> {
+        let one = |v: &Value| match v {
+            Value::Tensor(t) => t.dtype(),
+            Value::F64(_) => DType::F64,
+            Value::F32(_) => DType::F32,
+        };
+        values.iter().map(one).collect()
+    }
+
+    #[test]
+    fn f32_and_shared_results_give_the_bits_of_the_general_path() {
+        // `f32` results (rounded back out of line), and `f64` results too
+        // large to own their values (shared, out of line, from a window
+        // larger than the one a warm call keeps in its own frame).
+        static F32S: Function = Function::new("f32s", &["x", "y"], &[0, 1]);
+        static WIDE: Function = Function::new("wide", &["x", "y"], &[0, 1]);
+        let x32 = Tensor::from_slice(&[0.5f32, -1.25, 2.0], [3]);
+        let wide: Vec<f64> = (0..20).map(|i| 0.1 * f64::from(i) - 0.7).collect();
+        let xw = Tensor::from_vec(wide, [20]);
+        let cases = [
+            (&F32S, &x32, Arg::F32(0.75), &DENSE[..]),
+            (
+                &WIDE,
+                &xw,
+                Arg::F64(0.75),
+                &[Transform::Call, Transform::Grad][..],
+            ),
+        ];
+        for (f, x, y, transforms) in cases {
+            for &t in transforms {
+                let ex = match t {
+                    Transform::Jvp | Transform::Hvp | Transform::Vjp => continue,
+                    _ => extras(t, 0),
+                };
+                let args = [Arg::from(x), y];
+                let want = f.run(t, &args, &ex, &(), tracer).unwrap();
+                let got = f.run_small(t, &args, &ex, &(), 0, all_tensors);
+                let got = got.unwrap_or_else(|| panic!("{t:?}: served"));
+                assert_eq!(dtypes(&got), dtypes(&want), "{t:?}");
+                assert_eq!(bits(got), bits(want), "{t:?}");
+            }
+        }
+    }
+
     #[test]
     fn numbers_are_taken_as_numbers_and_mismatches_decline() {
         static G: Function = Function::new("g", &["x", "y"], &[0, 1]);
