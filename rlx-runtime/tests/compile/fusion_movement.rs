@@ -202,9 +202,9 @@ fn folded_reductions_give_the_reduction_steps_bits_across_blocks() {
     // over the axis before them (held in registers, rows cut by blocks);
     // kept axes merged, and a kept inner axis of length 1 (not merged
     // away); every reduction.
-    // Whole sweeps of kept short rows are combined interleaved, up to
-    // four with disjoint accumulators (sweeps cut by blocks, sweeps of
-    // the same accumulators).
+    // Sweeps of kept short rows: many per block, cut by blocks, and
+    // sweeps that share their accumulators (the axes before them reduced
+    // too).
     let shapes: [(&[usize], &[usize]); 21] = [
         (&[20, 3, 10, 2], &[0, 2]),
         (&[33, 5, 3], &[1]),
