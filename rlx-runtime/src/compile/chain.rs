@@ -252,8 +252,31 @@ fn run_portable<T: Real, const L: usize>(
     out: &mut [T],
 ) {
     let n = out.len();
-    let full = n - n % L;
-    let mut at = 0;
+    let at = chunks::<T, L>(start, stages, out, 0);
+    // The rest a few lanes at a time (a block of 999 elements leaves 7
+    // past the wide chunks), then one by one: the same op per element in
+    // every path.
+    let at = chunks::<T, QUAD>(start, stages, out, at);
+    if at < n {
+        tail(start, stages, &mut out[at..], at);
+    }
+}
+
+/// Lanes of the short chunks after the wide ones.
+const QUAD: usize = 4;
+
+/// `out[i] = stages(start[i])` for the whole chunks of `L` elements from
+/// `from` on; returns where they end.
+#[inline(always)]
+fn chunks<T: Real, const L: usize>(
+    start: Start<'_, T>,
+    stages: &[Resolved<'_, T>],
+    out: &mut [T],
+    from: usize,
+) -> usize {
+    let n = out.len();
+    let full = from + (n - from) / L * L;
+    let mut at = from;
     while at < full {
         let mut v: [T; L] = match start {
             Start::Arg(Arg::Slice(s)) => chunk(s, at),
@@ -266,9 +289,7 @@ fn run_portable<T: Real, const L: usize>(
         out[at..at + L].copy_from_slice(&v);
         at += L;
     }
-    if full < n {
-        tail(start, stages, &mut out[full..], full);
-    }
+    full
 }
 
 /// Elements `at..at + L` of a block-long slice.
@@ -484,13 +505,15 @@ mod tests {
         kinds
     }
 
-    /// Every pair of stage kinds, on lengths with and without a tail,
-    /// against the per-op block kernels (AVX2 and portable code).
+    /// Every pair of stage kinds, on lengths with and without short
+    /// chunks and a tail (`3 · WIDE + 5`: a short chunk and one element
+    /// past the wide chunks; `3`: only a tail), against the per-op block
+    /// kernels (AVX2 and portable code).
     fn every_pair<T: ChainReal + std::fmt::Debug>() {
         let n = 3 * T::WIDE + 5;
         let x = values::<T>(n, 0);
         let y = values::<T>(n, 5);
-        for len in [n, T::WIDE, T::NARROW, T::NARROW - 3, 0] {
+        for len in [n, T::WIDE, T::NARROW, T::NARROW - 3, 3, 0] {
             let (x, kinds) = (&x[..len], kinds(&y[..len]));
             for a in &kinds {
                 for b in &kinds {
