@@ -370,6 +370,19 @@ pub(crate) fn store(regs: &Registers, src: Reg, dst: RawTarget, start: usize, le
     }
 }
 
+/// Copies a contiguous run of a register into a target of its own type.
+type CopyRun<S, T> = unsafe fn(&[S], *mut T);
+
+/// A contiguous run of a register's own type written with one `memcpy`
+/// (wide stores) instead of a store loop.
+///
+/// # Safety
+/// `p` is valid for `s.len()` writes and does not overlap `s`.
+unsafe fn copy_run<T: Copy>(s: &[T], p: *mut T) {
+    // SAFETY: the caller's contract.
+    unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), p, s.len()) }
+}
+
 /// Writes the block `start..start + len` of register `src` through `map`.
 pub(crate) fn scatter(
     regs: &Registers,
@@ -382,8 +395,8 @@ pub(crate) fn scatter(
 ) {
     let s_in = map.strides[map.strides.len() - 1];
     macro_rules! put {
-        ($bank:ident, $p:expr, $n:expr, $f:expr) => {{
-            let (f, p, n) = ($f, $p, $n);
+        ($bank:ident, $p:expr, $n:expr, $f:expr, $copy:expr) => {{
+            let (f, p, n, copy) = ($f, $p, $n, $copy);
             let s = &reg(&regs.$bank, src)[..len];
             for_runs(
                 &map.dims,
@@ -397,6 +410,11 @@ pub(crate) fn scatter(
                         first + (run - 1) * s_in < n,
                         "a placed value stays in its window"
                     );
+                    if let (Some(copy), 1) = (copy, s_in) {
+                        // SAFETY: as below.
+                        unsafe { copy(&s[done..done + run], p.add(first)) };
+                        return;
+                    }
                     for (j, &x) in s[done..done + run].iter().enumerate() {
                         // SAFETY: in bounds (checked above); the map is
                         // injective and each part writes the elements of its
@@ -409,12 +427,12 @@ pub(crate) fn scatter(
         }};
     }
     match dst {
-        RawTarget::F32(p, n) => put!(f32, p, n, |x: f32| x),
-        RawTarget::F16(p, n) => put!(f32, p, n, f16::from_f32),
-        RawTarget::BF16(p, n) => put!(f32, p, n, bf16::from_f32),
-        RawTarget::F64(p, n) => put!(f64, p, n, |x: f64| x),
-        RawTarget::I64(p, n) => put!(i64, p, n, |x: i64| x),
-        RawTarget::Bool(p, n) => put!(bool, p, n, |x: bool| x),
+        RawTarget::F32(p, n) => put!(f32, p, n, |x: f32| x, Some(copy_run::<f32>)),
+        RawTarget::F16(p, n) => put!(f32, p, n, f16::from_f32, None::<CopyRun<f32, f16>>),
+        RawTarget::BF16(p, n) => put!(f32, p, n, bf16::from_f32, None::<CopyRun<f32, bf16>>),
+        RawTarget::F64(p, n) => put!(f64, p, n, |x: f64| x, Some(copy_run::<f64>)),
+        RawTarget::I64(p, n) => put!(i64, p, n, |x: i64| x, Some(copy_run::<i64>)),
+        RawTarget::Bool(p, n) => put!(bool, p, n, |x: bool| x, Some(copy_run::<bool>)),
     }
 }
 
