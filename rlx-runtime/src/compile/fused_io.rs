@@ -349,10 +349,16 @@ pub(crate) fn fill(regs: &mut Registers, r: Reg, src: &Storage, off: usize, lane
 /// (see `fills`).
 pub(crate) fn store(regs: &Registers, src: Reg, dst: RawTarget, start: usize, len: usize) {
     macro_rules! put {
-        ($bank:ident, $p:expr, $n:expr, $f:expr) => {{
-            let (f, p, n) = ($f, $p, $n);
+        ($bank:ident, $p:expr, $n:expr, $f:expr, $copy:expr) => {{
+            let (f, p, n, copy) = ($f, $p, $n, $copy);
             let s = &reg(&regs.$bank, src)[..len];
             assert!(start <= n && len <= n - start, "target window out of range");
+            if let Some(copy) = copy {
+                // SAFETY: in bounds (checked above); a register never
+                // overlaps a target.
+                unsafe { copy(s, p.add(start)) };
+                return;
+            }
             for (j, &x) in s.iter().enumerate() {
                 // SAFETY: in bounds (checked above); this part owns the
                 // block, so nothing else writes or borrows it meanwhile.
@@ -361,16 +367,17 @@ pub(crate) fn store(regs: &Registers, src: Reg, dst: RawTarget, start: usize, le
         }};
     }
     match dst {
-        RawTarget::F32(p, n) => put!(f32, p, n, |x: f32| x),
-        RawTarget::F16(p, n) => put!(f32, p, n, f16::from_f32),
-        RawTarget::BF16(p, n) => put!(f32, p, n, bf16::from_f32),
-        RawTarget::F64(p, n) => put!(f64, p, n, |x: f64| x),
-        RawTarget::I64(p, n) => put!(i64, p, n, |x: i64| x),
-        RawTarget::Bool(p, n) => put!(bool, p, n, |x: bool| x),
+        RawTarget::F32(p, n) => put!(f32, p, n, |x: f32| x, Some(copy_run::<f32>)),
+        RawTarget::F16(p, n) => put!(f32, p, n, f16::from_f32, None::<CopyRun<f32, f16>>),
+        RawTarget::BF16(p, n) => put!(f32, p, n, bf16::from_f32, None::<CopyRun<f32, bf16>>),
+        RawTarget::F64(p, n) => put!(f64, p, n, |x: f64| x, Some(copy_run::<f64>)),
+        RawTarget::I64(p, n) => put!(i64, p, n, |x: i64| x, Some(copy_run::<i64>)),
+        RawTarget::Bool(p, n) => put!(bool, p, n, |x: bool| x, Some(copy_run::<bool>)),
     }
 }
 
-/// Copies a contiguous run of a register into a target of its own type.
+/// Copies a contiguous run of a register into a target of its own type
+/// ([`copy_run`]); `None` where the target's type differs.
 type CopyRun<S, T> = unsafe fn(&[S], *mut T);
 
 /// A contiguous run of a register's own type written with one `memcpy`
