@@ -345,13 +345,13 @@ fn an_f32_loop_with_hoisted_products_computes_in_f32() {
 
 #[test]
 fn a_warm_call_overwrites_the_last_calls_loop_results() {
-    // A loop's packed result keeps its buffer slot from call to call (not
-    // set to zeros again: the loop writes every element). A warm call on
-    // new inputs gives the numbers of a new plan's first call, bit for
-    // bit: nothing of the last call's stacked residuals, carries or
-    // cotangents shows through. With residuals (every carry stored, the
-    // recurrent layer's hoisted products), with a checkpointed spine, and
-    // a plain scan.
+    // A loop keeps its buffers (carries, checkpoint slots, step buffers)
+    // and its packed result's slot from call to call. A warm call on new
+    // inputs gives the numbers of a new plan's first call, bit for bit:
+    // nothing of the last call's stacked residuals, carries or cotangents
+    // shows through. With residuals (every carry stored, the recurrent
+    // layer's hoisted products), with a checkpointed spine, and a plain
+    // scan.
     let (rows, steps) = (4, 12);
     let mut rng = Rng::new(17);
     let graphs = [

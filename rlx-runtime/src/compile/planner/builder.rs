@@ -136,25 +136,11 @@ impl Builder<'_> {
         }
         let mut slots: Vec<(DType, usize)> = Vec::new();
         let mut free: Vec<u32> = Vec::new();
-        // Slots of loop results, never shared (see below).
-        let mut own: Vec<u32> = Vec::new();
         for s in 0..self.steps.len() {
             let targets = self.steps[s].targets.clone();
             for t in &targets {
                 let Dst::Node(v) = t.dst else { continue };
                 if self.locs[v as usize] != Loc::None {
-                    continue;
-                }
-                if matches!(self.steps[s].kind, StepKind::Loop(_)) {
-                    // A loop's packed result (tens of megabytes of stacked
-                    // residuals) keeps a slot of its own: in a slot shared
-                    // with a smaller later value, every call would set its
-                    // whole length to zeros again before the loop
-                    // overwrites all of it.
-                    slots.push((t.dtype, t.numel));
-                    let slot = (slots.len() - 1) as u32;
-                    own.push(slot);
-                    self.locs[v as usize] = Loc::Buf(slot);
                     continue;
                 }
                 // Best fit among free slots of this dtype: the smallest that
@@ -205,9 +191,7 @@ impl Builder<'_> {
             dying.dedup();
             for v in dying {
                 if let Loc::Buf(slot) = self.locs[v as usize] {
-                    if !own.contains(&slot) {
-                        free.push(slot);
-                    }
+                    free.push(slot);
                 }
             }
         }
