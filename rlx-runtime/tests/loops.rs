@@ -342,3 +342,40 @@ fn an_f32_loop_with_hoisted_products_computes_in_f32() {
         assert_close(&a.to_f64_vec().unwrap(), b, 1e-4, &format!("output {k}"));
     }
 }
+
+#[test]
+fn a_warm_call_overwrites_the_last_calls_loop_results() {
+    // A loop keeps its buffers (carries, checkpoint slots, step buffers)
+    // and its packed result's slot from call to call. A warm call on new
+    // inputs gives the numbers of a new plan's first call, bit for bit:
+    // nothing of the last call's stacked residuals, carries or cotangents
+    // shows through. With residuals (every carry stored, the recurrent
+    // layer's hoisted products), with a checkpointed spine, and a plain
+    // scan.
+    let (rows, steps) = (4, 12);
+    let mut rng = Rng::new(17);
+    let graphs = [
+        value_and_grad(&recurrent(rows, steps, None), &[0, 1, 2, 3, 4]).unwrap(),
+        value_and_grad(&looped(steps, false, Some(3)), &[0, 1, 2, 3]).unwrap(),
+        looped(steps, true, None),
+    ];
+    for g in &graphs {
+        let points: Vec<Vec<Vec<f64>>> = (0..2)
+            .map(|_| {
+                g.inputs()
+                    .iter()
+                    .map(|inp| rng.vec(g.ty(inp.node).shape.numel(), -0.5, 0.5))
+                    .collect()
+            })
+            .collect();
+        let exe = compile(g).unwrap();
+        let mut outs = zero_outputs(&exe);
+        for x in &points {
+            let ts = tensors(g, x);
+            let refs: Vec<&Tensor> = ts.iter().collect();
+            exe.run_into(&refs, &mut outs).unwrap();
+            let fresh = compile(g).unwrap().run(&refs).unwrap();
+            assert_eq!(numbers_of(&outs), numbers_of(&fresh));
+        }
+    }
+}

@@ -176,8 +176,13 @@ pub(crate) const PANEL_ROWS: usize = 16;
 pub(crate) enum Kernel {
     /// The plain triple loop (tiny products).
     Plain,
-    /// The register-blocked loops of `panel`, without packing.
+    /// The register-blocked loops of `panel`, without packing, with the
+    /// plain loop's roundings (tiny products).
     Panel,
+    /// The same with fused multiply-adds where the CPU has FMA (the
+    /// products that are not tiny: like `matrixmultiply`'s kernels, which
+    /// fuse them too, they need not keep the plain loop's roundings).
+    PanelFused,
     /// `matrixmultiply`.
     Packed,
 }
@@ -201,7 +206,8 @@ impl Kernel {
             && super::panel::fits(k, n, a, b, csc)
             && if tiny { b.cs == 1 } else { m <= PANEL_ROWS };
         match (panel, tiny) {
-            (true, _) => Kernel::Panel,
+            (true, true) => Kernel::Panel,
+            (true, false) => Kernel::PanelFused,
             (false, true) => Kernel::Plain,
             (false, false) => Kernel::Packed,
         }
@@ -235,7 +241,8 @@ pub(crate) fn gemm<T: Gemm>(
         return;
     }
     match kernel {
-        Kernel::Panel => super::panel::product((m, k, n), a, b, c, c_off, rsc),
+        Kernel::Panel => super::panel::product((m, k, n), a, b, c, c_off, rsc, false),
+        Kernel::PanelFused => super::panel::product((m, k, n), a, b, c, c_off, rsc, true),
         Kernel::Plain => plain((m, k, n), &a, &b, c, c_off, (rsc, csc)),
         Kernel::Packed => {
             // Strides are at most the slice lengths, which fit in `isize`.
@@ -565,8 +572,8 @@ mod tests {
             Kernel::of(m, k, n, &view(&data, m, k, ta), &view(&data, k, n, tb), 1)
         };
         // An LSTM step's gates: few rows, a weight that fits in cache.
-        assert_eq!(of((4, 64, 128), false, false), Kernel::Panel);
-        assert_eq!(of((4, 64, 128), false, true), Kernel::Panel);
+        assert_eq!(of((4, 64, 128), false, false), Kernel::PanelFused);
+        assert_eq!(of((4, 64, 128), false, true), Kernel::PanelFused);
         // An MLP's weight gradients `xᵀ · dz`: many rows, much work.
         assert_eq!(of((784, 64, 256), true, false), Kernel::Packed);
         assert_eq!(of((256, 64, 256), true, false), Kernel::Packed);

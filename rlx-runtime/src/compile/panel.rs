@@ -21,6 +21,34 @@
 
 use super::matmul::{Gemm, Mat};
 
+/// `s + a·b`: a multiply then an add (two roundings, the portable loops'
+/// formula), or with `FUSED` one fused multiply-add (one rounding).
+pub(crate) trait Madd: Copy {
+    fn madd<const FUSED: bool>(self, a: Self, b: Self) -> Self;
+}
+
+impl Madd for f32 {
+    #[inline]
+    fn madd<const FUSED: bool>(self, a: f32, b: f32) -> f32 {
+        if FUSED {
+            a.mul_add(b, self)
+        } else {
+            self + a * b
+        }
+    }
+}
+
+impl Madd for f64 {
+    #[inline]
+    fn madd<const FUSED: bool>(self, a: f64, b: f64) -> f64 {
+        if FUSED {
+            a.mul_add(b, self)
+        } else {
+            self + a * b
+        }
+    }
+}
+
 /// Rows of `C` per block.
 const R: usize = 4;
 /// Columns (or, in [`dots`], lanes) per block.
@@ -67,6 +95,9 @@ impl<'a, T> Job<'a, T> {
 ///
 /// # Panics
 /// If a view reaches outside its slice (checked by the caller, `gemm`).
+/// With `fused`, where the CPU has FMA, each `s + a·b` of the sums is one
+/// fused multiply-add (one rounding instead of two; the same bits for
+/// every split of the rows across threads, not the portable loops' bits).
 pub(crate) fn product<T: Gemm>(
     (m, k, n): (usize, usize, usize),
     a: Mat<'_, T>,
@@ -74,6 +105,7 @@ pub(crate) fn product<T: Gemm>(
     c: &mut [T],
     c_off: usize,
     rsc: usize,
+    fused: bool,
 ) {
     let job = Job {
         m,
@@ -85,7 +117,7 @@ pub(crate) fn product<T: Gemm>(
         rsc,
     };
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
         check(&job.a, m, k);
         check(&job.b, k, n);
         let mut views = super::panel_avx2::Views {
@@ -97,8 +129,9 @@ pub(crate) fn product<T: Gemm>(
             c,
             c_off,
             rsc,
+            fused,
         };
-        // SAFETY: the CPU supports AVX2 (checked just above) and the views
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above) and the views
         // of A and B are in bounds (`check`); C's elements are reached
         // through bounds-checked slices.
         return unsafe { T::panel_avx2(&mut views) };
@@ -333,9 +366,21 @@ mod tests {
         avx2: bool,
         nan: T,
     ) -> Vec<T> {
+        run_fused((m, k, n), a, b, avx2, false, nan)
+    }
+
+    /// [`run`], with `product`'s fused multiply-adds when `fused`.
+    fn run_fused<T: Gemm + From<i16>>(
+        (m, k, n): (usize, usize, usize),
+        a: Mat<'_, T>,
+        b: Mat<'_, T>,
+        avx2: bool,
+        fused: bool,
+        nan: T,
+    ) -> Vec<T> {
         let mut c = vec![nan; m * n + 2];
         if avx2 {
-            product((m, k, n), a, b, &mut c, 2, n);
+            product((m, k, n), a, b, &mut c, 2, n, fused);
         } else {
             let job = Job {
                 m,
@@ -401,5 +446,91 @@ mod tests {
                 );
             }
         });
+    }
+
+    /// The fused order of the kernels, element by element: `rows` sums
+    /// `a·b` over `p` in order with one rounding per multiply-add; `dots`
+    /// (a transposed `B`) does so over 4 lanes (`p ≡ l` mod 4), then adds
+    /// the lanes in order from zero, then the tail past the last full
+    /// group of 4.
+    fn fused_reference<T: Gemm + Madd>(
+        (m, k, n): (usize, usize, usize),
+        a: &Mat<'_, T>,
+        b: &Mat<'_, T>,
+    ) -> Vec<T> {
+        let at = |i: usize, p: usize| a.data[a.off + i * a.rs + p * a.cs];
+        let bt = |p: usize, j: usize| b.data[b.off + p * b.rs + j * b.cs];
+        let mut c = Vec::with_capacity(m * n);
+        for i in 0..m {
+            for j in 0..n {
+                c.push(if b.cs == 1 {
+                    (0..k).fold(T::ZERO, |s, p| s.madd::<true>(at(i, p), bt(p, j)))
+                } else {
+                    let full = k - k % 4;
+                    let mut lanes = [T::ZERO; 4];
+                    for p in 0..full {
+                        lanes[p % 4] = lanes[p % 4].madd::<true>(at(i, p), bt(p, j));
+                    }
+                    let tail = (full..k).fold(T::ZERO, |s, p| s.madd::<true>(at(i, p), bt(p, j)));
+                    lanes.iter().fold(T::ZERO, |s, &l| s + l) + tail
+                });
+            }
+        }
+        c
+    }
+
+    /// With fused multiply-adds (where this CPU has AVX2 and FMA) the
+    /// kernels give the bits of [`fused_reference`], at the LSTM's shapes
+    /// and ragged ones; elsewhere `product` runs the portable loops. Either
+    /// way the result is within the rounding bound of the portable loops'
+    /// sums: `|fused − portable| ≤ 2·k·ε·Σ_p |a_ip·b_pj|` (each differs
+    /// from the exact sum by at most `k·ε·Σ|a·b|`).
+    #[test]
+    fn the_fused_kernels_make_the_fused_sums_and_stay_within_rounding_of_the_portable_ones() {
+        #[cfg(target_arch = "x86_64")]
+        let has_fma = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+        #[cfg(not(target_arch = "x86_64"))]
+        let has_fma = false;
+        fn check_one<T: Gemm + From<i16> + Into<f64> + Madd>(
+            data: &[T],
+            eps: f64,
+            nan: T,
+            has_fma: bool,
+        ) {
+            each_view(data, |dims, a, b| {
+                let got = run_fused(dims, a, b, true, true, nan);
+                let portable = run(dims, a, b, false, nan);
+                let (m, k, n) = dims;
+                if has_fma {
+                    let want = fused_reference(dims, &a, &b);
+                    let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{dims:?}");
+                } else {
+                    let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&portable), "{dims:?}");
+                }
+                for i in 0..m {
+                    for j in 0..n {
+                        let abs: f64 = (0..k)
+                            .map(|p| {
+                                let x: f64 = a.data[a.off + i * a.rs + p * a.cs].into();
+                                let y: f64 = b.data[b.off + p * b.rs + j * b.cs].into();
+                                (x * y).abs()
+                            })
+                            .sum();
+                        let (x, y): (f64, f64) =
+                            (got[i * n + j].into(), portable[i * n + j].into());
+                        assert!(
+                            (x - y).abs() <= 2.0 * k as f64 * eps * abs,
+                            "{dims:?} ({i}, {j}): {x} vs {y}"
+                        );
+                    }
+                }
+            });
+        }
+        let d64: Vec<f64> = data::<f64>().iter().map(|x| x / 7.0).collect();
+        check_one(&d64, f64::EPSILON, f64::NAN, has_fma);
+        let d32: Vec<f32> = data::<f32>().iter().map(|x| x / 7.0).collect();
+        check_one(&d32, f64::from(f32::EPSILON), f32::NAN, has_fma);
     }
 }

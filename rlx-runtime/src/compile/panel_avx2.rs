@@ -28,6 +28,7 @@
 use std::arch::x86_64::*;
 
 use super::matmul::Mat;
+use super::panel::Madd;
 
 /// Rows of `C` per block.
 const R: usize = 4;
@@ -44,25 +45,26 @@ pub(super) struct Views<'a, 'c, T> {
     pub(super) c: &'c mut [T],
     pub(super) c_off: usize,
     pub(super) rsc: usize,
+    /// Multiply-adds fused (one rounding each, `a.mul_add(b, s)`) instead
+    /// of a multiply then an add; see [`Madd`].
+    pub(super) fused: bool,
 }
 
 /// `Σ_p a[i, p]·b[p, j]` summed in order from zero (the order of the
 /// `rows` blocks).
-fn edge_rows<T: Copy + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
-    v: &Views<'_, '_, T>,
-    zero: T,
-    i: usize,
-    j: usize,
-) -> T {
+fn edge_rows<T: Madd, const FUSED: bool>(v: &Views<'_, '_, T>, zero: T, i: usize, j: usize) -> T {
     let (a, b) = (&v.a, &v.b);
     (0..v.k).fold(zero, |s, p| {
-        s + a.data[a.off + i * a.rs + p * a.cs] * b.data[b.off + p * b.rs + j]
+        s.madd::<FUSED>(
+            a.data[a.off + i * a.rs + p * a.cs],
+            b.data[b.off + p * b.rs + j],
+        )
     })
 }
 
 /// The dot product of row `i` of `A` and column `j` of `B` over 4 lanes
 /// (the order of the `dots` blocks: lanes summed in order, then the tail).
-fn edge_dots<T: Copy + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+fn edge_dots<T: Madd + std::ops::Add<Output = T>, const FUSED: bool>(
     v: &Views<'_, '_, T>,
     zero: T,
     i: usize,
@@ -71,47 +73,54 @@ fn edge_dots<T: Copy + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
     let k = v.k;
     let x = &v.a.data[v.a.off + i * v.a.rs..][..k];
     let y = &v.b.data[v.b.off + j * v.b.cs..][..k];
-    finish_dot(lanes4(x, y, zero), x, y, zero)
+    finish_dot::<T, FUSED>(lanes4::<T, FUSED>(x, y, zero), x, y, zero)
 }
 
 /// The 4 lane sums of `x · y` over the full groups of 4.
-fn lanes4<T: Copy + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
-    x: &[T],
-    y: &[T],
-    zero: T,
-) -> [T; 4] {
+fn lanes4<T: Madd, const FUSED: bool>(x: &[T], y: &[T], zero: T) -> [T; 4] {
     let full = x.len() - x.len() % 4;
     let mut lanes = [zero; 4];
     for (xc, yc) in x[..full].chunks_exact(4).zip(y[..full].chunks_exact(4)) {
         for q in 0..4 {
-            lanes[q] = lanes[q] + xc[q] * yc[q];
+            lanes[q] = lanes[q].madd::<FUSED>(xc[q], yc[q]);
         }
     }
     lanes
 }
 
 /// The lanes summed in order from zero, plus the tail past the full groups.
-fn finish_dot<T: Copy + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+fn finish_dot<T: Madd + std::ops::Add<Output = T>, const FUSED: bool>(
     lanes: [T; 4],
     x: &[T],
     y: &[T],
     zero: T,
 ) -> T {
     let full = x.len() - x.len() % 4;
-    let tail = (full..x.len()).fold(zero, |s, p| s + x[p] * y[p]);
+    let tail = (full..x.len()).fold(zero, |s, p| s.madd::<FUSED>(x[p], y[p]));
     lanes.iter().fold(zero, |s, &l| s + l) + tail
 }
 
 /// The kernels over one element type: `$t` in vectors `$v` of `$w` lanes.
 macro_rules! rows_kernel {
-    ($t:ty, $v:ty, $w:expr, $zero:ident, $load:ident, $store:ident, $set1:ident, $add:ident, $mul:ident) => {
+    ($t:ty, $v:ty, $w:expr, $zero:ident, $load:ident, $store:ident, $set1:ident, $add:ident, $mul:ident, $fma:ident) => {
+        /// `acc + a·b`, fused (`FUSED`) or a multiply then an add.
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        fn madd<const FUSED: bool>(acc: $v, a: $v, b: $v) -> $v {
+            if FUSED {
+                $fma(a, b, acc)
+            } else {
+                $add(acc, $mul(a, b))
+            }
+        }
+
         /// `R × NV` vectors of `C` at rows `i0..`, columns `j0..`.
         ///
         /// # Safety
         /// Rows `i0..i0 + R` and columns `j0..j0 + NV·W` inside the views.
-        #[target_feature(enable = "avx2")]
+        #[target_feature(enable = "avx2,fma")]
         #[inline]
-        unsafe fn rows_block<const RR: usize, const NV: usize>(
+        unsafe fn rows_block<const RR: usize, const NV: usize, const FUSED: bool>(
             v: &mut Views<'_, '_, $t>,
             i0: usize,
             j0: usize,
@@ -126,7 +135,7 @@ macro_rules! rows_kernel {
                     // SAFETY: `i0 + r < m`, `p < k`: inside A's view.
                     let av = $set1(unsafe { *pa.add(v.a.off + (i0 + r) * v.a.rs + p * v.a.cs) });
                     for (o, &b) in acc.iter_mut().zip(&bv) {
-                        *o = $add(*o, $mul(av, b));
+                        *o = madd::<FUSED>(*o, av, b);
                     }
                 }
             }
@@ -143,9 +152,9 @@ macro_rules! rows_kernel {
         /// `C ← A B` for `csb = 1`.
         ///
         /// # Safety
-        /// The CPU must support AVX2; the views in bounds.
-        #[target_feature(enable = "avx2")]
-        pub(super) unsafe fn rows(v: &mut Views<'_, '_, $t>) {
+        /// The CPU must support AVX2 and FMA; the views in bounds.
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) unsafe fn rows<const FUSED: bool>(v: &mut Views<'_, '_, $t>) {
             let (m, n) = (v.m, v.n);
             let mut i0 = 0;
             while i0 < m {
@@ -155,21 +164,23 @@ macro_rules! rows_kernel {
                 // block's columns are inside the views.
                 while j0 + 2 * $w <= n {
                     match rows {
-                        4 => unsafe { rows_block::<4, 2>(v, i0, j0) },
-                        _ => (i0..i0 + rows).for_each(|i| unsafe { rows_block::<1, 2>(v, i, j0) }),
+                        4 => unsafe { rows_block::<4, 2, FUSED>(v, i0, j0) },
+                        _ => (i0..i0 + rows)
+                            .for_each(|i| unsafe { rows_block::<1, 2, FUSED>(v, i, j0) }),
                     }
                     j0 += 2 * $w;
                 }
                 while j0 + $w <= n {
                     match rows {
-                        4 => unsafe { rows_block::<4, 1>(v, i0, j0) },
-                        _ => (i0..i0 + rows).for_each(|i| unsafe { rows_block::<1, 1>(v, i, j0) }),
+                        4 => unsafe { rows_block::<4, 1, FUSED>(v, i0, j0) },
+                        _ => (i0..i0 + rows)
+                            .for_each(|i| unsafe { rows_block::<1, 1, FUSED>(v, i, j0) }),
                     }
                     j0 += $w;
                 }
                 for i in i0..i0 + rows {
                     for j in j0..n {
-                        let x = edge_rows(v, 0.0, i, j);
+                        let x = edge_rows::<$t, FUSED>(v, 0.0, i, j);
                         v.c[v.c_off + i * v.rsc + j] = x;
                     }
                 }
@@ -192,7 +203,8 @@ mod f64x4 {
         _mm256_storeu_pd,
         _mm256_set1_pd,
         _mm256_add_pd,
-        _mm256_mul_pd
+        _mm256_mul_pd,
+        _mm256_fmadd_pd
     );
 
     /// Dot products of rows `i0..i0 + 4` of `A` with columns `j0, j0 + 1`
@@ -200,9 +212,9 @@ mod f64x4 {
     ///
     /// # Safety
     /// Those rows and columns inside the views (`rsb = csa = 1`).
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn dots_block(v: &mut Views<'_, '_, f64>, i0: usize, j0: usize) {
+    unsafe fn dots_block<const FUSED: bool>(v: &mut Views<'_, '_, f64>, i0: usize, j0: usize) {
         const J: usize = 2;
         let (pa, pb) = (v.a.data.as_ptr(), v.b.data.as_ptr());
         let full_k = v.k - v.k % 4;
@@ -216,7 +228,7 @@ mod f64x4 {
                 // SAFETY: as above.
                 let x = unsafe { _mm256_loadu_pd(pa.add(v.a.off + (i0 + r) * v.a.rs + p0)) };
                 for (o, &y) in acc.iter_mut().zip(&y) {
-                    *o = _mm256_add_pd(*o, _mm256_mul_pd(x, y));
+                    *o = madd::<FUSED>(*o, x, y);
                 }
             }
         }
@@ -240,7 +252,7 @@ mod f64x4 {
                 let y = &v.b.data[v.b.off + (j0 + q) * v.b.cs..][..v.k];
                 for (r, t) in tails.iter_mut().enumerate() {
                     let x = &v.a.data[v.a.off + (i0 + r) * v.a.rs..][..v.k];
-                    *t = (full_k..v.k).fold(0.0, |s, p| s + x[p] * y[p]);
+                    *t = (full_k..v.k).fold(0.0f64, |s, p| s.madd::<FUSED>(x[p], y[p]));
                 }
             }
             let mut out = [0.0; R];
@@ -258,20 +270,20 @@ mod f64x4 {
     /// `C ← A B` for `rsb = csa = 1`.
     ///
     /// # Safety
-    /// The CPU must support AVX2; the views in bounds.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn dots(v: &mut Views<'_, '_, f64>) {
+    /// The CPU must support AVX2 and FMA; the views in bounds.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dots<const FUSED: bool>(v: &mut Views<'_, '_, f64>) {
         let (full_m, full_n) = (v.m - v.m % R, v.n - v.n % 2);
         for i0 in (0..full_m).step_by(R) {
             for j0 in (0..full_n).step_by(2) {
                 // SAFETY: rows `i0..i0 + 4`, columns `j0..j0 + 2` inside.
-                unsafe { dots_block(v, i0, j0) }
+                unsafe { dots_block::<FUSED>(v, i0, j0) }
             }
         }
         for i in 0..v.m {
             let from = if i < full_m { full_n } else { 0 };
             for j in from..v.n {
-                let x = edge_dots(v, 0.0, i, j);
+                let x = edge_dots::<_, FUSED>(v, 0.0, i, j);
                 v.c[v.c_off + i * v.rsc + j] = x;
             }
         }
@@ -291,7 +303,8 @@ mod f32x8 {
         _mm256_storeu_ps,
         _mm256_set1_ps,
         _mm256_add_ps,
-        _mm256_mul_ps
+        _mm256_mul_ps,
+        _mm256_fmadd_ps
     );
 
     /// Columns of `B` per `dots` block.
@@ -303,9 +316,9 @@ mod f32x8 {
     ///
     /// # Safety
     /// Those rows and columns inside the views (`rsb = csa = 1`).
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn dots_block(v: &mut Views<'_, '_, f32>, i0: usize, j0: usize) {
+    unsafe fn dots_block<const FUSED: bool>(v: &mut Views<'_, '_, f32>, i0: usize, j0: usize) {
         let (pa, pb) = (v.a.data.as_ptr(), v.b.data.as_ptr());
         let full_k = v.k - v.k % 4;
         let mut acc = [[_mm256_setzero_ps(); J]; R / 2];
@@ -321,7 +334,7 @@ mod f32x8 {
                 // SAFETY: as above.
                 let x = unsafe { _mm256_loadu2_m128(pa.add(row(1)), pa.add(row(0))) };
                 for (o, &y) in acc.iter_mut().zip(&y) {
-                    *o = _mm256_add_ps(*o, _mm256_mul_ps(x, y));
+                    *o = madd::<FUSED>(*o, x, y);
                 }
             }
         }
@@ -350,7 +363,7 @@ mod f32x8 {
                     let (i, j) = (i0 + 2 * h + e / 4, j0 + e % 4);
                     let x = &v.a.data[v.a.off + i * v.a.rs..][..v.k];
                     let y = &v.b.data[v.b.off + j * v.b.cs..][..v.k];
-                    *t = (full_k..v.k).fold(0.0, |s, p| s + x[p] * y[p]);
+                    *t = (full_k..v.k).fold(0.0f32, |s, p| s.madd::<FUSED>(x[p], y[p]));
                 }
             }
             for r in 0..2 {
@@ -373,52 +386,56 @@ mod f32x8 {
     /// `C ← A B` for `rsb = csa = 1`.
     ///
     /// # Safety
-    /// The CPU must support AVX2; the views in bounds.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn dots(v: &mut Views<'_, '_, f32>) {
+    /// The CPU must support AVX2 and FMA; the views in bounds.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dots<const FUSED: bool>(v: &mut Views<'_, '_, f32>) {
         let (full_m, full_n) = (v.m - v.m % R, v.n - v.n % J);
         for i0 in (0..full_m).step_by(R) {
             for j0 in (0..full_n).step_by(J) {
                 // SAFETY: rows `i0..i0 + 4`, columns `j0..j0 + 4` inside.
-                unsafe { dots_block(v, i0, j0) }
+                unsafe { dots_block::<FUSED>(v, i0, j0) }
             }
         }
         for i in 0..v.m {
             let from = if i < full_m { full_n } else { 0 };
             for j in from..v.n {
-                let x = edge_dots(v, 0.0, i, j);
+                let x = edge_dots::<_, FUSED>(v, 0.0, i, j);
                 v.c[v.c_off + i * v.rsc + j] = x;
             }
         }
     }
 }
 
-/// `C ← A B` in `f64` (`csb = 1`: `rows`, else `rsb = csa = 1`: `dots`).
+/// `C ← A B` in `f64` (`csb = 1`: `rows`, else `rsb = csa = 1`: `dots`;
+/// fused multiply-adds when `v.fused`).
 ///
 /// # Safety
-/// The CPU must support AVX2, and the views must be in bounds.
+/// The CPU must support AVX2 and FMA, and the views must be in bounds.
 pub(super) unsafe fn product_f64(v: &mut Views<'_, '_, f64>) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        if v.b.cs == 1 {
-            f64x4::rows(v)
-        } else {
-            f64x4::dots(v)
+        match (v.b.cs == 1, v.fused) {
+            (true, false) => f64x4::rows::<false>(v),
+            (true, true) => f64x4::rows::<true>(v),
+            (false, false) => f64x4::dots::<false>(v),
+            (false, true) => f64x4::dots::<true>(v),
         }
     }
 }
 
-/// `C ← A B` in `f32` (`csb = 1`: `rows`, else `rsb = csa = 1`: `dots`).
+/// `C ← A B` in `f32` (`csb = 1`: `rows`, else `rsb = csa = 1`: `dots`;
+/// fused multiply-adds when `v.fused`).
 ///
 /// # Safety
-/// The CPU must support AVX2, and the views must be in bounds.
+/// The CPU must support AVX2 and FMA, and the views must be in bounds.
 pub(super) unsafe fn product_f32(v: &mut Views<'_, '_, f32>) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        if v.b.cs == 1 {
-            f32x8::rows(v)
-        } else {
-            f32x8::dots(v)
+        match (v.b.cs == 1, v.fused) {
+            (true, false) => f32x8::rows::<false>(v),
+            (true, true) => f32x8::rows::<true>(v),
+            (false, false) => f32x8::dots::<false>(v),
+            (false, true) => f32x8::dots::<true>(v),
         }
     }
 }
