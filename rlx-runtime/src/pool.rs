@@ -116,12 +116,17 @@ pub(crate) fn give(mut v: Vec<f64>) {
         return;
     }
     v.clear();
-    // On a thread being torn down the vector is freed.
-    let _ = KEPT.try_with(|k| {
+    // On a thread being torn down (or with the list full) the vector is
+    // freed with the closure.
+    let _ = KEPT.try_with(move |k| {
         let n = k.len.get();
         if let Some(slot) = k.vecs.get(n) {
-            // The slot's old vector is empty: dropping it frees nothing.
-            slot.set(std::mem::take(&mut v));
+            // The slot's old vector is the empty one `take` (or the list's
+            // initialiser) left there, which owns no allocation: forgotten,
+            // not dropped, so that no check of its capacity runs.
+            let old = slot.replace(v);
+            debug_assert_eq!(old.capacity(), 0);
+            std::mem::forget(old);
             k.len.set(n + 1);
         }
     });

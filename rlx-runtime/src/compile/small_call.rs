@@ -121,6 +121,25 @@ impl SmallCall {
         }
     }
 
+    /// [`SmallCall::run`] for the values `ins` of a single `f64` tensor
+    /// argument, already checked to be of the pinned type (the caller's
+    /// check of the type and the read in one step); `None` if `ins` does
+    /// not have the elements the code reads.
+    #[inline]
+    pub(crate) fn run_in_place<R>(
+        &self,
+        ins: &[f64],
+        skip: usize,
+        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
+    ) -> Option<R> {
+        if ins.len() != self.n_in {
+            return None;
+        }
+        let at = self.offsets.get(skip)?.checked_sub(self.start)?;
+        let (types, lens) = (&self.types[skip..], &self.lens[skip..]);
+        self.run_on(ins, at, types, lens, build)
+    }
+
     /// [`SmallCall::run`] for arguments read into a buffer first (not a
     /// single `f64` tensor). Out of line, with [`SmallCall::run_large`]:
     /// their stack buffers (up to `small::STACK` elements) would otherwise

@@ -6,12 +6,13 @@
 use std::any::TypeId;
 use std::sync::Arc;
 
-use rlx_core::TensorType;
+use rlx_core::{DType, TensorType};
 
 use super::cache::{Entry, Function, StaticArg};
 use super::transform::Transform;
 use crate::compile::{Flat, SmallCall};
 use crate::debug_nans::debug_nans;
+use crate::storage::Storage;
 use crate::tensor::Repr;
 use crate::trace;
 use crate::value::{same_dims, Arg};
@@ -41,6 +42,10 @@ pub(super) struct Direct {
     /// The type of the entry's static arguments (a zero-sized type).
     statics: TypeId,
     call: SmallCall,
+    /// Whether the pinned signature is one `f64` tensor argument and no
+    /// extras: then a warm call checks it and reads its values in one
+    /// step ([`Direct::in_place`]).
+    single_f64: bool,
 }
 
 impl Direct {
@@ -62,6 +67,28 @@ impl Direct {
             }
         }
         true
+    }
+
+    /// The values of the single `f64` tensor argument of a signature that
+    /// has one (`single_f64`), when `args` and `extras` are concrete and of
+    /// the pinned types: the check of [`Direct::fits`] and the read of
+    /// `SmallCall`'s in-place path in one match. `None` for everything
+    /// else (the caller then checks with [`Direct::fits`]).
+    #[inline]
+    fn in_place<'a>(&self, args: &'a [Arg<'_>], extras: &[Arg<'_>]) -> Option<&'a [f64]> {
+        if !self.single_f64 {
+            return None;
+        }
+        if let ([Arg::Tensor(t)], [], [ty]) = (args, extras, &self.args[..]) {
+            if let Repr::Concrete(c) = &t.repr {
+                if let Storage::F64(v) = &*c.storage {
+                    if same_dims(c.shape.dims(), ty.shape.dims()) {
+                        return Some(v);
+                    }
+                }
+            }
+        }
+        None
     }
 }
 
@@ -126,11 +153,13 @@ impl Function {
         }
         if let Some(d) = self.small[t.index()].get() {
             if d.call.serves(skip) {
-                if d.statics != TypeId::of::<S>()
-                    || !d.fits(args, extras)
-                    || debug_nans()
-                    || trace::is_tracing()
-                {
+                if d.statics != TypeId::of::<S>() || debug_nans() || trace::is_tracing() {
+                    return None;
+                }
+                if let Some(ins) = d.in_place(args, extras) {
+                    return d.call.run_in_place(ins, skip, build);
+                }
+                if !d.fits(args, extras) {
                     return None;
                 }
                 return d.call.run(args, extras, skip, build);
@@ -194,7 +223,10 @@ impl Function {
             return;
         };
         if let Some(call) = plan.exe.get().and_then(|e| e.small_call()) {
+            let single_f64 = matches!(&entry.types[..], [ty] if ty.dtype == DType::F64)
+                && plan.extras.is_empty();
             let _ = slot.set(Direct {
+                single_f64,
                 args: entry.types.clone().into(),
                 extras: plan.extras.iter().map(|(_, ty)| ty.clone()).collect(),
                 statics: entry.statics_type,
@@ -376,6 +408,50 @@ mod tests {
         assert!(G
             .run_small(Transform::Grad, &args, &[], &(), 0, past)
             .is_none());
+    }
+
+    /// `Σ sin(x) · x₀` over one vector `x`.
+    fn single(types: &[TensorType], _: &()) -> Result<Graph> {
+        let mut g = Graph::new();
+        let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+        let s = g.sin(x)?;
+        let s = g.sum_all(s)?;
+        let x0 = g.slice(x, 0, 0, 1)?;
+        let x0 = g.sum_all(x0)?;
+        let e = g.mul(s, x0)?;
+        g.set_outputs(vec![e]);
+        Ok(g)
+    }
+
+    #[test]
+    fn a_single_f64_tensor_is_checked_and_read_in_place_with_the_general_bits() {
+        // One `f64` tensor and no extras: `Direct::in_place` checks and
+        // reads it in one step (`SmallCall::run_in_place`), instead of
+        // `Direct::fits` then `SmallCall::run`.
+        static S1: Function = Function::new("s1", &["x"], &[0]);
+        let x = Tensor::from_slice(&[0.5, -1.25, 2.0], [3]);
+        let args = [Arg::from(&x)];
+        for t in [Transform::Call, Transform::Grad, Transform::Hessian] {
+            let want = S1.run(t, &args, &[], &(), single).unwrap();
+            let d = S1.small[t.index()].get().expect("a direct call");
+            assert!(d.single_f64, "{t:?}");
+            assert!(d.in_place(&args, &[]).is_some(), "{t:?}");
+            let got = S1.run_small(t, &args, &[], &(), 0, all_tensors);
+            assert_eq!(bits(got.expect("served")), bits(want), "{t:?}");
+        }
+        // Other arguments are not read in place, and are declined.
+        let longer = Tensor::from_slice(&[0.5, -1.25, 2.0, 1.0], [4]);
+        let column = Tensor::from_slice(&[0.5, -1.25, 2.0], [3, 1]);
+        let x32 = Tensor::from_slice(&[0.5f32, -1.25, 2.0], [3]);
+        let d = S1.small[Transform::Grad.index()].get().unwrap();
+        for other in [&longer, &column, &x32] {
+            let args = [Arg::from(other)];
+            assert!(d.in_place(&args, &[]).is_none());
+            let got = S1.run_small(Transform::Grad, &args, &[], &(), 0, all_tensors);
+            assert!(got.is_none());
+        }
+        assert!(d.in_place(&[Arg::F64(0.5)], &[]).is_none());
+        assert!(d.in_place(&[Arg::from(&x), Arg::F64(0.5)], &[]).is_none());
     }
 
     #[test]
