@@ -18,6 +18,7 @@ use rlx_core::{ReduceOp, UnaryOp};
 use super::fused_io::{for_row_groups, for_runs, short_rows};
 use super::reduce::{write_f64, Acc};
 use super::regs::{Bank, Reg, Registers, BLOCK};
+use super::row_sums;
 use crate::storage::Storage;
 
 /// Interleaved partial results of a reduced innermost axis.
@@ -130,6 +131,12 @@ impl Sink {
         // `-v` and `v * v` are `kernels::scalar::unary`'s `Neg` and
         // `Square` (the fused-against-unfused tests hold the bits equal),
         // written out so that they inline.
+        if src.bank == Bank::F64 && self.sums_rows_of_three() {
+            return self.fold_rows3(x64(), start, acc);
+        }
+        if src.bank == Bank::F64 && self.sums_sweeps_of_three() {
+            return self.fold_sweeps3(x64(), start, acc);
+        }
         match (src.bank, self.pre) {
             (Bank::F64, Pre::Id) => self.fold(x64(), |v| v, at, acc),
             (Bank::F64, Pre::Neg) => self.fold(x64(), |v| -v, at, acc),
@@ -139,6 +146,103 @@ impl Sink {
             (Bank::F32, Pre::Square) => self.fold(x32(), |v| (v * v) as f64, at, acc),
             (Bank::I64 | Bank::Bool, _) => unreachable!("only float reductions are folded"),
         }
+    }
+
+    /// Whether this is a sum (or mean) of rows of three elements into
+    /// consecutive accumulators (`sum(square(d), [2])` over `[n, m, 3]`),
+    /// which [`row_sums`] takes four rows at a time.
+    fn sums_rows_of_three(&self) -> bool {
+        let r = self.dims.len();
+        matches!(self.op, ReduceOp::Sum | ReduceOp::Mean)
+            && r >= 2
+            && self.dims[r - 1] == 3
+            && self.out_strides[r - 1] == 0
+            && self.out_strides[r - 2] == 1
+    }
+
+    /// [`Sink::fold_with`]'s short-row walk for [`Sink::sums_rows_of_three`]:
+    /// whole rows go to [`row_sums::sum_rows3`], which does each row's
+    /// operations in the same order; a row the block boundary cuts goes
+    /// element by element, as there.
+    fn fold_rows3(&self, vals: &[f64], start: usize, acc: &mut [f64]) {
+        let acc = &mut acc[self.acc_off..self.acc_off + self.out_numel];
+        let pre = |v: f64| match self.pre {
+            Pre::Id => v,
+            Pre::Neg => -v,
+            Pre::Square => v * v,
+        };
+        for_row_groups::<3>(
+            &self.dims,
+            &self.out_strides,
+            start,
+            vals.len(),
+            |done, o, count| {
+                if count == 0 {
+                    let mut a = acc[o];
+                    if (start + done) % 3 == 0 {
+                        a += 0.0;
+                    }
+                    acc[o] = a + pre(vals[done]);
+                    return;
+                }
+                row_sums::sum_rows3(
+                    &vals[done..done + 3 * count],
+                    &mut acc[o..o + count],
+                    self.pre,
+                );
+            },
+        );
+    }
+
+    /// Whether this is a sum (or mean) over the axis before rows of three
+    /// elements kept side by side (`sum(g, [1])` over `[n, m, 3]`), whose
+    /// sweeps [`row_sums`] runs in lockstep.
+    fn sums_sweeps_of_three(&self) -> bool {
+        let r = self.dims.len();
+        matches!(self.op, ReduceOp::Sum | ReduceOp::Mean)
+            && r >= 2
+            && self.dims[r - 1] == 3
+            && self.out_strides[r - 1] == 1
+            && self.out_strides[r - 2] == 0
+    }
+
+    /// [`Sink::fold_with`]'s short-row walk for
+    /// [`Sink::sums_sweeps_of_three`]: whole rows of up to four sweeps
+    /// with the same number of rows and disjoint accumulators go to
+    /// [`row_sums::sum_sweeps3`] together (each accumulator still takes
+    /// its elements in order); an element of a row the block boundary cuts
+    /// goes alone, as there, after the sweeps before it.
+    fn fold_sweeps3(&self, vals: &[f64], start: usize, acc: &mut [f64]) {
+        let acc = &mut acc[self.acc_off..self.acc_off + self.out_numel];
+        let pre = self.pre;
+        let p = |v: f64| match pre {
+            Pre::Id => v,
+            Pre::Neg => -v,
+            Pre::Square => v * v,
+        };
+        let mut pending = [(0usize, 0usize); 4];
+        let (mut n, mut rows) = (0, 0);
+        for_row_groups::<3>(
+            &self.dims,
+            &self.out_strides,
+            start,
+            vals.len(),
+            |done, o, count| {
+                let clash = pending[..n].iter().any(|&(_, q)| q.abs_diff(o) < 3);
+                if n > 0 && (count == 0 || count != rows || clash || n == pending.len()) {
+                    row_sums::sum_sweeps3(vals, &pending[..n], rows, acc, pre);
+                    n = 0;
+                }
+                if count == 0 {
+                    acc[o] += p(vals[done]);
+                    return;
+                }
+                pending[n] = (done, o);
+                n += 1;
+                rows = count;
+            },
+        );
+        row_sums::sum_sweeps3(vals, &pending[..n], rows, acc, pre);
     }
 
     fn fold<T: Copy>(

@@ -71,6 +71,7 @@ mod plan;
 mod planner;
 mod reduce;
 mod regs;
+mod row_sums;
 mod run;
 mod scalar;
 mod scalar_code;
