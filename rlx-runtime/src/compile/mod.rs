@@ -32,7 +32,9 @@
 //!   makes this and `small`, below, the imports that point up) and runs it
 //!   once per step;
 //! - `small`: a graph of small values lowered to one scalar program over
-//!   its elements (built on `planner`); `small_region`: the step running
+//!   its elements (built on `planner`), with `small_io` reading its
+//!   arguments and writing its results as flat `f64` elements and
+//!   `small_call` the warm call of a pinned signature; `small_region`: the step running
 //!   one inside a general plan (a region of small values of a mixed
 //!   graph, found by `planner`); `items`: the program of one item of a
 //!   batched graph whose items are independent, run over the items;
@@ -78,6 +80,7 @@ mod scalar_code;
 mod scatter;
 mod small;
 mod small_call;
+mod small_io;
 mod small_region;
 mod solve;
 
