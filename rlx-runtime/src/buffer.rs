@@ -127,28 +127,41 @@ impl Buffer {
 
 impl Drop for Buffer {
     /// Gives an `f64` allocation back to the thread's lists for reuse
-    /// (`crate::pool`, which keeps only its own) and drops the rest.
+    /// (`crate::pool`, which keeps only its own) and drops the rest. Only
+    /// the common case (a pooled vector) is inline: the other storages
+    /// and shared buffers are dropped out of line, so that dropping a
+    /// small result needs no stack frame.
     #[inline]
     fn drop(&mut self) {
-        match self {
-            Buffer::Owned(s) => match &mut **s {
-                // The pool's vector goes back whole.
-                // SAFETY: the buffer is being dropped and `ManuallyDrop`
-                // left its drop to this function: the vector read out here
-                // is never used or dropped through `s` again, so it has
-                // exactly one owner.
-                Storage::F64(v) if v.capacity() == pool::CAP => {
-                    pool::give(unsafe { std::ptr::read(v) })
+        if let Buffer::Owned(s) = self {
+            if let Storage::F64(v) = &mut **s {
+                if v.capacity() == pool::CAP {
+                    // The pool's vector goes back whole.
+                    // SAFETY: the buffer is being dropped and
+                    // `ManuallyDrop` left its drop to this function: the
+                    // vector read out here is never used or dropped
+                    // through `s` again, so it has exactly one owner.
+                    pool::give(unsafe { std::ptr::read(v) });
+                    return;
                 }
-                // SAFETY: the buffer is being dropped: `s` is never used
-                // again, and `ManuallyDrop` left its drop to this function.
-                _ => unsafe { ManuallyDrop::drop(s) },
-            },
-            Buffer::Shared(a) => {
-                // SAFETY: the buffer is being dropped: `a` is never used
-                // again, and `ManuallyDrop` left its drop to this function.
-                pool::give_shared(unsafe { ManuallyDrop::take(a) });
             }
+        }
+        drop_other(self);
+    }
+}
+
+/// Drops what `Buffer`'s `Drop` does not give back inline: an owned
+/// storage other than a pooled vector, or a shared buffer (whose
+/// allocation the pool may keep).
+#[inline(never)]
+fn drop_other(b: &mut Buffer) {
+    match b {
+        // SAFETY: called once, from `Buffer`'s `Drop`: `s` is never used
+        // again, and `ManuallyDrop` left its drop to this function.
+        Buffer::Owned(s) => unsafe { ManuallyDrop::drop(s) },
+        Buffer::Shared(a) => {
+            // SAFETY: as above, for `a`.
+            pool::give_shared(unsafe { ManuallyDrop::take(a) });
         }
     }
 }

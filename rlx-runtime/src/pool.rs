@@ -38,23 +38,39 @@ pub(crate) const SHARED_CAP: usize = 256;
 /// returns six blocks).
 pub(crate) const KEEP: usize = 8;
 
-/// A thread's kept allocations: `vecs[..len]`, each empty with capacity
-/// [`CAP`], and `shared[..shared_len]`, each an `F64` storage no other
-/// `Arc` points to, of capacity [`SHARED_CAP`].
+/// A thread's kept allocations: `vecs[..len]`, each the pointer of an
+/// allocation of [`CAP`] `f64`s that the list owns (a vector's pointer
+/// with its capacity known, so that taking or giving one moves a pointer,
+/// not a vector's three words), and `shared[..shared_len]`, each an `F64`
+/// storage no other `Arc` points to, of capacity [`SHARED_CAP`].
 /// Cells, not a `RefCell`: nothing is borrowed, each slot is moved in or
 /// out whole (a borrow flag cost about a tenth of a warm small call).
 struct Kept {
     len: Cell<usize>,
-    vecs: [Cell<Vec<f64>>; KEEP],
+    vecs: [Cell<*mut f64>; KEEP],
     shared_len: Cell<usize>,
     shared: [Cell<Option<Arc<Storage>>>; KEEP],
+}
+
+impl Drop for Kept {
+    /// Frees the kept vectors (the shared storages drop with their cells).
+    fn drop(&mut self) {
+        let n = self.len.get().min(KEEP);
+        for slot in &self.vecs[..n] {
+            // SAFETY: each of the first `len` slots holds the pointer of
+            // an allocation of `CAP` `f64`s that only the list owns (put
+            // there by `give`, from a vector of that capacity); it is
+            // freed once, here, as the empty vector it was.
+            drop(unsafe { Vec::from_raw_parts(slot.get(), 0, CAP) });
+        }
+    }
 }
 
 thread_local! {
     static KEPT: Kept = const {
         Kept {
             len: Cell::new(0),
-            vecs: [const { Cell::new(Vec::new()) }; KEEP],
+            vecs: [const { Cell::new(std::ptr::null_mut()) }; KEEP],
             shared_len: Cell::new(0),
             shared: [const { Cell::new(None) }; KEEP],
         }
@@ -66,11 +82,15 @@ thread_local! {
 fn take() -> Vec<f64> {
     let kept = KEPT.try_with(|k| {
         let n = k.len.get().checked_sub(1)?;
+        let p = k.vecs.get(n)?.get();
         k.len.set(n);
-        Some(k.vecs.get(n)?.take())
+        Some(p)
     });
     match kept {
-        Ok(Some(v)) => v,
+        // SAFETY: the slot held a kept allocation of `CAP` `f64`s (see
+        // `Kept`), which leaves the list here (`len` no longer counts it):
+        // the vector is its only owner.
+        Ok(Some(p)) => unsafe { Vec::from_raw_parts(p, 0, CAP) },
         _ => fresh(),
     }
 }
@@ -89,11 +109,25 @@ fn fresh() -> Vec<f64> {
 /// call (and the vector returned through memory) cost about a third of it.
 #[inline(always)]
 pub(crate) fn from_slice(vals: &[f64]) -> Vec<f64> {
-    if vals.len() > CAP {
+    let n = vals.len();
+    if n > CAP {
         return vals.to_vec();
     }
     let mut v = take();
-    v.extend_from_slice(vals);
+    debug_assert!(v.is_empty() && v.capacity() >= CAP);
+    let (src, dst) = (vals.as_ptr(), v.as_mut_ptr());
+    // SAFETY: `v` is empty with room for `CAP >= n` elements, and `vals`
+    // (another allocation: `v` is not reachable from anywhere else) has
+    // `n`: the first `n` elements are written, then counted. One element
+    // (a scalar result) is a plain store, not a call of `memcpy`.
+    unsafe {
+        if n == 1 {
+            dst.write(src.read());
+        } else {
+            std::ptr::copy_nonoverlapping(src, dst, n);
+        }
+        v.set_len(n);
+    }
     v
 }
 
@@ -111,25 +145,33 @@ pub(crate) fn zeroed(n: usize) -> Vec<f64> {
 /// Gives `v` back to the thread's list if it is one of the list's
 /// vectors (capacity [`CAP`]) and the list has room; frees it otherwise.
 #[inline]
-pub(crate) fn give(mut v: Vec<f64>) {
+pub(crate) fn give(v: Vec<f64>) {
     if v.capacity() != CAP {
         return;
     }
-    v.clear();
-    // On a thread being torn down (or with the list full) the vector is
-    // freed with the closure.
-    let _ = KEPT.try_with(move |k| {
+    // Kept as its pointer: not dropped here.
+    let mut v = std::mem::ManuallyDrop::new(v);
+    let p = v.as_mut_ptr();
+    let kept = KEPT.try_with(|k| {
         let n = k.len.get();
-        if let Some(slot) = k.vecs.get(n) {
-            // The slot's old vector is the empty one `take` (or the list's
-            // initialiser) left there, which owns no allocation: forgotten,
-            // not dropped, so that no check of its capacity runs.
-            let old = slot.replace(v);
-            debug_assert_eq!(old.capacity(), 0);
-            std::mem::forget(old);
-            k.len.set(n + 1);
-        }
+        let slot = k.vecs.get(n)?;
+        // The slot is past `len`: it holds no allocation the list owns.
+        slot.set(p);
+        k.len.set(n + 1);
+        Some(())
     });
+    // On a thread being torn down, or with the list full, it is freed.
+    if !matches!(kept, Ok(Some(()))) {
+        free(std::mem::ManuallyDrop::into_inner(v));
+    }
+}
+
+/// Frees `v` (a vector [`give`] could not keep): out of line, so that the
+/// warm path of dropping a small result stays a leaf.
+#[cold]
+#[inline(never)]
+fn free(v: Vec<f64>) {
+    drop(v);
 }
 
 /// A shared `F64` storage holding `vals` (more than [`OWNED_MAX`] of them),

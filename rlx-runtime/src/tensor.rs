@@ -37,10 +37,16 @@ pub(crate) enum Repr {
 }
 
 /// Concrete values.
+///
+/// `shape` is declared before `storage` so that it is dropped first: the
+/// buffer's drop (which gives a small result's vector back to the pool)
+/// is then the last thing a tensor's drop does, and its rare out-of-line
+/// calls are tail calls, so that dropping a small tensor needs no stack
+/// frame.
 #[derive(Clone)]
 pub(crate) struct Concrete {
-    pub(crate) storage: Buffer,
     pub(crate) shape: Shape,
+    pub(crate) storage: Buffer,
     /// Id of the innermost trace active when the tensor was created (0: none).
     /// A concrete tensor may only enter the trace it was created in; see
     /// [`crate::trace`] for why.
