@@ -75,7 +75,9 @@ pub struct LoopOp {
     /// `None`, or (set by the compiler's [`spine`](mod@spine) fusion, after
     /// differentiation, instead of a spine) the reverse step split in two
     /// ([`residuals`](mod@residuals)): a scan runs `forward` and appends
-    /// each step's residuals (`[T, ..r]` pieces) to its result; an adjoint
+    /// every step's residuals to its result (the size of their `[T, ..r]`
+    /// pieces, laid out step by step: a step's residuals side by side, so
+    /// that a step writes and reads one contiguous run); an adjoint
     /// takes that whole packed result as one more operand and runs
     /// `backward` once per step, storing no carry and recomputing nothing.
     /// Such loops have no derivative rules.
@@ -523,7 +525,9 @@ impl LoopOp {
     }
 
     /// The packed result's pieces, in order (each stacked per step where
-    /// it is per-step): for a scan `[c(T).., ys..]`, for an adjoint
+    /// it is per-step): for a scan `[c(T).., ys..]` (then a spine's or
+    /// residuals' pieces; the residuals' region is laid out step by step,
+    /// see [`LoopOp::residuals`]), for an adjoint
     /// `[c̄(0).., x̄s (float xs).., k̄ (float invariants)..]`.
     pub fn segments(&self) -> Vec<TensorType> {
         match self.kind {

@@ -227,8 +227,8 @@ pub struct PlanStats {
     pub unzeroed_outputs: usize,
     /// Other step targets written whole without being read, so resized
     /// without zeros: buffers a fused loop writes whole through its
-    /// stores, targets a folded reduction finishes into whole, and the
-    /// float results of reduction steps.
+    /// stores, targets a folded reduction finishes into whole, the
+    /// float results of reduction steps, and the packed results of loops.
     pub unzeroed_targets: usize,
     /// Nodes of the graph lowered element by element into one scalar
     /// program (0 unless the whole plan is scalarised: see

@@ -21,7 +21,7 @@
 use rlx_core::loops::schedule::{revolve, Sweep};
 use rlx_core::{Error, LoopKind, LoopOp, Result};
 
-use crate::storage::Storage;
+use crate::storage::{out_of_memory, Storage};
 
 /// One way of running a graph on storages of its declared types.
 pub(crate) trait RunGraph {
@@ -133,20 +133,123 @@ pub(crate) fn run_loop(
             ),
         });
     }
-    let want: usize = l.out_type().shape.numel();
-    if out.len() != want || out.dtype() != l.dtype() {
-        *out = Storage::zeros(l.dtype(), want);
-    }
+    let mut out = Packed::new(out, l.dtype(), l.out_type().shape.numel());
     match (&l.kind, vjp) {
-        (LoopKind::Scan, _) => scan(l, body, spine, operands, out, bufs),
+        (LoopKind::Scan, _) => scan(l, body, spine, operands, &mut out, bufs)?,
         (LoopKind::Adjoint { .. }, _) if l.residuals.is_some() => {
-            replay(l, body, finish, operands, out, bufs)
+            replay(l, body, finish, operands, &mut out, bufs)?
         }
-        (LoopKind::Adjoint { .. }, Some(vjp)) => adjoint(l, body, vjp, operands, out, bufs),
-        (LoopKind::Adjoint { .. }, None) => Err(Error::InvalidArgument {
-            op: "loop",
-            message: format!("{}: an adjoint loop needs its reverse-mode step", l.name),
-        }),
+        (LoopKind::Adjoint { .. }, Some(vjp)) => {
+            // The schedule's writes are not counted: zeros first.
+            out.zeroed()?;
+            adjoint(l, body, vjp, operands, &mut out, bufs)?
+        }
+        (LoopKind::Adjoint { .. }, None) => {
+            return Err(Error::InvalidArgument {
+                op: "loop",
+                message: format!("{}: an adjoint loop needs its reverse-mode step", l.name),
+            })
+        }
+    }
+    out.finish(l)
+}
+
+/// A loop's packed result while the loop writes it: a storage of the
+/// result's length and dtype, overwritten in place, or (`room`) an empty
+/// storage with room for the result (a fresh target the plan marks
+/// written whole, see the planner's `fills`: no zeros are written first),
+/// written into that room and set to hold its elements once all of them
+/// are written.
+struct Packed<'a> {
+    s: &'a mut Storage,
+    want: usize,
+    room: bool,
+    /// Elements written into the room so far.
+    written: usize,
+}
+
+impl<'a> Packed<'a> {
+    /// `s` as the packed result of `want` elements of `dtype`: written
+    /// into its room if it is empty with room for them, else made a
+    /// storage of that type (kept if it is one, else zeros).
+    fn new(s: &'a mut Storage, dtype: rlx_core::DType, want: usize) -> Packed<'a> {
+        let room = want > 0 && s.is_empty() && s.dtype() == dtype && s.capacity() >= want;
+        if !room && (s.len() != want || s.dtype() != dtype) {
+            *s = Storage::zeros(dtype, want);
+        }
+        Packed {
+            s,
+            want,
+            room,
+            written: 0,
+        }
+    }
+
+    /// Writes zeros into the room (for a sweep whose writes are not
+    /// counted); then the storage holds the result's length.
+    fn zeroed(&mut self) -> Result<()> {
+        if self.room {
+            self.s
+                .try_resize(self.want)
+                .map_err(|_| out_of_memory("loop", &[self.want].into(), self.s.dtype()))?;
+            self.room = false;
+        }
+        Ok(())
+    }
+
+    /// `result[at..at + n] = src[from..from + n]`. A scan and a replay
+    /// write each element of their result once (disjoint pieces: the
+    /// carries, every step's outputs, spine entries and residuals at the
+    /// offsets of [`sizes`]; an adjoint's `c̄`, every step's `x̄` and `k̄`).
+    fn put(&mut self, at: usize, src: &Storage, from: usize, n: usize) -> Result<()> {
+        if !self.room {
+            return copy(self.s, at, src, from, n);
+        }
+        if at + n > self.want || from + n > src.len() {
+            return Err(out_of_range(at, self.want, src, from, n));
+        }
+        fn go<T: Copy>(d: &mut Vec<T>, at: usize, s: &[T]) {
+            let room = &mut d.spare_capacity_mut()[at..at + s.len()];
+            for (d, &x) in room.iter_mut().zip(s) {
+                d.write(x);
+            }
+        }
+        let r = from..from + n;
+        match (&mut *self.s, src) {
+            (Storage::F32(d), Storage::F32(s)) => go(d, at, &s[r]),
+            (Storage::F64(d), Storage::F64(s)) => go(d, at, &s[r]),
+            (Storage::F16(d), Storage::F16(s)) => go(d, at, &s[r]),
+            (Storage::BF16(d), Storage::BF16(s)) => go(d, at, &s[r]),
+            (Storage::I64(d), Storage::I64(s)) => go(d, at, &s[r]),
+            (Storage::Bool(d), Storage::Bool(s)) => go(d, at, &s[r]),
+            (a, b) => return Err(mismatch(a.dtype(), b.dtype())),
+        }
+        self.written += n;
+        Ok(())
+    }
+
+    /// Ends the loop's writes: a result written into its room now holds
+    /// its elements (an error, never a partly written result, if the
+    /// loop wrote fewer than all of them).
+    fn finish(self, l: &LoopOp) -> Result<()> {
+        if !self.room {
+            return Ok(());
+        }
+        if self.written != self.want {
+            return Err(Error::InvalidArgument {
+                op: "loop",
+                message: format!(
+                    "{}: the loop wrote {} of the {} elements of its result",
+                    l.name, self.written, self.want
+                ),
+            });
+        }
+        // SAFETY: the storage is empty with room for `want` elements
+        // (`new`); `put` wrote `want` elements into that room, each once
+        // (the pieces of a scan or a replay are disjoint, see `put`), so
+        // all of them hold values of the type.
+        unsafe { self.s.set_written(self.want) };
+        Ok(())
     }
 }
 
@@ -156,10 +259,21 @@ struct Sizes {
     y: Vec<usize>,
     /// Offset of each per-step output's stacked piece in the packed result.
     y_off: Vec<usize>,
-    /// Per-step residual sizes, and their pieces' offsets in the scan's
-    /// packed result.
+    /// Per-step residual sizes. The residuals take one region of the
+    /// scan's packed result, step by step (`[T, Σr]`, each step's residuals
+    /// next to each other, so that a step writes and reads one contiguous
+    /// run): residual `j` of step `s` is at `r_base + s * r_step + r_off[j]`.
     r: Vec<usize>,
     r_off: Vec<usize>,
+    r_base: usize,
+    r_step: usize,
+}
+
+impl Sizes {
+    /// Where residual `j` of the step at index `s` starts in the packed result.
+    fn residual(&self, j: usize, s: usize) -> usize {
+        self.r_base + s * self.r_step + self.r_off[j]
+    }
 }
 
 fn sizes(l: &LoopOp) -> Sizes {
@@ -173,9 +287,10 @@ fn sizes(l: &LoopOp) -> Sizes {
     }
     let r: Vec<usize> = l.residual_types().iter().map(|t| t.shape.numel()).collect();
     let mut r_off = Vec::with_capacity(r.len());
+    let mut r_step = 0;
     for &n in &r {
-        r_off.push(off);
-        off += n * l.length;
+        r_off.push(r_step);
+        r_step += n;
     }
     Sizes {
         x,
@@ -183,6 +298,8 @@ fn sizes(l: &LoopOp) -> Sizes {
         y_off,
         r,
         r_off,
+        r_base: off,
+        r_step,
     }
 }
 
@@ -200,7 +317,7 @@ fn scan(
     body: &mut dyn RunGraph,
     spine: &[usize],
     operands: &[&Storage],
-    out: &mut Storage,
+    out: &mut Packed<'_>,
     bufs: &mut LoopBuffers,
 ) -> Result<()> {
     let (c, k) = (l.carries, l.xs);
@@ -237,7 +354,7 @@ fn scan(
     for t in 0..l.length {
         while spine.get(next_spine) == Some(&t) {
             for (i, v) in carry.iter().enumerate() {
-                copy(out, spine_off[i] + next_spine * v.len(), v, 0, v.len())?;
+                out.put(spine_off[i] + next_spine * v.len(), v, 0, v.len())?;
             }
             next_spine += 1;
         }
@@ -254,10 +371,10 @@ fn scan(
             spare = recycle(ins);
         }
         for (j, y) in outs[c..c + p].iter().enumerate() {
-            copy(out, sz.y_off[j] + s * sz.y[j], y, 0, sz.y[j])?;
+            out.put(sz.y_off[j] + s * sz.y[j], y, 0, sz.y[j])?;
         }
         for (j, r) in outs[c + p..].iter().enumerate() {
-            copy(out, sz.r_off[j] + s * sz.r[j], r, 0, sz.r[j])?;
+            out.put(sz.residual(j, s), r, 0, sz.r[j])?;
         }
         for (a, b) in carry.iter_mut().zip(outs.iter_mut()) {
             std::mem::swap(a, b);
@@ -266,7 +383,7 @@ fn scan(
     *kept = recycle(spare);
     let mut off = 0;
     for v in carry.iter() {
-        copy(out, off, v, 0, v.len())?;
+        out.put(off, v, 0, v.len())?;
         off += v.len();
     }
     Ok(())
@@ -281,12 +398,12 @@ fn types_of<'a>(
 }
 
 /// The numbers of an adjoint's reverse sweep.
-struct Adjoint<'a> {
+struct Adjoint<'a, 'p> {
     l: &'a LoopOp,
     body: &'a mut dyn RunGraph,
     vjp: &'a mut dyn RunGraph,
     operands: &'a [&'a Storage],
-    out: &'a mut Storage,
+    out: &'a mut Packed<'p>,
     sz: Sizes,
     /// The working carry (`b.carry`), the slots and the step buffers.
     b: &'a mut LoopBuffers,
@@ -299,7 +416,7 @@ struct Adjoint<'a> {
     stores: usize,
 }
 
-impl Adjoint<'_> {
+impl Adjoint<'_, '_> {
     /// Copies spine entry `k` (the carries its scan recorded) into `dst`,
     /// from the scan's packed result: its spine pieces `[K, ..c_i]` follow
     /// `[c(T).., ys..]`.
@@ -317,7 +434,7 @@ impl Adjoint<'_> {
     }
 }
 
-impl Adjoint<'_> {
+impl Adjoint<'_, '_> {
     fn load_x(&mut self, t: usize) -> Result<()> {
         let (c, s) = (self.l.carries, index(self.l, t));
         for j in 0..self.l.xs {
@@ -333,7 +450,7 @@ fn invariants<'a>(l: &LoopOp, operands: &'a [&'a Storage]) -> &'a [&'a Storage] 
     &operands[l.carries + l.xs..l.body.inputs().len()]
 }
 
-impl Sweep for Adjoint<'_> {
+impl Sweep for Adjoint<'_, '_> {
     fn restore(&mut self, slot: usize) -> Result<()> {
         for (w, s) in self.b.carry.iter_mut().zip(&self.b.slots[slot]) {
             copy(w, 0, s, 0, s.len())?;
@@ -422,14 +539,14 @@ fn take_bars(
     xbar_off: &[usize],
     per_step: Option<&[bool]>,
     b: &mut LoopBuffers,
-    out: &mut Storage,
+    out: &mut Packed<'_>,
 ) -> Result<usize> {
     for (a, v) in b.cbar.iter_mut().zip(b.vouts.iter_mut()) {
         std::mem::swap(a, v);
     }
     for (n, &off) in xbar_off.iter().enumerate() {
         let v = &b.vouts[c + n];
-        copy(out, off + s * v.len(), v, 0, v.len())?;
+        out.put(off + s * v.len(), v, 0, v.len())?;
     }
     let mut next = c + xbar_off.len();
     for (q, acc) in b.kbar.iter_mut().enumerate() {
@@ -446,7 +563,7 @@ fn adjoint(
     body: &mut dyn RunGraph,
     vjp: &mut dyn RunGraph,
     operands: &[&Storage],
-    out: &mut Storage,
+    out: &mut Packed<'_>,
     bufs: &mut LoopBuffers,
 ) -> Result<()> {
     let LoopKind::Adjoint { vjp: vg, .. } = &l.kind else {
@@ -509,16 +626,16 @@ fn start_reverse(
 }
 
 /// Writes `c̄(0)` and `k̄` into an adjoint's result after its sweep.
-fn end_reverse(l: &LoopOp, b: &LoopBuffers, out: &mut Storage) -> Result<()> {
+fn end_reverse(l: &LoopOp, b: &LoopBuffers, out: &mut Packed<'_>) -> Result<()> {
     let mut off = 0;
     for v in &b.cbar {
-        copy(out, off, v, 0, v.len())?;
+        out.put(off, v, 0, v.len())?;
         off += v.len();
     }
     let seg: Vec<usize> = l.segments().iter().map(|t| t.shape.numel()).collect();
     let mut off: usize = seg[..l.carries + l.float_xs().len()].iter().sum();
     for v in &b.kbar {
-        copy(out, off, v, 0, v.len())?;
+        out.put(off, v, 0, v.len())?;
         off += v.len();
     }
     Ok(())
@@ -535,7 +652,7 @@ fn replay(
     step: &mut dyn RunGraph,
     finish: Option<&mut dyn RunGraph>,
     operands: &[&Storage],
-    out: &mut Storage,
+    out: &mut Packed<'_>,
     bufs: &mut LoopBuffers,
 ) -> Result<()> {
     let (backward, _) = l.step_graphs();
@@ -566,7 +683,7 @@ fn replay(
             copy(yb, 0, operands[n_in + c + j], s * sz.y[j], sz.y[j])?;
         }
         for (i, r) in bufs.rbuf.iter_mut().enumerate() {
-            copy(r, 0, packed, sz.r_off[i] + s * sz.r[i], sz.r[i])?;
+            copy(r, 0, packed, sz.residual(i, s), sz.r[i])?;
         }
         {
             let mut ins = recycle(std::mem::take(&mut spare));
@@ -643,19 +760,23 @@ fn mismatch(a: rlx_core::DType, b: rlx_core::DType) -> Error {
 /// `dst[at..at + n] = src[from..from + n]`.
 fn copy(dst: &mut Storage, at: usize, src: &Storage, from: usize, n: usize) -> Result<()> {
     if at + n > dst.len() || from + n > src.len() {
-        return Err(Error::InvalidArgument {
-            op: "loop",
-            message: format!(
-                "a copy of {n} values from offset {from} of {} into offset {at} of {} is out of range",
-                src.len(),
-                dst.len()
-            ),
-        });
+        return Err(out_of_range(at, dst.len(), src, from, n));
     }
     same!(dst, src, |d, s| {
         d[at..at + n].copy_from_slice(&s[from..from + n]);
         Ok(())
     })
+}
+
+#[cold]
+fn out_of_range(at: usize, len: usize, src: &Storage, from: usize, n: usize) -> Error {
+    Error::InvalidArgument {
+        op: "loop",
+        message: format!(
+            "a copy of {n} values from offset {from} of {} into offset {at} of {len} is out of range",
+            src.len(),
+        ),
+    }
 }
 
 /// Sets every element of `s` to zero.
@@ -693,5 +814,125 @@ impl RunGraph for Interpreted<'_> {
             *o = r;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlx_core::autodiff::value_and_grad;
+    use rlx_core::{DType, Graph, LoopOp, Op, Shape};
+
+    /// `u' = tanh(u·w) + x`, `y = u·u` over `steps` steps (carry `u: [5]`,
+    /// per-step `x`, invariant `w`), output `Σ ys + Σ u(T)`; its value and
+    /// gradient with the scan and adjoint fused (residuals for a budget of
+    /// `steps`, a spine and checkpoints below).
+    fn fused(steps: usize, budget: usize) -> Graph {
+        let f = |g: &mut Graph, n: &str, s: &[usize]| g.input(n, Shape::from(s), DType::F64);
+        let mut b = Graph::new();
+        let (u, x, w) = (
+            f(&mut b, "u", &[5]),
+            f(&mut b, "x", &[5]),
+            f(&mut b, "w", &[5]),
+        );
+        let uw = b.mul(u, w).unwrap();
+        let th = b.tanh(uw).unwrap();
+        let u2 = b.add(th, x).unwrap();
+        let y = b.mul(u, u).unwrap();
+        b.set_outputs(vec![u2, y]);
+        let l = LoopOp::scan("test", b, 1, 1, steps, false, Some(budget)).unwrap();
+        let mut g = Graph::new();
+        let (u0, xs, w) = (
+            f(&mut g, "u0", &[5]),
+            f(&mut g, "xs", &[steps, 5]),
+            f(&mut g, "w", &[5]),
+        );
+        let p = g.looped(l.clone(), &[u0, xs, w]).unwrap();
+        let parts = rlx_core::loops::unpack(&mut g, p, &l.segments()).unwrap();
+        let (a, c) = (g.sum_all(parts[0]).unwrap(), g.sum_all(parts[1]).unwrap());
+        let out = g.add(a, c).unwrap();
+        g.set_outputs(vec![out]);
+        let vg = value_and_grad(&g, &[0, 1, 2]).unwrap();
+        rlx_core::loops::spine::fuse_spines(&vg)
+            .unwrap()
+            .expect("a scan and its adjoint")
+            .0
+    }
+
+    #[test]
+    fn a_result_written_into_its_room_has_the_bits_of_one_overwritten_in_place() {
+        // Each loop node of the fused graphs (a scan recording residuals or
+        // a spine, its replay or checkpointed adjoint) runs on the operands
+        // the interpreter gave it, once into a storage of its length filled
+        // with NaNs (overwritten in place: the general path) and once into
+        // an empty storage whose room holds NaNs: an element the loop did
+        // not write would show as a NaN. Both give the interpreter's bits.
+        let steps = 7;
+        for budget in [steps, 2] {
+            let g = fused(steps, budget);
+            let ins: Vec<Storage> = g
+                .inputs()
+                .iter()
+                .enumerate()
+                .map(|(i, inp)| {
+                    let n = g.ty(inp.node).shape.numel();
+                    Storage::F64((0..n).map(|k| ((i * 31 + k) as f64 * 0.37).sin()).collect())
+                })
+                .collect();
+            let refs: Vec<&Storage> = ins.iter().collect();
+            let mut vals: Vec<Option<Storage>> = vec![None; g.len()];
+            super::super::run_inspecting(&g, &refs, &mut |i, v| {
+                vals[i] = Some(v.clone());
+                Ok(())
+            })
+            .unwrap();
+            let mut loops = 0;
+            for (i, node) in g.nodes().iter().enumerate() {
+                let Op::Loop(l) = &node.op else { continue };
+                loops += 1;
+                let operands: Vec<&Storage> = node
+                    .inputs
+                    .iter()
+                    .map(|j| vals[j.index()].as_ref().expect("a live operand"))
+                    .collect();
+                let want = vals[i].as_ref().expect("a live loop");
+                let n = want.len();
+                let run = |out: &mut Storage| {
+                    let (body, vjp) = l.step_graphs();
+                    let mut body = Interpreted(body);
+                    let mut vjp = vjp.map(Interpreted);
+                    let hoisted = l.residuals.as_ref().and_then(|r| r.hoisted.as_ref());
+                    let mut finish = hoisted.map(|h| Interpreted(&h.finish));
+                    let spine = match l.spine {
+                        0 => vec![],
+                        _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
+                    };
+                    run_loop(
+                        l,
+                        &mut body,
+                        vjp.as_mut().map(|v| v as &mut dyn RunGraph),
+                        finish.as_mut().map(|f| f as &mut dyn RunGraph),
+                        &spine,
+                        &operands,
+                        out,
+                        &mut LoopBuffers::default(),
+                    )
+                    .unwrap();
+                };
+                let mut in_place = Storage::F64(vec![f64::NAN; n]);
+                run(&mut in_place);
+                let mut roomy = vec![f64::NAN; n + 3];
+                roomy.clear();
+                let mut room = Storage::F64(roomy);
+                run(&mut room);
+                let bits = |s: &Storage| -> Vec<u64> {
+                    assert_eq!(s.dtype(), DType::F64);
+                    s.to_f64_vec().iter().map(|x| x.to_bits()).collect()
+                };
+                assert_eq!(bits(&in_place), bits(want), "{l}");
+                assert_eq!(bits(&room), bits(want), "{l}");
+            }
+            assert_eq!(loops, 2, "a scan and its adjoint");
+        }
     }
 }

@@ -16,8 +16,8 @@ use super::super::regs::Out;
 /// Sets `Target::fills` on the targets a step writes whole without
 /// reading them: the outputs and buffers a fused loop writes whole through
 /// its stores, the targets a loop's folded reduction finishes into whole
-/// (no other instruction of the loop writing them), and the float targets
-/// of reduction steps. A buffer slot shared by values of several sizes is
+/// (no other instruction of the loop writing them), the float targets
+/// of reduction steps, and the packed results of loop nodes. A buffer slot shared by values of several sizes is
 /// then resized without zeros on every call. Returns `(outputs, others)`:
 /// how many fused-loop outputs written by stores it marked (the
 /// `unzeroed_outputs` of the stats) and how many other targets.
@@ -45,6 +45,16 @@ pub(super) fn mark(steps: &mut [Step], locs: &[Loc]) -> (usize, usize) {
                         target.fills = true;
                         others += 1;
                     }
+                }
+            }
+            StepKind::Loop(_) => {
+                // A loop writes every element of its packed result (see
+                // `kernels::looping::Packed`): a fresh one is given room,
+                // not zeros (tens of megabytes of residuals).
+                let target = &mut step.targets[0];
+                if target.numel > 0 {
+                    target.fills = true;
+                    others += 1;
                 }
             }
             StepKind::Reduce(r) => {
