@@ -60,6 +60,18 @@ pub(crate) enum Pre {
 }
 
 impl Pre {
+    /// The op on an `f64`: `kernels::scalar::unary`'s `Neg` and `Square`
+    /// (the fused-against-unfused tests hold the bits equal), written out
+    /// so that it inlines.
+    #[inline(always)]
+    pub(crate) fn apply(self, v: f64) -> f64 {
+        match self {
+            Pre::Id => v,
+            Pre::Neg => -v,
+            Pre::Square => v * v,
+        }
+    }
+
     /// The sink form of `op`, if it has one.
     pub(crate) fn of(op: UnaryOp) -> Option<Pre> {
         match op {
@@ -148,16 +160,23 @@ impl Sink {
         }
     }
 
-    /// Whether this is a sum (or mean) of rows of three elements into
-    /// consecutive accumulators (`sum(square(d), [2])` over `[n, m, 3]`),
-    /// which [`row_sums`] takes four rows at a time.
-    fn sums_rows_of_three(&self) -> bool {
+    /// Whether this is a sum (or mean) over rows of three elements whose
+    /// accumulators are `in_row` apart within a row and `across` apart
+    /// from row to row.
+    fn sums_rows_of_three_with(&self, in_row: usize, across: usize) -> bool {
         let r = self.dims.len();
         matches!(self.op, ReduceOp::Sum | ReduceOp::Mean)
             && r >= 2
             && self.dims[r - 1] == 3
-            && self.out_strides[r - 1] == 0
-            && self.out_strides[r - 2] == 1
+            && self.out_strides[r - 1] == in_row
+            && self.out_strides[r - 2] == across
+    }
+
+    /// Whether this is a sum (or mean) of rows of three elements into
+    /// consecutive accumulators (`sum(square(d), [2])` over `[n, m, 3]`),
+    /// which [`row_sums`] takes four rows at a time.
+    fn sums_rows_of_three(&self) -> bool {
+        self.sums_rows_of_three_with(0, 1)
     }
 
     /// [`Sink::fold_with`]'s short-row walk for [`Sink::sums_rows_of_three`]:
@@ -166,11 +185,7 @@ impl Sink {
     /// element by element, as there.
     fn fold_rows3(&self, vals: &[f64], start: usize, acc: &mut [f64]) {
         let acc = &mut acc[self.acc_off..self.acc_off + self.out_numel];
-        let pre = |v: f64| match self.pre {
-            Pre::Id => v,
-            Pre::Neg => -v,
-            Pre::Square => v * v,
-        };
+        let pre = self.pre;
         for_row_groups::<3>(
             &self.dims,
             &self.out_strides,
@@ -182,14 +197,10 @@ impl Sink {
                     if (start + done) % 3 == 0 {
                         a += 0.0;
                     }
-                    acc[o] = a + pre(vals[done]);
+                    acc[o] = a + pre.apply(vals[done]);
                     return;
                 }
-                row_sums::sum_rows3(
-                    &vals[done..done + 3 * count],
-                    &mut acc[o..o + count],
-                    self.pre,
-                );
+                row_sums::sum_rows3(&vals[done..done + 3 * count], &mut acc[o..o + count], pre);
             },
         );
     }
@@ -198,12 +209,7 @@ impl Sink {
     /// elements kept side by side (`sum(g, [1])` over `[n, m, 3]`), whose
     /// sweeps [`row_sums`] runs in lockstep.
     fn sums_sweeps_of_three(&self) -> bool {
-        let r = self.dims.len();
-        matches!(self.op, ReduceOp::Sum | ReduceOp::Mean)
-            && r >= 2
-            && self.dims[r - 1] == 3
-            && self.out_strides[r - 1] == 1
-            && self.out_strides[r - 2] == 0
+        self.sums_rows_of_three_with(1, 0)
     }
 
     /// [`Sink::fold_with`]'s short-row walk for
@@ -215,11 +221,6 @@ impl Sink {
     fn fold_sweeps3(&self, vals: &[f64], start: usize, acc: &mut [f64]) {
         let acc = &mut acc[self.acc_off..self.acc_off + self.out_numel];
         let pre = self.pre;
-        let p = |v: f64| match pre {
-            Pre::Id => v,
-            Pre::Neg => -v,
-            Pre::Square => v * v,
-        };
         let mut pending = [(0usize, 0usize); 4];
         let (mut n, mut rows) = (0, 0);
         for_row_groups::<3>(
@@ -234,7 +235,7 @@ impl Sink {
                     n = 0;
                 }
                 if count == 0 {
-                    acc[o] += p(vals[done]);
+                    acc[o] += pre.apply(vals[done]);
                     return;
                 }
                 pending[n] = (done, o);

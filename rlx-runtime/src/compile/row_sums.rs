@@ -12,12 +12,12 @@
 //! Each accumulator takes exactly the operations of [`Sink`]'s short-row
 //! loops, in the same order, so the bits are the same. With `p` the
 //! sink's [`Pre`] op, a reduced row is `(((acc + 0) + p(x₀)) + p(x₁)) +
-//! p(x₂)`, and a kept row adds `p(x_k)` to accumulator `k`, row after row. The AVX2 code of
-//! [`sum_rows3`] loads four rows (twelve values) as three vectors and
-//! regroups them into the vectors of first, second and third elements
-//! with blends and one permute each; that of [`sum_sweeps3`] keeps each
-//! sweep's three accumulators in one vector. The portable code is the
-//! row loops themselves.
+//! p(x₂)`, and a kept row adds `p(x_k)` to accumulator `k`, row after
+//! row. The AVX2 code of [`sum_rows3`] loads four rows (twelve values) as
+//! three vectors and regroups them into the vectors of first, second and
+//! third elements with blends and one permute each; that of
+//! [`sum_sweeps3`] keeps each sweep's three accumulators in one vector.
+//! The portable code is the row loops themselves.
 //!
 //! [`Sink`]: super::fold::Sink
 
@@ -40,11 +40,7 @@ pub(crate) fn sum_rows3(vals: &[f64], acc: &mut [f64], pre: Pre) {
 
 /// The row loop: one accumulator at a time.
 fn sum_rows3_portable(vals: &[f64], acc: &mut [f64], pre: Pre) {
-    let p = |v: f64| match pre {
-        Pre::Id => v,
-        Pre::Neg => -v,
-        Pre::Square => v * v,
-    };
+    let p = |v: f64| pre.apply(v);
     for (a, row) in acc.iter_mut().zip(vals.chunks_exact(N)) {
         *a = ((*a + 0.0 + p(row[0])) + p(row[1])) + p(row[2]);
     }
@@ -84,11 +80,7 @@ fn sum_sweeps3_portable(
     acc: &mut [f64],
     pre: Pre,
 ) {
-    let p = |v: f64| match pre {
-        Pre::Id => v,
-        Pre::Neg => -v,
-        Pre::Square => v * v,
-    };
+    let p = |v: f64| pre.apply(v);
     for &(at, o) in sweeps {
         let mut a = [acc[o], acc[o + 1], acc[o + 2]];
         for row in vals[at..at + N * rows].chunks_exact(N) {
