@@ -21,7 +21,8 @@
 use rlx_core::loops::schedule::{revolve, Sweep};
 use rlx_core::{Error, LoopKind, LoopOp, Result};
 
-use crate::storage::{out_of_memory, Storage};
+use super::loop_result::{copy, mismatch, Packed};
+use crate::storage::Storage;
 
 /// One way of running a graph on storages of its declared types.
 pub(crate) trait RunGraph {
@@ -152,105 +153,6 @@ pub(crate) fn run_loop(
         }
     }
     out.finish(l)
-}
-
-/// A loop's packed result while the loop writes it: a storage of the
-/// result's length and dtype, overwritten in place, or (`room`) an empty
-/// storage with room for the result (a fresh target the plan marks
-/// written whole, see the planner's `fills`: no zeros are written first),
-/// written into that room and set to hold its elements once all of them
-/// are written.
-struct Packed<'a> {
-    s: &'a mut Storage,
-    want: usize,
-    room: bool,
-    /// Elements written into the room so far.
-    written: usize,
-}
-
-impl<'a> Packed<'a> {
-    /// `s` as the packed result of `want` elements of `dtype`: written
-    /// into its room if it is empty with room for them, else made a
-    /// storage of that type (kept if it is one, else zeros).
-    fn new(s: &'a mut Storage, dtype: rlx_core::DType, want: usize) -> Packed<'a> {
-        let room = want > 0 && s.is_empty() && s.dtype() == dtype && s.capacity() >= want;
-        if !room && (s.len() != want || s.dtype() != dtype) {
-            *s = Storage::zeros(dtype, want);
-        }
-        Packed {
-            s,
-            want,
-            room,
-            written: 0,
-        }
-    }
-
-    /// Writes zeros into the room (for a sweep whose writes are not
-    /// counted); then the storage holds the result's length.
-    fn zeroed(&mut self) -> Result<()> {
-        if self.room {
-            self.s
-                .try_resize(self.want)
-                .map_err(|_| out_of_memory("loop", &[self.want].into(), self.s.dtype()))?;
-            self.room = false;
-        }
-        Ok(())
-    }
-
-    /// `result[at..at + n] = src[from..from + n]`. A scan and a replay
-    /// write each element of their result once (disjoint pieces: the
-    /// carries, every step's outputs, spine entries and residuals at the
-    /// offsets of [`sizes`]; an adjoint's `c̄`, every step's `x̄` and `k̄`).
-    fn put(&mut self, at: usize, src: &Storage, from: usize, n: usize) -> Result<()> {
-        if !self.room {
-            return copy(self.s, at, src, from, n);
-        }
-        if at + n > self.want || from + n > src.len() {
-            return Err(out_of_range(at, self.want, src, from, n));
-        }
-        fn go<T: Copy>(d: &mut Vec<T>, at: usize, s: &[T]) {
-            let room = &mut d.spare_capacity_mut()[at..at + s.len()];
-            for (d, &x) in room.iter_mut().zip(s) {
-                d.write(x);
-            }
-        }
-        let r = from..from + n;
-        match (&mut *self.s, src) {
-            (Storage::F32(d), Storage::F32(s)) => go(d, at, &s[r]),
-            (Storage::F64(d), Storage::F64(s)) => go(d, at, &s[r]),
-            (Storage::F16(d), Storage::F16(s)) => go(d, at, &s[r]),
-            (Storage::BF16(d), Storage::BF16(s)) => go(d, at, &s[r]),
-            (Storage::I64(d), Storage::I64(s)) => go(d, at, &s[r]),
-            (Storage::Bool(d), Storage::Bool(s)) => go(d, at, &s[r]),
-            (a, b) => return Err(mismatch(a.dtype(), b.dtype())),
-        }
-        self.written += n;
-        Ok(())
-    }
-
-    /// Ends the loop's writes: a result written into its room now holds
-    /// its elements (an error, never a partly written result, if the
-    /// loop wrote fewer than all of them).
-    fn finish(self, l: &LoopOp) -> Result<()> {
-        if !self.room {
-            return Ok(());
-        }
-        if self.written != self.want {
-            return Err(Error::InvalidArgument {
-                op: "loop",
-                message: format!(
-                    "{}: the loop wrote {} of the {} elements of its result",
-                    l.name, self.written, self.want
-                ),
-            });
-        }
-        // SAFETY: the storage is empty with room for `want` elements
-        // (`new`); `put` wrote `want` elements into that room, each once
-        // (the pieces of a scan or a replay are disjoint, see `put`), so
-        // all of them hold values of the type.
-        unsafe { self.s.set_written(self.want) };
-        Ok(())
-    }
 }
 
 /// Per-step element counts of the body's inputs and outputs.
@@ -732,51 +634,6 @@ fn recycle<'b, T>(mut v: Vec<&T>) -> Vec<&'b T> {
     v.into_iter()
         .map(|_| -> &'b T { unreachable!("emptied") })
         .collect()
-}
-
-macro_rules! same {
-    ($a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {
-        match ($a, $b) {
-            (Storage::F32($x), Storage::F32($y)) => $body,
-            (Storage::F64($x), Storage::F64($y)) => $body,
-            (Storage::F16($x), Storage::F16($y)) => $body,
-            (Storage::BF16($x), Storage::BF16($y)) => $body,
-            (Storage::I64($x), Storage::I64($y)) => $body,
-            (Storage::Bool($x), Storage::Bool($y)) => $body,
-            (a, b) => Err(mismatch(a.dtype(), b.dtype())),
-        }
-    };
-}
-
-#[cold]
-fn mismatch(a: rlx_core::DType, b: rlx_core::DType) -> Error {
-    Error::DTypeMismatch {
-        op: "loop",
-        lhs: a,
-        rhs: b,
-    }
-}
-
-/// `dst[at..at + n] = src[from..from + n]`.
-fn copy(dst: &mut Storage, at: usize, src: &Storage, from: usize, n: usize) -> Result<()> {
-    if at + n > dst.len() || from + n > src.len() {
-        return Err(out_of_range(at, dst.len(), src, from, n));
-    }
-    same!(dst, src, |d, s| {
-        d[at..at + n].copy_from_slice(&s[from..from + n]);
-        Ok(())
-    })
-}
-
-#[cold]
-fn out_of_range(at: usize, len: usize, src: &Storage, from: usize, n: usize) -> Error {
-    Error::InvalidArgument {
-        op: "loop",
-        message: format!(
-            "a copy of {n} values from offset {from} of {} into offset {at} of {len} is out of range",
-            src.len(),
-        ),
-    }
 }
 
 /// Sets every element of `s` to zero.

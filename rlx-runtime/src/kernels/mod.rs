@@ -19,6 +19,7 @@ mod elementwise;
 mod index;
 pub mod iter;
 mod layout;
+mod loop_result;
 pub(crate) mod looping;
 mod matmul;
 mod operand;

@@ -17,8 +17,9 @@ use super::super::regs::Out;
 /// reading them: the outputs and buffers a fused loop writes whole through
 /// its stores, the targets a loop's folded reduction finishes into whole
 /// (no other instruction of the loop writing them), the float targets
-/// of reduction steps, and the packed results of loop nodes. A buffer slot shared by values of several sizes is
-/// then resized without zeros on every call. Returns `(outputs, others)`:
+/// of reduction steps, and the packed results of loop nodes. A buffer
+/// slot shared by values of several sizes is then resized without zeros
+/// on every call. Returns `(outputs, others)`:
 /// how many fused-loop outputs written by stores it marked (the
 /// `unzeroed_outputs` of the stats) and how many other targets.
 pub(super) fn mark(steps: &mut [Step], locs: &[Loc]) -> (usize, usize) {
