@@ -249,6 +249,15 @@ fn prepare(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
 /// the fixed-point pipeline of `rlx_core::passes` (CSE, constant folding,
 /// algebraic simplification, DCE). Returns origins as `prepare` does.
 fn optimize(g: Graph) -> Result<(Graph, Vec<NodeId>)> {
+    // A graph with no `stop_gradient` (every element graph of a scalarised
+    // plan) goes straight to the pipeline: stripping would copy it whole.
+    if !g
+        .nodes()
+        .iter()
+        .any(|n| matches!(n.op, rlx_core::Op::StopGradient))
+    {
+        return rlx_core::passes::optimize_with_origins(&g);
+    }
     let (g, stripped) = rlx_core::passes::strip_stop_gradient_with_origins(&g)?;
     let (g, optimized) = rlx_core::passes::optimize_with_origins(&g)?;
     Ok((g, optimized.iter().map(|k| stripped[k.index()]).collect()))

@@ -17,7 +17,7 @@ use super::flat::Flat;
 use super::options::Options;
 use super::plan::PlanStats;
 #[cfg(feature = "jit")]
-use super::plan::StepKind;
+use super::plan::{Plan, StepKind};
 use super::scalar;
 use super::small_call::SmallCall;
 pub(crate) use super::small_io::{in_place, read, with_inputs, with_stack};
@@ -142,23 +142,29 @@ struct Placed {
     native: std::sync::Arc<super::jit::Native>,
     start: usize,
     len: usize,
+    /// Whether every output element outside the window is a constant
+    /// (the template's): then the window's code alone, after a copy of
+    /// the template, writes every output (a `hessian_`, whose skipped
+    /// value is a zero).
+    covers: bool,
 }
 
 #[cfg(feature = "jit")]
 impl Placed {
-    /// The placed code of `exe` (the element program, one native function
-    /// over its inputs and outputs in order) for the window
-    /// `start..start + len` of `sources`; `None` if the program is not
-    /// such a function, an input element of the window is not loaded, or
-    /// the code does not compile to one function.
-    fn new(exe: &Executable, sources: &[Source], start: usize, len: usize) -> Option<Placed> {
+    /// The placed code of `plan` (the element program, one scalar region
+    /// over its inputs and outputs in order, long enough to be worth
+    /// compiling) for the window `start..start + len` of `sources`; `None`
+    /// if the program is not such a region, an input element of the window
+    /// is not loaded, or the code does not compile to one function. The
+    /// region itself need not have native code.
+    fn new(plan: &Plan, sources: &[Source], start: usize, len: usize) -> Option<Placed> {
         use super::scalar_code::SInstr;
-        let plan = &exe.plan;
         let prog = plan.scalar_program.as_ref()?;
         let StepKind::Scalar(region) = &plan.steps.first()?.kind else {
             return None;
         };
-        if region.native.is_none() || !prog.loads_are_inputs || !prog.stores_are_outputs {
+        let compiles = planner::worth_compiling(&region.code);
+        if !compiles || !prog.loads_are_inputs || !prog.stores_are_outputs {
             return None;
         }
         let window = sources.get(start..start + len)?;
@@ -208,10 +214,13 @@ impl Placed {
         let native = super::jit::compile(&code, region.len, &region.consts, len)?;
         // One function with no spill buffer, or the caller could not call
         // it whole: not worth keeping.
+        let covers = (sources.iter().enumerate())
+            .all(|(k, s)| (start..start + len).contains(&k) || matches!(s, Source::Const(_)));
         (native.is_whole(native.loads(), len)).then(|| Placed {
             native: std::sync::Arc::new(native),
             start,
             len,
+            covers,
         })
     }
 }
@@ -268,6 +277,18 @@ impl Small {
             .collect();
         let live = g.live_nodes().iter().filter(|&&l| l).count();
         eg.set_outputs(computed);
+        let (total, last) = (sources.len(), out_lens.last().copied().unwrap_or(0));
+        // The placed code of the last output alone (a warm `hessian_`'s one
+        // result; all the outputs when there is one): each window is one
+        // more compilation on the first call. When every output element
+        // outside it is a constant, it is all that ever runs, and the
+        // program's own native code is compiled only if the placed code
+        // is not built.
+        let place = cfg!(feature = "jit") && options.jit && !direct;
+        let placed_only =
+            place && (sources[..total - last].iter()).all(|s| matches!(s, Source::Const(_)));
+        #[cfg(feature = "jit")]
+        let mut placed = None;
         let exe = if n_computed == 0 {
             None
         } else {
@@ -275,22 +296,24 @@ impl Small {
             // All 0-d: no scalar region of small tensors to look for.
             let options = Options {
                 scalarize: false,
+                jit: options.jit && !placed_only,
                 ..options.clone()
             };
-            let plan = planner::build(&eg, &origins, &options).ok()?;
+            #[cfg_attr(not(feature = "jit"), allow(unused_mut))]
+            let mut plan = planner::build(&eg, &origins, &options).ok()?;
             plan.scalar_program.as_ref()?;
-            Some(Executable::from_plan(plan).ok()?)
-        };
-        #[cfg(feature = "jit")]
-        let placed = match (&exe, direct) {
-            // The last output alone (a warm `hessian_`'s one result; all
-            // the outputs when there is one): each window is one more
-            // compilation on the first call.
-            (Some(exe), false) => {
-                let (total, last) = (sources.len(), out_lens.last().copied().unwrap_or(0));
-                Placed::new(exe, &sources, total - last, last)
+            #[cfg(feature = "jit")]
+            if place {
+                placed = Placed::new(&plan, &sources, total - last, last);
+                if placed_only {
+                    match placed {
+                        // The program runs as native code, placed.
+                        Some(_) => plan.stats.native_regions += 1,
+                        None => planner::compile_native(&mut plan),
+                    }
+                }
             }
-            _ => None,
+            Some(Executable::from_plan(plan).ok()?)
         };
         Some(Small {
             exe,
@@ -319,10 +342,12 @@ impl Small {
             return program(exe, ins, out);
         }
         #[cfg(feature = "jit")]
-        if self.placed.as_ref().is_some_and(|p| p.len == out.len()) {
+        if let Some(p) = self.placed.as_ref().filter(|p| p.covers) {
             out.copy_from_slice(&self.fill.template);
-            if self.run_placed(ins, 0, out) {
-                return;
+            if let Some(window) = out.get_mut(p.start..p.start + p.len) {
+                if self.run_placed(ins, p.start, window) {
+                    return;
+                }
             }
         }
         self.with_computed(ins, |computed| self.fill.run(0, ins, computed, out));
@@ -643,5 +668,48 @@ mod tests {
                 assert_eq!(tail, filled, "{name}, seed {seed}: run_flat");
             }
         }
+    }
+
+    /// A `hessian_` plan (its value output replaced by a zero, as
+    /// `Transform::Hessian` makes it): the placed code covers every
+    /// computed element, so it is the plan's only native code, and
+    /// `run_flat` through it gives the bits of the interpreted program
+    /// and [`Fill::run`].
+    #[test]
+    fn placed_code_alone_serves_a_hessian_plan() {
+        let mut h = autodiff::hessian(&rosenbrock(7), &[0]).unwrap();
+        let mut outputs = h.outputs().to_vec();
+        outputs[0] = h.zeros_like(outputs[0]);
+        h.set_outputs(outputs);
+        let (g, _) = super::super::prepare(&h).unwrap();
+        let small = Small::build(&g, &Options::default()).expect("small");
+        let p = small.placed.as_ref().expect("placed");
+        assert!(p.covers && p.start == 1);
+        let exe = small.exe.as_ref().unwrap();
+        let StepKind::Scalar(region) = &exe.plan.steps[0].kind else {
+            panic!("a scalar program");
+        };
+        assert!(region.native.is_none(), "compiled once, placed");
+        assert_eq!(small.stats().native_regions, 1);
+        for seed in 0..20u32 {
+            let ins: Vec<f64> = (0..small.n_in)
+                .map(|i| ((seed * 13 + i as u32 * 29) % 31) as f64 * 0.21 - 3.0)
+                .collect();
+            let mut placed = vec![f64::NAN; small.fill.template.len()];
+            small.run_flat(&ins, &mut placed);
+            let mut filled = vec![f64::NAN; placed.len()];
+            small.with_computed(&ins, |c| small.fill.run(0, &ins, c, &mut filled));
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&placed), bits(&filled), "seed {seed}");
+            assert_eq!(placed[0], 0.0);
+        }
+        // With `jit` off, nothing is compiled.
+        let off = Options {
+            jit: false,
+            ..Options::default()
+        };
+        let small = Small::build(&g, &off).expect("small");
+        assert!(small.placed.is_none());
+        assert_eq!(small.stats().native_regions, 0);
     }
 }

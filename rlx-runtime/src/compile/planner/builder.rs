@@ -61,21 +61,37 @@ pub(super) struct Builder<'a> {
     pub(super) options: crate::compile::options::Options,
 }
 
+/// Compiles every scalar region of `steps` of at least [`JIT_MIN_INSTRS`]
+/// instructions to native code, counting them in `stats`: the last stage
+/// of planning, or of a plan built without native code whose caller
+/// compiles it later ([`crate::compile::planner::compile_native`]).
+#[cfg(feature = "jit")]
+pub(super) fn compile_native(steps: &mut [Step], stats: &mut PlanStats) {
+    for step in steps {
+        if let StepKind::Scalar(region) = &mut step.kind {
+            if worth_compiling(&region.code) {
+                region.native =
+                    jit::compile(&region.code, region.len, &region.consts, step.targets.len())
+                        .map(std::sync::Arc::new);
+                stats.native_regions += region.native.is_some() as usize;
+            }
+        }
+    }
+}
+
+/// Whether a scalar region of `code` is long enough to be compiled to
+/// native code ([`compile_native`]).
+#[cfg(feature = "jit")]
+pub(crate) fn worth_compiling(code: &[crate::compile::scalar_code::SInstr]) -> bool {
+    code.len() >= JIT_MIN_INSTRS
+}
+
 impl Builder<'_> {
     /// Compiles every scalar region of at least [`JIT_MIN_INSTRS`]
     /// instructions to native code (last, once targets are final).
     #[cfg(feature = "jit")]
     pub(super) fn compile_native(&mut self) {
-        for step in &mut self.steps {
-            if let StepKind::Scalar(region) = &mut step.kind {
-                if region.code.len() >= JIT_MIN_INSTRS {
-                    region.native =
-                        jit::compile(&region.code, region.len, &region.consts, step.targets.len())
-                            .map(std::sync::Arc::new);
-                    self.stats.native_regions += region.native.is_some() as usize;
-                }
-            }
-        }
+        compile_native(&mut self.steps, &mut self.stats);
     }
 
     /// The value a fused loop reads for operand `i`: its storage's owner,

@@ -201,6 +201,16 @@ fn literal_storage(lit: &Literal, dtype: DType, shape: &Shape) -> Result<Storage
     })
 }
 
+/// Compiles the scalar regions of a plan built with `jit` off to native
+/// code, as [`build`] does with it on.
+#[cfg(feature = "jit")]
+pub(crate) fn compile_native(plan: &mut Plan) {
+    builder::compile_native(&mut plan.steps, &mut plan.stats);
+}
+
+#[cfg(feature = "jit")]
+pub(crate) use builder::worth_compiling;
+
 /// Builds the plan of a verified graph without `Custom` ops.
 ///
 /// `origins[k]` is the node of the caller's graph that node `k` of `g` was
