@@ -300,6 +300,36 @@ mod tests {
     }
 
     #[test]
+    fn copies_have_the_bits_of_their_values_for_every_small_length() {
+        // Signed zeros, NaNs with payloads (quiet and signalling), ±∞ and
+        // subnormals: the element-by-element copy must move bits, not values.
+        let odd = [
+            -0.0,
+            f64::from_bits(0x7ff8_0000_0000_0001),
+            f64::from_bits(0x7ff0_0000_0000_0001),
+            f64::from_bits(0xfff4_0000_dead_beef),
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::from_bits(1),
+            -f64::MIN_POSITIVE / 3.0,
+            1.5,
+        ];
+        for n in 0..=CAP + 1 {
+            let vals: Vec<f64> = (0..n).map(|i| odd[i % odd.len()]).collect();
+            // Twice: a fresh allocation or a kept one, then a kept one
+            // that held other values.
+            for _ in 0..2 {
+                let v = from_slice(&vals);
+                assert_eq!(v.len(), n);
+                let bits = |x: &[f64]| x.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&v), bits(&vals), "length {n}");
+                assert_eq!(v.capacity() == CAP, n <= CAP, "length {n}");
+                give(v);
+            }
+        }
+    }
+
+    #[test]
     fn shared_storages_are_reused_only_when_no_other_tensor_holds_them() {
         let vals: Vec<f64> = (0..100).map(f64::from).collect();
         let b = buffer_from_slice(&vals);
