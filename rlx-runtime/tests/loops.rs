@@ -314,6 +314,49 @@ fn weight_gradient_products_are_hoisted_out_of_the_reverse_sweep() {
 }
 
 #[test]
+fn hoisted_factors_are_stacked_in_groups_that_fit_the_stack_budget() {
+    // 300 steps of 4 rows: the factors (h, x, z̄: 288 f64 a step) of all
+    // steps would take 675 KiB, more than `STACK_BYTES`: the sweep stacks
+    // them in groups (227 steps, then 73 with zero rows after them) and
+    // adds each group's products. Against the same plan with one stored
+    // carry fewer (no residuals, each step's products summed in the
+    // sweep): the same T·rows terms in another order, each element within
+    // about 2·T·rows·ε·Σ|terms| (1e-11 relative here).
+    use rlx_core::loops::hoist::STACK_BYTES;
+    let (rows, steps) = (4, 300);
+    let mut rng = Rng::new(13);
+    let x = recurrent_inputs(&mut rng, rows, steps);
+    let vg = value_and_grad(&recurrent(rows, steps, None), &[0, 1, 2, 3, 4]).unwrap();
+    let h = hoisted_of(&vg).expect("hoisted products");
+    let step_bytes = 4 * (32 + 8 + 32) * 8;
+    assert_eq!(h.steps, STACK_BYTES / step_bytes);
+    assert!(h.steps < steps && steps % h.steps != 0);
+    let checkpointed =
+        value_and_grad(&recurrent(rows, steps, Some(steps - 1)), &[0, 1, 2, 3, 4]).unwrap();
+    assert!(hoisted_of(&checkpointed).is_none());
+    let ts = tensors(&vg, &x);
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let run = |g: &Graph| -> Vec<Vec<f64>> {
+        compile(g)
+            .unwrap()
+            .run(&refs)
+            .unwrap()
+            .iter()
+            .map(|t| t.to_f64_vec().unwrap())
+            .collect()
+    };
+    let (got, want) = (run(&vg), run(&checkpointed));
+    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_close(
+            a,
+            b,
+            1e-11,
+            &format!("output {k}, grouped vs summed per step"),
+        );
+    }
+}
+
+#[test]
 fn an_f32_loop_with_hoisted_products_computes_in_f32() {
     let (rows, steps) = (4, 12);
     let mut rng = Rng::new(11);

@@ -26,15 +26,27 @@
 //! with the additions in another order (see the tests for the bound).
 //!
 //! A product is hoisted when both its factors change from step to step and
-//! storing them takes less than the product itself (`b·(m + n) < m·n`):
-//! the stacked factors are memory of the stored residuals' kind, `T` steps
-//! of them, counted in the same budget by the compiler.
+//! storing them takes less than the product itself (`b·(m + n) < m·n`).
+//!
+//! The factors are not stacked over all `T` steps at once: that would be
+//! memory of the stored residuals' size (17 MB for a 1024-step LSTM in
+//! `f32`), touched once, which costs more than the products save. The sweep
+//! stacks [`Hoisted::steps`] steps at a time (their factors take at most
+//! [`STACK_BYTES`]), runs `finish` on them and adds its results to the
+//! summed cotangents, then starts the next group; a last, shorter group
+//! has its unused rows set to zeros, which add `+0` to each sum (so only
+//! the sign of an exactly zero sum can differ from a product without
+//! them). A loop whose factors all fit takes one group of `T` steps.
 
 use super::LoopOp;
 use crate::{BinaryOp, Error, Graph, NodeId, Op, Result, Shape, TensorType};
 
-/// What the reverse sweep does after its steps for hoisted products (see
-/// the module docs).
+/// The bytes of stacked factors a reverse sweep keeps at once (see the
+/// module docs): 512 KiB, about a core's second-level cache.
+pub const STACK_BYTES: usize = 512 << 10;
+
+/// What the reverse sweep does for hoisted products, every
+/// [`steps`](Self::steps) steps and after its last (see the module docs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hoisted {
     /// For each floating-point invariant, whether the backward half still
@@ -43,8 +55,12 @@ pub struct Hoisted {
     /// How many factors the backward half returns per step, after those
     /// cotangents.
     pub factors: usize,
-    /// `[F_1: [T, ..f_1], …, F_h]` (each factor of every step, stacked
-    /// at the step's index) `→` the hoisted part of the cotangents of the
+    /// How many steps' factors `finish` takes at once (`S`, at most the
+    /// loop's length `T`; `T` when all steps' factors fit in
+    /// [`STACK_BYTES`]).
+    pub steps: usize,
+    /// `[F_1: [S, ..f_1], …, F_h]` (each factor of a group of `S` steps,
+    /// stacked) `→` the hoisted part of the group's cotangents of the
     /// invariants [`targets`](Self::targets) names.
     pub finish: Graph,
     /// For each output of `finish`, the floating-point invariant (its
@@ -92,6 +108,45 @@ fn linear(op: &Op) -> bool {
 /// assert_eq!((h.per_step, h.factors, h.targets), (vec![false], 2, vec![0]));
 /// ```
 pub fn hoist(adj: &LoopOp, b: &Graph) -> Result<Option<(Graph, Hoisted)>> {
+    hoist_grouped(adj, b, None)
+}
+
+/// [`hoist`] with the factors stacked `steps` steps at a time (clamped to
+/// `1..=T`) instead of as many as fit in [`STACK_BYTES`]: any group size
+/// gives the same sums up to the order of their additions.
+///
+/// ```
+/// use rlx_core::{autodiff, DType, Graph, LoopKind, LoopOp, Op};
+/// use rlx_core::loops::{hoist::hoist_grouped, residuals::split};
+/// let mut b = Graph::new();
+/// let c = b.input("c", [4, 32], DType::F64);
+/// let w = b.input("w", [32, 32], DType::F64);
+/// let z = b.matmul(c, w).unwrap();
+/// let t = b.tanh(z).unwrap();
+/// b.set_outputs(vec![t]);
+/// let l = LoopOp::scan("l", b, 1, 0, 10, false, None).unwrap();
+/// let mut g = Graph::new();
+/// let c0 = g.input("c0", [4, 32], DType::F64);
+/// let w = g.input("w", [32, 32], DType::F64);
+/// let p = g.looped(l, &[c0, w]).unwrap();
+/// let y = g.sum_all(p).unwrap();
+/// g.set_outputs(vec![y]);
+/// let gr = autodiff::grad(&g, &[1]).unwrap();
+/// let adj = gr.nodes().iter().find_map(|n| match &n.op {
+///     Op::Loop(a) if matches!(a.kind, LoopKind::Adjoint { .. }) => Some(a.clone()),
+///     _ => None,
+/// }).unwrap();
+/// let r = split(&adj).unwrap();
+/// let (_, h) = hoist_grouped(&adj, &r.backward, Some(3)).unwrap().expect("hoisted");
+/// // Groups of 3 steps (the last of 1): each factor stacked over 3 steps.
+/// assert_eq!(h.steps, 3);
+/// assert!(h.finish.input_ids().iter().all(|&i| h.finish.shape(i).dim(0) == 3));
+/// ```
+pub fn hoist_grouped(
+    adj: &LoopOp,
+    b: &Graph,
+    steps: Option<usize>,
+) -> Result<Option<(Graph, Hoisted)>> {
     let nodes = b.nodes();
     let (c, k, n_k) = (adj.carries, adj.xs, adj.consts());
     let fx = adj.float_xs().len();
@@ -259,9 +314,17 @@ pub fn hoist(adj: &LoopOp, b: &Graph) -> Result<Option<(Graph, Hoisted)>> {
     }
     nb.set_outputs(new_outs);
 
-    // finish: the stacked factors, one product per hoisted product, the
-    // cone again over the sums.
-    let t = adj.length;
+    // finish: the stacked factors of a group of steps, one product per
+    // hoisted product, the cone again over the sums.
+    let step_bytes: usize = factors
+        .iter()
+        .map(|&id| b.ty(id))
+        .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
+        .fold(0, usize::saturating_add);
+    let t = match steps {
+        Some(s) => s.clamp(1, adj.length.max(1)),
+        None => group_steps(adj.length, step_bytes),
+    };
     let mut f = Graph::new();
     let stacks: Vec<NodeId> = factors
         .iter()
@@ -314,10 +377,18 @@ pub fn hoist(adj: &LoopOp, b: &Graph) -> Result<Option<(Graph, Hoisted)>> {
         Hoisted {
             per_step,
             factors: factors.len(),
+            steps: t,
             finish: f,
             targets,
         },
     )))
+}
+
+/// The steps of a group of stacked factors (see the module docs): all
+/// `length` when their factors, `step_bytes` a step, fit in
+/// [`STACK_BYTES`], else as many as fit (at least one).
+fn group_steps(length: usize, step_bytes: usize) -> usize {
+    (STACK_BYTES / step_bytes.max(1)).clamp(1, length.max(1))
 }
 
 /// Node `i` of `b` (a linear op) rebuilt in `to` over the parts `part`
@@ -394,10 +465,13 @@ pub(crate) fn check(adj: &LoopOp, backward: &Graph, h: &Hoisted) -> Result<()> {
     if outs.len() != head + h.factors {
         return Err(bad("the backward half's outputs"));
     }
+    if h.steps == 0 || h.steps > adj.length {
+        return Err(bad("the steps of a group"));
+    }
     let stacked: Vec<TensorType> = outs[head..]
         .iter()
         .map(|t| {
-            let mut dims = vec![adj.length];
+            let mut dims = vec![h.steps];
             dims.extend_from_slice(t.shape.dims());
             TensorType::new(Shape::new(dims), t.dtype)
         })

@@ -162,14 +162,17 @@ fn residuals_within_budget(a: &LoopOp) -> Result<Option<Arc<Residuals>>> {
     if stored > RESIDUAL_BYTES {
         return Ok(None);
     }
-    // The factors of hoisted products are stacked over the steps too:
-    // hoisted only when they fit beside the residuals.
+    // The factors of hoisted products are stacked over a group of steps
+    // too: hoisted only when they fit beside the residuals.
     if let Some((backward, h)) = hoist(a, &r.backward)? {
         let outs = backward.outputs();
-        let factors = &mut outs[outs.len() - h.factors..]
+        let factors = outs[outs.len() - h.factors..]
             .iter()
-            .map(|&o| backward.ty(o));
-        if stored.saturating_add(bytes(factors)) <= RESIDUAL_BYTES {
+            .map(|&o| backward.ty(o))
+            .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
+            .fold(0usize, usize::saturating_add)
+            .saturating_mul(h.steps);
+        if stored.saturating_add(factors) <= RESIDUAL_BYTES {
             r.backward = backward;
             r.hoisted = Some(h);
         }
