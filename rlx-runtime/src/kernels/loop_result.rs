@@ -1,5 +1,6 @@
 //! A loop node's packed result as the loop writes it ([`Packed`]), and
-//! the copies between storages of one dtype that the loop runner makes.
+//! the copies, zero fills and sums between storages of one dtype that the
+//! loop runner makes.
 
 use rlx_core::{Error, LoopOp, Result};
 
@@ -144,4 +145,34 @@ impl<'a> Packed<'a> {
         unsafe { self.s.set_written(self.want) };
         Ok(())
     }
+}
+
+/// Sets every element of `s` to zero.
+pub(super) fn fill_zero(s: &mut Storage) {
+    let n = s.len();
+    fill_zero_range(s, 0..n)
+}
+
+/// Sets the elements `r` of `s` to zero.
+pub(super) fn fill_zero_range(s: &mut Storage, r: std::ops::Range<usize>) {
+    match s {
+        Storage::F32(v) => v[r].fill(0.0),
+        Storage::F64(v) => v[r].fill(0.0),
+        Storage::F16(v) => v[r].fill(half::f16::ZERO),
+        Storage::BF16(v) => v[r].fill(half::bf16::ZERO),
+        Storage::I64(v) => v[r].fill(0),
+        Storage::Bool(v) => v[r].fill(false),
+    }
+}
+
+/// `acc += v` element-wise (floating-point storages).
+pub(super) fn add_into(acc: &mut Storage, v: &Storage) -> Result<()> {
+    match (acc, v) {
+        (Storage::F32(a), Storage::F32(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += b),
+        (Storage::F64(a), Storage::F64(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += b),
+        (Storage::F16(a), Storage::F16(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += *b),
+        (Storage::BF16(a), Storage::BF16(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += *b),
+        (a, b) => return Err(mismatch(a.dtype(), b.dtype())),
+    }
+    Ok(())
 }
