@@ -596,13 +596,25 @@ mod tests {
         let y = b.mul(u, u).unwrap();
         b.set_outputs(vec![u2, y]);
         let l = LoopOp::scan("test", b, 1, 1, steps, false, Some(budget)).unwrap();
+        fused_value_and_grad(l)
+    }
+
+    /// The value and gradient (in every input) of `Σ ys + Σ c(T)` for a
+    /// scan `l` with one carry, one per-step input and one invariant (the
+    /// body's inputs, in that order), with the scan and its adjoint fused.
+    pub(super) fn fused_value_and_grad(l: rlx_core::LoopRef) -> Graph {
+        let body = l.body.inputs().to_vec();
         let mut g = Graph::new();
-        let (u0, xs, w) = (
-            f(&mut g, "u0", &[5]),
-            f(&mut g, "xs", &[steps, 5]),
-            f(&mut g, "w", &[5]),
-        );
-        let p = g.looped(l.clone(), &[u0, xs, w]).unwrap();
+        let mut ins = Vec::new();
+        for (k, inp) in body.iter().enumerate() {
+            let ty = l.body.ty(inp.node);
+            let mut dims = ty.shape.dims().to_vec();
+            if k == 1 {
+                dims.insert(0, l.length);
+            }
+            ins.push(g.input(&inp.name, Shape::from(&dims[..]), ty.dtype));
+        }
+        let p = g.looped(l.clone(), &ins).unwrap();
         let parts = rlx_core::loops::unpack(&mut g, p, &l.segments()).unwrap();
         let (a, c) = (g.sum_all(parts[0]).unwrap(), g.sum_all(parts[1]).unwrap());
         let out = g.add(a, c).unwrap();

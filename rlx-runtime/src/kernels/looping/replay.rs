@@ -144,9 +144,9 @@ fn finish_group(h: &Hoisted, finish: &mut dyn RunGraph, bufs: &mut LoopBuffers) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlx_core::autodiff::value_and_grad;
     use rlx_core::{DType, Graph, LoopKind, Op, Shape};
 
+    use crate::kernels::looping::tests::fused_value_and_grad;
     use crate::kernels::looping::{run_loop, Interpreted};
 
     /// `h' = tanh(h·W + x)`, `y = h'` over `steps` steps (carry `h: [2,
@@ -166,22 +166,7 @@ mod tests {
         let h2 = b.tanh(z).unwrap();
         b.set_outputs(vec![h2, h2]);
         let l = LoopOp::scan("test", b, 1, 1, steps, reverse, None).unwrap();
-        let mut g = Graph::new();
-        let (h0, xs, w) = (
-            f(&mut g, "h0", &[2, 8]),
-            f(&mut g, "xs", &[steps, 2, 8]),
-            f(&mut g, "w", &[8, 8]),
-        );
-        let p = g.looped(l.clone(), &[h0, xs, w]).unwrap();
-        let parts = rlx_core::loops::unpack(&mut g, p, &l.segments()).unwrap();
-        let (a, c) = (g.sum_all(parts[0]).unwrap(), g.sum_all(parts[1]).unwrap());
-        let out = g.add(a, c).unwrap();
-        g.set_outputs(vec![out]);
-        let vg = value_and_grad(&g, &[0, 1, 2]).unwrap();
-        rlx_core::loops::spine::fuse_spines(&vg)
-            .unwrap()
-            .expect("a scan and its adjoint")
-            .0
+        fused_value_and_grad(l)
     }
 
     /// The values of every node of `g` on inputs of sines.
