@@ -316,11 +316,7 @@ pub fn hoist_grouped(
 
     // finish: the stacked factors of a group of steps, one product per
     // hoisted product, the cone again over the sums.
-    let step_bytes: usize = factors
-        .iter()
-        .map(|&id| b.ty(id))
-        .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
-        .fold(0, usize::saturating_add);
+    let step_bytes = super::bytes(factors.iter().map(|&id| b.ty(id)));
     let t = match steps {
         Some(s) => s.clamp(1, adj.length.max(1)),
         None => group_steps(adj.length, step_bytes),

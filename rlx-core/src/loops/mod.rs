@@ -173,6 +173,15 @@ pub fn default_budget(length: usize, carry_bytes: usize) -> usize {
     }
 }
 
+/// The bytes of values of `types` together (saturating: a sum too large
+/// for `usize` is `usize::MAX`, which no budget admits).
+pub(crate) fn bytes(types: impl IntoIterator<Item = TensorType>) -> usize {
+    types
+        .into_iter()
+        .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
+        .fold(0, usize::saturating_add)
+}
+
 /// `⌈√T⌉` stored carries for `length` steps: the budget of a loop too long
 /// or too large to store every carry (see [`default_budget`]).
 ///
@@ -226,12 +235,7 @@ impl LoopOp {
             kind: LoopKind::Scan,
         };
         if checkpoints.is_none() && length > 0 && l.body.inputs().len() >= carries {
-            let bytes = l
-                .carry_types()
-                .iter()
-                .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
-                .fold(0usize, usize::saturating_add);
-            l.checkpoints = default_budget(length, bytes);
+            l.checkpoints = default_budget(length, bytes(l.carry_types()));
         }
         l.validate()?;
         Ok(LoopRef(Arc::new(l)))

@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use super::hoist::hoist;
 use super::residuals::{split, Residuals, RESIDUAL_BYTES};
-use super::{schedule, LoopKind, LoopOp, LoopRef};
-use crate::{Graph, Node, NodeId, Op, Result, TensorType};
+use super::{bytes, schedule, LoopKind, LoopOp, LoopRef};
+use crate::{Graph, Node, NodeId, Op, Result};
 
 /// `g` with each scan that has an adjoint over the same operands fused with
 /// it (see the module docs), and the origin in `g` of each node of the
@@ -153,12 +153,7 @@ fn residuals_within_budget(a: &LoopOp) -> Result<Option<Arc<Residuals>>> {
     if types.iter().any(|t| t.dtype != a.dtype()) {
         return Ok(None);
     }
-    let bytes = |ts: &mut dyn Iterator<Item = TensorType>| {
-        ts.map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
-            .fold(0usize, usize::saturating_add)
-            .saturating_mul(a.length)
-    };
-    let stored = bytes(&mut types.into_iter());
+    let stored = bytes(types).saturating_mul(a.length);
     if stored > RESIDUAL_BYTES {
         return Ok(None);
     }
@@ -166,12 +161,12 @@ fn residuals_within_budget(a: &LoopOp) -> Result<Option<Arc<Residuals>>> {
     // too: hoisted only when they fit beside the residuals.
     if let Some((backward, h)) = hoist(a, &r.backward)? {
         let outs = backward.outputs();
-        let factors = outs[outs.len() - h.factors..]
-            .iter()
-            .map(|&o| backward.ty(o))
-            .map(|t| t.shape.numel().saturating_mul(t.dtype.size_in_bytes()))
-            .fold(0usize, usize::saturating_add)
-            .saturating_mul(h.steps);
+        let factors = bytes(
+            outs[outs.len() - h.factors..]
+                .iter()
+                .map(|&o| backward.ty(o)),
+        )
+        .saturating_mul(h.steps);
         if stored.saturating_add(factors) <= RESIDUAL_BYTES {
             r.backward = backward;
             r.hoisted = Some(h);

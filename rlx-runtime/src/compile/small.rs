@@ -156,8 +156,15 @@ impl Placed {
     /// compiling) for the window `start..start + len` of `sources`; `None`
     /// if the program is not such a region, an input element of the window
     /// is not loaded, or the code does not compile to one function. The
-    /// region itself need not have native code.
-    fn new(plan: &Plan, sources: &[Source], start: usize, len: usize) -> Option<Placed> {
+    /// region itself need not have native code. `covers`: whether every
+    /// source outside the window is a constant (see [`Placed::covers`]).
+    fn new(
+        plan: &Plan,
+        sources: &[Source],
+        start: usize,
+        len: usize,
+        covers: bool,
+    ) -> Option<Placed> {
         use super::scalar_code::SInstr;
         let prog = plan.scalar_program.as_ref()?;
         let StepKind::Scalar(region) = &plan.steps.first()?.kind else {
@@ -214,8 +221,6 @@ impl Placed {
         let native = super::jit::compile(&code, region.len, &region.consts, len)?;
         // One function with no spill buffer, or the caller could not call
         // it whole: not worth keeping.
-        let covers = (sources.iter().enumerate())
-            .all(|(k, s)| (start..start + len).contains(&k) || matches!(s, Source::Const(_)));
         (native.is_whole(native.loads(), len)).then(|| Placed {
             native: std::sync::Arc::new(native),
             start,
@@ -285,8 +290,8 @@ impl Small {
         // program's own native code is compiled only if the placed code
         // is not built.
         let place = cfg!(feature = "jit") && options.jit && !direct;
-        let placed_only =
-            place && (sources[..total - last].iter()).all(|s| matches!(s, Source::Const(_)));
+        let covers = (sources[..total - last].iter()).all(|s| matches!(s, Source::Const(_)));
+        let placed_only = place && covers;
         #[cfg(feature = "jit")]
         let mut placed = None;
         let exe = if n_computed == 0 {
@@ -304,7 +309,7 @@ impl Small {
             plan.scalar_program.as_ref()?;
             #[cfg(feature = "jit")]
             if place {
-                placed = Placed::new(&plan, &sources, total - last, last);
+                placed = Placed::new(&plan, &sources, total - last, last, covers);
                 if placed_only {
                     match placed {
                         // The program runs as native code, placed.
