@@ -89,6 +89,16 @@ pub fn debug_nans() -> bool {
     }
 }
 
+/// Whether the check is known to be off: [`debug_nans`] without the first
+/// read of `RLX_DEBUG_NANS` (`false` until something has read it). For the
+/// warm paths that give way to the general path when this is `false`: the
+/// general path reads the variable, and no call is made on the warm path
+/// (a call there keeps a function's arguments out of registers).
+#[inline]
+pub(crate) fn known_off() -> bool {
+    STATE.load(Ordering::Relaxed) == OFF
+}
+
 /// Reads `RLX_DEBUG_NANS` once (unless [`set_debug_nans`] came first).
 #[cold]
 fn from_env() -> bool {

@@ -249,3 +249,49 @@ fn masked_ops_match_the_interpreter_on_every_special_pair() {
         }
     }
 }
+
+/// Regions of up to eight leaves take them in registers, larger ones read
+/// them from memory: on each side of that boundary (1 to 10 leaves, each
+/// used at its own place in a chain of ops whose result depends on the
+/// order of the leaves), the native code gives the interpreter's bits,
+/// through `run_args` and through `run`.
+#[test]
+fn every_leaf_count_gives_the_interpreters_bits() {
+    let ops = [BinaryOp::Sub, BinaryOp::Div, BinaryOp::Mul, BinaryOp::Add];
+    // (Without a leaf the whole graph folds to constants: no region.)
+    for n in 1..=10 {
+        let mut g = Graph::new();
+        let xs: Vec<NodeId> = (0..n)
+            .map(|i| g.input(format!("x{i}"), [], DType::F64))
+            .collect();
+        let mut acc = g.scalar(0.75, DType::F64);
+        for (i, &x) in xs.iter().enumerate() {
+            let t = g.unary(UnaryOp::Sin, x).unwrap();
+            let t = g.binary(BinaryOp::Add, t, x).unwrap();
+            let t = g.binary(BinaryOp::Mul, t, x).unwrap();
+            let t = g.unary(UnaryOp::Sqrt, t).unwrap();
+            acc = g.binary(ops[i % ops.len()], acc, t).unwrap();
+        }
+        // A second output reads the last leaf and the first, so that
+        // every leaf is a distinct argument of the code.
+        let last = g.binary(BinaryOp::Sub, xs[n - 1], acc).unwrap();
+        g.set_outputs(vec![acc, last]);
+        let (native, interp) = both(&g);
+        for trial in 0..3 {
+            let values: Vec<f64> = (0..n)
+                .map(|i| 0.5 + i as f64 * 1.25 - trial as f64 * 0.75)
+                .collect();
+            let args: Vec<Arg> = values.iter().map(|&v| Arg::F64(v)).collect();
+            let want = interp.run_args(&args).unwrap();
+            let got = native.run_args(&args).unwrap();
+            let tensors: Vec<Tensor> = values.iter().map(|&v| Tensor::scalar(v)).collect();
+            let refs: Vec<&Tensor> = tensors.iter().collect();
+            let via_run = native.run(&refs).unwrap();
+            for (j, w) in want.iter().enumerate() {
+                assert_eq!(bits(&got[j]), bits(w), "{n} leaves, output {j}, {values:?}");
+                let r = Value::Tensor(via_run[j].clone());
+                assert_eq!(bits(&r), bits(w), "run: {n} leaves, output {j}");
+            }
+        }
+    }
+}

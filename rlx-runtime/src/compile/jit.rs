@@ -8,7 +8,8 @@
 //! generated function has the C signature `fn(ins: *const f64, outs: *mut
 //! f64, spill: *mut f64)`: it reads the region's leaves from `ins` (in the
 //! order of its `Load` instructions) and writes each stored value to
-//! `outs[target]`. A long region (a scalarised pair loop has tens of
+//! `outs[target]`; a region in one function with at most [`REG_LEAVES`]
+//! leaves takes them as `f64` arguments instead, `fn(x0, …, outs)`. A long region (a scalarised pair loop has tens of
 //! thousands of instructions) becomes several such functions of at most
 //! [`CHUNK`] instructions, run in order, passing values through `spill`.
 //! Dtype conversions at the boundary stay in Rust (the caller fills `ins`
@@ -31,8 +32,6 @@
 //! holding it is dropped (plans own it, so no call can be running), and the
 //! buffers passed in are checked to be long enough on every call.
 
-use std::fmt;
-
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{
     types, AbiParam, Endianness, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
@@ -46,9 +45,10 @@ use rlx_core::CmpOp;
 
 use super::scalar_code::{SInstr, SType, ACC};
 
-/// One generated function: `ins` holds the leaves, `outs` receives the
-/// stores, `spill` carries values between the functions of a split region.
-type RegionFn = extern "C" fn(*const f64, *mut f64, *mut f64);
+mod native;
+
+use native::{BinaryFn, Entry, LeafFn, RegionFn, UnaryFn, REG_LEAVES};
+pub(crate) use native::{Native, Whole};
 
 /// Instructions per generated function. Cranelift's compile time grows
 /// faster than linearly with a function's size (one function of 70 000
@@ -60,17 +60,6 @@ type RegionFn = extern "C" fn(*const f64, *mut f64, *mut f64);
 /// is made.
 const CHUNK: usize = 512;
 
-thread_local! {
-    /// The spill buffer of split regions, kept per thread so that a warm
-    /// call allocates nothing (generated code never re-enters rlx).
-    static SPILL: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A unary op of the interpreter, called from native code.
-type UnaryFn = fn(f64) -> f64;
-/// A binary op of the interpreter, called from native code.
-type BinaryFn = fn(f64, f64) -> f64;
-
 extern "C" fn call_unary(f: *const UnaryFn, x: f64) -> f64 {
     // SAFETY: `f` points into a `Native::unary` box, alive while its code is.
     unsafe { (*f)(x) }
@@ -79,119 +68,6 @@ extern "C" fn call_unary(f: *const UnaryFn, x: f64) -> f64 {
 extern "C" fn call_binary(f: *const BinaryFn, a: f64, b: f64) -> f64 {
     // SAFETY: `f` points into a `Native::binary` box, alive while its code is.
     unsafe { (*f)(a, b) }
-}
-
-/// Native code for one region, with what it needs to stay valid.
-pub(crate) struct Native {
-    /// The region's functions, run in order.
-    funcs: Vec<RegionFn>,
-    /// Slots of the spill buffer (0 for a region in one function).
-    spill: usize,
-    loads: usize,
-    stores: usize,
-    /// The module owning the code; freed on drop.
-    module: Option<JITModule>,
-    /// Interpreter functions the code calls through the trampolines; boxed
-    /// so their addresses, baked into the code, never move.
-    #[allow(dead_code)]
-    unary: Box<[UnaryFn]>,
-    #[allow(dead_code)]
-    binary: Box<[BinaryFn]>,
-}
-
-// SAFETY: after `finalize_definitions` the module is never touched again
-// except to free it in `drop` (which has `&mut self`); the generated code is
-// reentrant (it reads `ins` and writes `outs` and the calling thread's spill
-// buffer), and the boxed function pointers are plain `fn`s.
-unsafe impl Send for Native {}
-// SAFETY: as above: shared access only ever calls the immutable code.
-unsafe impl Sync for Native {}
-
-impl fmt::Debug for Native {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Native({} loads, {} stores, {} functions)",
-            self.loads,
-            self.stores,
-            self.funcs.len()
-        )
-    }
-}
-
-impl Drop for Native {
-    fn drop(&mut self) {
-        if let Some(m) = self.module.take() {
-            // SAFETY: the `Native` is being dropped, so nobody holds `func`
-            // or can call it any more.
-            unsafe { m.free_memory() };
-        }
-    }
-}
-
-impl Native {
-    /// Number of leaves the code reads.
-    pub(crate) fn loads(&self) -> usize {
-        self.loads
-    }
-
-    /// Number of values the code stores.
-    pub(crate) fn stores(&self) -> usize {
-        self.stores
-    }
-
-    /// Runs the code on exactly its leaves `ins` and its targets `outs`
-    /// when it is one function with no spill buffer (the code of a small
-    /// program); `false`, running nothing, otherwise. The warm call of a
-    /// function of a few numbers is this call and little else.
-    #[inline]
-    pub(crate) fn call_whole(&self, ins: &[f64], outs: &mut [f64]) -> bool {
-        match &*self.funcs {
-            [f] if self.spill == 0 && ins.len() == self.loads && outs.len() == self.stores => {
-                f(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut());
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Whether [`Native::call_whole`] runs on `ins` leaves and `outs`
-    /// targets.
-    pub(crate) fn is_whole(&self, ins: usize, outs: usize) -> bool {
-        self.funcs.len() == 1 && self.spill == 0 && ins == self.loads && outs == self.stores
-    }
-
-    /// Runs the code on `ins` (the leaves) and `outs` (one slot per target).
-    #[inline]
-    pub(crate) fn call(&self, ins: &[f64], outs: &mut [f64]) {
-        assert!(
-            ins.len() >= self.loads && outs.len() >= self.stores,
-            "native region called with {} inputs and {} outputs, needs {} and {}",
-            ins.len(),
-            outs.len(),
-            self.loads,
-            self.stores
-        );
-        if self.spill == 0 {
-            for f in &self.funcs {
-                f(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut());
-            }
-            return;
-        }
-        let mut run = |spill: &mut Vec<f64>| {
-            if spill.len() < self.spill {
-                spill.resize(self.spill, 0.0);
-            }
-            for f in &self.funcs {
-                f(ins.as_ptr(), outs.as_mut_ptr(), spill.as_mut_ptr());
-            }
-        };
-        SPILL.with(|s| match s.try_borrow_mut() {
-            Ok(mut spill) => run(&mut spill),
-            // Not reached (the code never re-enters); a fresh buffer is correct.
-            Err(_) => run(&mut Vec::new()),
-        })
-    }
 }
 
 /// Where the registers of a region come from and where they go, for
@@ -365,9 +241,18 @@ pub(crate) fn compile(
     let unary = unary.into_boxed_slice();
     let binary = binary.into_boxed_slice();
 
+    // A region of one function with few leaves takes them in registers.
+    let in_regs = code.len() <= CHUNK && all_loads <= REG_LEAVES;
     let mut sig = module.make_signature();
-    for _ in 0..3 {
+    if in_regs {
+        for _ in 0..all_loads {
+            sig.params.push(AbiParam::new(types::F64));
+        }
         sig.params.push(AbiParam::new(ptr));
+    } else {
+        for _ in 0..3 {
+            sig.params.push(AbiParam::new(ptr));
+        }
     }
     let mut ctx = Context::new();
     let mut fctx = FunctionBuilderContext::new();
@@ -386,6 +271,7 @@ pub(crate) fn compile(
             binary: &binary,
             ptr,
             call_conv: module.isa().default_call_conv(),
+            in_regs,
         };
         gen.chunk(&mut b, chunk, len, &mut calls)?;
         b.finalize(module.target_config());
@@ -394,19 +280,25 @@ pub(crate) fn compile(
         ids.push(id);
     }
     module.finalize_definitions().ok()?;
-    let funcs = ids
-        .into_iter()
-        .map(|id| {
-            let code = module.get_finalized_function(id);
-            // SAFETY: `code` is a finalised function declared above with
-            // the signature `(ptr, ptr, ptr) -> ()` in the platform's
-            // default (C) calling convention, which is `RegionFn`.
-            unsafe { std::mem::transmute::<*const u8, RegionFn>(code) }
-        })
-        .collect::<Vec<_>>();
-    let spill = if funcs.len() > 1 { len } else { 0 };
+    let (entry, spill) = if in_regs {
+        let code = module.get_finalized_function(*ids.first()?);
+        (Entry::Registers(LeafFn(code)), 0)
+    } else {
+        let funcs = ids
+            .into_iter()
+            .map(|id| {
+                let code = module.get_finalized_function(id);
+                // SAFETY: `code` is a finalised function declared above with
+                // the signature `(ptr, ptr, ptr) -> ()` in the platform's
+                // default (C) calling convention, which is `RegionFn`.
+                unsafe { std::mem::transmute::<*const u8, RegionFn>(code) }
+            })
+            .collect::<Vec<_>>();
+        let spill = if funcs.len() > 1 { len } else { 0 };
+        (Entry::Memory(funcs), spill)
+    };
     Some(Native {
-        funcs,
+        entry,
         spill,
         loads: all_loads,
         stores: targets,
@@ -414,54 +306,6 @@ pub(crate) fn compile(
         unary,
         binary,
     })
-}
-
-/// Native code that is one function with no spill buffer, called on
-/// exactly its leaves and targets ([`Native::call_whole`]) with the
-/// checks of that call made once, when it is built: the warm call of a
-/// function of a few numbers holds one.
-#[derive(Clone)]
-pub(crate) struct Whole {
-    f: RegionFn,
-    loads: usize,
-    stores: usize,
-    /// Keeps the code `f` points into alive.
-    _code: std::sync::Arc<Native>,
-}
-
-impl Whole {
-    /// `native` as one function, if it is one with no spill buffer.
-    pub(crate) fn of(native: &std::sync::Arc<Native>) -> Option<Whole> {
-        match &*native.funcs {
-            [f] if native.spill == 0 => Some(Whole {
-                f: *f,
-                loads: native.loads,
-                stores: native.stores,
-                _code: native.clone(),
-            }),
-            _ => None,
-        }
-    }
-
-    /// Whether [`Whole::call`] runs on `ins` leaves and `outs` targets.
-    pub(crate) fn takes(&self, ins: usize, outs: usize) -> bool {
-        ins == self.loads && outs == self.stores
-    }
-
-    /// [`Native::call_whole`]: runs on `ins` and `outs` of exactly the
-    /// code's lengths and returns `true`; `false`, running nothing, for
-    /// other lengths.
-    #[inline]
-    pub(crate) fn call(&self, ins: &[f64], outs: &mut [f64]) -> bool {
-        if ins.len() != self.loads || outs.len() != self.stores {
-            return false;
-        }
-        // SAFETY: as in `Native::call_whole`: `f` is a finalised function
-        // of the module `_code` owns, reading `loads` leaves and writing
-        // `stores` targets, here exactly the buffers' lengths.
-        (self.f)(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut());
-        true
-    }
 }
 
 /// The type every register is held in: lane 0 holds its `f64` value.
@@ -476,8 +320,18 @@ const V: types::Type = types::F64X2;
 struct Regs<'a> {
     layout: &'a Layout,
     vals: Vec<Option<Value>>,
-    ins: Value,
-    spill: Value,
+    leaves: Leaves,
+    /// The spill buffer (`None` for a function taking its leaves in
+    /// registers, which is a whole region).
+    spill: Option<Value>,
+}
+
+/// Where a function's leaves come from.
+enum Leaves {
+    /// Loaded from `ins`.
+    Memory(Value),
+    /// Its `f64` parameters, in order.
+    Registers(Vec<Value>),
 }
 
 impl Regs<'_> {
@@ -490,11 +344,14 @@ impl Regs<'_> {
             return Some(v);
         }
         let v = if let Some(k) = self.layout.load_of[ri] {
-            load(b, self.ins, 8 * k)
+            match &self.leaves {
+                Leaves::Memory(ins) => load(b, *ins, 8 * k),
+                Leaves::Registers(args) => b.ins().scalar_to_vector(V, *args.get(k as usize)?),
+            }
         } else if let Some(c) = self.layout.const_of[ri] {
             constant(b, c)
-        } else if self.layout.spilled[ri] {
-            load(b, self.spill, 8 * r)
+        } else if let (true, Some(spill)) = (self.layout.spilled[ri], self.spill) {
+            load(b, spill, 8 * r)
         } else {
             return None;
         };
@@ -553,6 +410,9 @@ struct Gen<'a> {
     binary: &'a [BinaryFn],
     ptr: types::Type,
     call_conv: cranelift_codegen::isa::CallConv,
+    /// Whether the function takes its leaves as `f64` arguments (see
+    /// [`REG_LEAVES`]).
+    in_regs: bool,
 }
 
 impl Gen<'_> {
@@ -568,8 +428,13 @@ impl Gen<'_> {
         let block = b.create_block();
         b.append_block_params_for_function_params(block);
         b.switch_to_block(block);
-        let params = b.block_params(block);
-        let (ins_ptr, outs_ptr, spill_ptr) = (params[0], params[1], params[2]);
+        let params = b.block_params(block).to_vec();
+        let (leaves, outs_ptr, spill_ptr) = if self.in_regs {
+            let (outs, args) = params.split_last()?;
+            (Leaves::Registers(args.to_vec()), *outs, None)
+        } else {
+            (Leaves::Memory(params[0]), params[1], Some(params[2]))
+        };
 
         let mut sig1 = Signature::new(self.call_conv);
         sig1.params.push(AbiParam::new(self.ptr));
@@ -585,7 +450,7 @@ impl Gen<'_> {
         let mut regs = Regs {
             layout: self.layout,
             vals: vec![None; len],
-            ins: ins_ptr,
+            leaves,
             spill: spill_ptr,
         };
         for instr in chunk {
@@ -722,7 +587,7 @@ impl Gen<'_> {
             // A value later functions read is stored where it is made, so
             // that it does not stay live to the end of this one.
             if self.layout.spilled[dst as usize] {
-                store(b, v, spill_ptr, 8 * dst);
+                store(b, v, spill_ptr?, 8 * dst);
             }
         }
         b.ins().return_(&[]);
@@ -769,5 +634,84 @@ fn powi(
         b.ins().fdiv(one, r)
     } else {
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` leaves `x_k`, a chain `acc = (acc - x_k) * x_k` from 1.5 and
+    /// two stores (`acc`, `acc - x_0`).
+    fn chain(n: u32) -> (Vec<SInstr>, usize) {
+        let mut code: Vec<SInstr> = (0..n).map(|k| SInstr::Load { val: k, dst: k }).collect();
+        // Register `n` is the constant 1.5.
+        let mut acc = n;
+        let mut next = n + 1;
+        for k in 0..n {
+            let d = next;
+            code.push(SInstr::SubF64 {
+                a: acc,
+                b: k,
+                dst: d,
+            });
+            code.push(SInstr::MulF64 {
+                a: d,
+                b: k,
+                dst: d + 1,
+            });
+            acc = d + 1;
+            next += 2;
+        }
+        code.push(SInstr::Store {
+            src: acc,
+            target: 0,
+        });
+        code.push(SInstr::SubF64 {
+            a: acc,
+            b: 0,
+            dst: next,
+        });
+        code.push(SInstr::Store {
+            src: next,
+            target: 1,
+        });
+        (code, next as usize + 1)
+    }
+
+    /// The same chain in Rust.
+    fn expected(xs: &[f64]) -> [f64; 2] {
+        let acc = xs.iter().fold(1.5, |acc, &x| (acc - x) * x);
+        [acc, acc - xs[0]]
+    }
+
+    #[test]
+    fn up_to_eight_leaves_come_in_registers_and_both_entries_agree() {
+        for n in 1..=11u32 {
+            let (code, len) = chain(n);
+            let native = compile(&code, len, &[(n, 1.5)], 2).expect("compiles");
+            let in_regs = matches!(native.entry, Entry::Registers(_));
+            assert_eq!(in_regs, n as usize <= REG_LEAVES, "{n} leaves");
+            let xs: Vec<f64> = (0..n).map(|k| 0.25 + f64::from(k) * 0.5).collect();
+            let want = expected(&xs);
+            let mut outs = [f64::NAN; 2];
+            assert!(native.call_whole(&xs, &mut outs));
+            assert_eq!(outs.map(f64::to_bits), want.map(f64::to_bits), "{n} leaves");
+            // `call` with more inputs than leaves reads the first ones.
+            let mut longer = xs.clone();
+            longer.push(f64::NAN);
+            let mut outs = [f64::NAN; 3];
+            native.call(&longer, &mut outs);
+            assert_eq!(outs[..2], want, "{n} leaves through `call`");
+            let arc = std::sync::Arc::new(native);
+            let whole = Whole::of(&arc).expect("one function");
+            let mut outs = [f64::NAN; 2];
+            assert!(
+                !whole.call(&longer, &mut outs),
+                "wrong leaf count is declined"
+            );
+            assert!(whole.call(&xs, &mut outs));
+            assert_eq!(outs, want);
+        }
     }
 }

@@ -11,7 +11,7 @@ use rlx_core::{DType, TensorType};
 use super::cache::{Entry, Function, StaticArg, Tracer};
 use super::transform::Transform;
 use crate::compile::DirectCall;
-use crate::debug_nans::debug_nans;
+use crate::debug_nans::{debug_nans, known_off};
 use crate::value::{is_number, Arg};
 
 /// For types that are all 0-d `f32`/`f64` (at most 64), the mask with bit
@@ -225,7 +225,7 @@ impl Function {
             return false;
         }
         match self.direct[t.index()].get() {
-            Some(d) if d.f32s == arg_f32s && d.statics == TypeId::of::<S>() && !debug_nans() => {
+            Some(d) if d.f32s == arg_f32s && d.statics == TypeId::of::<S>() && known_off() => {
                 d.call.call(args, out)
             }
             _ => false,
