@@ -114,11 +114,13 @@ impl<'a> Flat<'a> {
                 return Some(Tensor::from_buffer_in(b, t.shape.clone(), self.origin));
             }
             // Made out of line into `ready`, not into a buffer the common
-            // case above also writes: a value that either case may write
-            // is kept in memory (the out-of-line call writes it there), and
-            // the common case's 8-byte stores were then moved on by a
-            // 16-byte load, which cannot be forwarded from them and waited
-            // until they reached the cache (after the whole native code).
+            // case above also writes (a buffer either case may write was
+            // kept in memory, the out-of-line call writing it there, and
+            // the common case's 8-byte stores were moved on by a 16-byte
+            // load that cannot be forwarded from them). Measured on the LJ
+            // `value_and_grad_` of a `[6]` tensor: 2-4% faster, 14 fewer
+            // instructions. LLVM still merges the two tails below, so one
+            // such load remains per result (see `perf annotate`).
             self.ready = Some(other_buffer(t.dtype, vals));
         }
         let b = self.ready.take()?;
