@@ -106,19 +106,25 @@ impl<'a> Flat<'a> {
         let (&n, lens) = self.lens.split_first()?;
         self.types = types;
         self.lens = lens;
-        let buffer = match self.ready.take() {
-            Some(b) => b,
-            None => {
-                let (vals, rest) = self.vals.split_at_checked(n)?;
-                self.vals = rest;
-                if t.dtype == DType::F64 && n <= OWNED_MAX {
-                    Buffer::owned(Storage::F64(crate::pool::from_slice(vals)))
-                } else {
-                    other_buffer(t.dtype, vals)
-                }
+        if self.ready.is_none() {
+            let (vals, rest) = self.vals.split_at_checked(n)?;
+            self.vals = rest;
+            if t.dtype == DType::F64 && n <= OWNED_MAX {
+                let b = Buffer::owned(Storage::F64(crate::pool::from_slice(vals)));
+                return Some(Tensor::from_buffer_in(b, t.shape.clone(), self.origin));
             }
-        };
-        Some(Tensor::from_buffer_in(buffer, t.shape.clone(), self.origin))
+            // Made out of line into `ready`, not into a buffer the common
+            // case above also writes (a buffer either case may write was
+            // kept in memory, the out-of-line call writing it there, and
+            // the common case's 8-byte stores were moved on by a 16-byte
+            // load that cannot be forwarded from them). Measured on the LJ
+            // `value_and_grad_` of a `[6]` tensor: 2-4% faster, 14 fewer
+            // instructions. LLVM still merges the two tails below, so one
+            // such load remains per result (see `perf annotate`).
+            self.ready = Some(other_buffer(t.dtype, vals));
+        }
+        let b = self.ready.take()?;
+        Some(Tensor::from_buffer_in(b, t.shape.clone(), self.origin))
     }
 
     /// Takes the next output as a number, widened to `f64`, if it is one
