@@ -6,7 +6,7 @@
 use rlx_core::loops::hoist::Hoisted;
 use rlx_core::{Error, LoopOp, Result};
 
-use super::super::loop_result::{add_into, copy, fill_zero_range, Packed};
+use super::super::loop_result::{add_into, copy, fill_zero_range, prefetch, Packed};
 use super::{
     end_reverse, fit, index, invariants, recycle, start_reverse, take_bars, types_of, zero,
     LoopBuffers, RunGraph,
@@ -67,6 +67,10 @@ pub(super) fn replay(
         }
         for (i, r) in bufs.rbuf.iter_mut().enumerate() {
             copy(r, 0, packed, sz.residual(i, s), sz.r[i])?;
+        }
+        if t > 0 && !sz.r.is_empty() {
+            // The next step's residuals (one run), fetched while this one runs.
+            prefetch(packed, sz.residual(0, index(l, t - 1)), sz.r_step);
         }
         {
             let mut ins = recycle(std::mem::take(&mut spare));
