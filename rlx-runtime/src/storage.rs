@@ -24,7 +24,52 @@ pub enum Storage {
     Bool(Vec<bool>),
 }
 
+/// Which cache [`Storage::prefetch`] asks to hold elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cache {
+    /// The first-level cache: for data read in the next few hundred cycles.
+    L1,
+    /// The second-level cache: for data read after a longer computation.
+    L2,
+}
+
 impl Storage {
+    /// Asks `cache` to fetch elements `from..from + n` (a hint: nothing is
+    /// read or written, and the part of the range past the end is cut), so
+    /// that reading them later does not wait for memory.
+    #[inline]
+    pub(crate) fn prefetch(&self, from: usize, n: usize, cache: Cache) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
+            let (ptr, len, size) = match self {
+                Storage::F32(v) => (v.as_ptr().cast::<i8>(), v.len(), 4),
+                Storage::F64(v) => (v.as_ptr().cast::<i8>(), v.len(), 8),
+                Storage::I64(v) => (v.as_ptr().cast::<i8>(), v.len(), 8),
+                Storage::F16(v) => (v.as_ptr().cast::<i8>(), v.len(), 2),
+                Storage::BF16(v) => (v.as_ptr().cast::<i8>(), v.len(), 2),
+                Storage::Bool(v) => (v.as_ptr().cast::<i8>(), v.len(), 1),
+            };
+            let end = from.saturating_add(n).min(len) * size;
+            let mut at = from.min(len) * size;
+            while at < end {
+                let p = ptr.wrapping_add(at);
+                // SAFETY: SSE is part of the x86_64 baseline; a prefetch is
+                // a hint that never faults and never changes a value, and
+                // the address is inside the storage (`at < end ≤ len·size`).
+                unsafe {
+                    match cache {
+                        Cache::L1 => _mm_prefetch::<_MM_HINT_T0>(p),
+                        Cache::L2 => _mm_prefetch::<_MM_HINT_T1>(p),
+                    }
+                }
+                at += 64;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (from, n, cache);
+    }
+
     /// The dtype held.
     #[inline]
     pub fn dtype(&self) -> DType {

@@ -32,7 +32,7 @@ use super::interleave::{interleave, Interleave};
 use super::math::{self, Arg};
 use super::parallel::{self, window, RawTarget, Scratch};
 use super::regs::{reg, reg_mut, Bank, Out, Reg, Registers, Src, BLOCK};
-use crate::storage::Storage;
+use crate::storage::{Cache, Storage};
 
 /// One block-wide instruction.
 #[derive(Clone, Debug)]
@@ -395,7 +395,7 @@ impl FusedStep {
             .iter()
             .filter(|l| matches!(l.access, Access::Contig));
         for l in contiguous {
-            prefetch_block(env.get(l.val), l.off + next);
+            env.get(l.val).prefetch(l.off + next, BLOCK, Cache::L1);
         }
     }
 }
@@ -425,37 +425,6 @@ fn streams(ins: &Instr) -> bool {
         | Instr::Interleave { .. }
         | Instr::Fold { .. } => false,
     }
-}
-
-/// Asks the cache for elements `next..next + BLOCK` of `st`.
-#[inline]
-fn prefetch_block(st: &Storage, next: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (ptr, bytes, size) = match st {
-            Storage::F32(v) => (v.as_ptr() as *const i8, v.len() * 4, 4),
-            Storage::F64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
-            Storage::I64(v) => (v.as_ptr() as *const i8, v.len() * 8, 8),
-            Storage::F16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
-            Storage::BF16(v) => (v.as_ptr() as *const i8, v.len() * 2, 2),
-            Storage::Bool(v) => (v.as_ptr() as *const i8, v.len(), 1),
-        };
-        let to = ((next + BLOCK) * size).min(bytes);
-        let mut off = next * size;
-        while off < to {
-            // SAFETY: SSE is part of the x86_64 baseline; a prefetch is a
-            // hint that never faults and never changes a value, and
-            // `wrapping_add` keeps the address computation defined.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    ptr.wrapping_add(off),
-                )
-            };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (st, next);
 }
 
 /// Copies elements `start..start + len` of target `t` into register `r`.

@@ -147,41 +147,6 @@ impl<'a> Packed<'a> {
     }
 }
 
-/// Asks the second-level cache for elements `from..from + n` of `s` (a
-/// hint: nothing is read or written, and a range past the end is cut).
-/// The reverse sweep asks for the next step's residuals before running
-/// the current one, so that their copy, after it, reads the cache rather
-/// than memory (the residuals of a long loop are written a whole forward
-/// sweep earlier: gone from the caches).
-pub(super) fn prefetch(s: &Storage, from: usize, n: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (ptr, len, size) = match s {
-            Storage::F32(v) => (v.as_ptr().cast::<i8>(), v.len(), 4),
-            Storage::F64(v) => (v.as_ptr().cast::<i8>(), v.len(), 8),
-            Storage::I64(v) => (v.as_ptr().cast::<i8>(), v.len(), 8),
-            Storage::F16(v) => (v.as_ptr().cast::<i8>(), v.len(), 2),
-            Storage::BF16(v) => (v.as_ptr().cast::<i8>(), v.len(), 2),
-            Storage::Bool(v) => (v.as_ptr().cast::<i8>(), v.len(), 1),
-        };
-        let end = from.saturating_add(n).min(len) * size;
-        let mut at = from.min(len) * size;
-        while at < end {
-            // SAFETY: SSE is part of the x86_64 baseline; a prefetch is a
-            // hint that never faults and never changes a value, and the
-            // address is inside the storage (`at < end ≤ len·size`).
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(
-                    ptr.wrapping_add(at),
-                )
-            };
-            at += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (s, from, n);
-}
-
 /// Sets every element of `s` to zero.
 pub(super) fn fill_zero(s: &mut Storage) {
     let n = s.len();

@@ -6,12 +6,12 @@
 use rlx_core::loops::hoist::Hoisted;
 use rlx_core::{Error, LoopOp, Result};
 
-use super::super::loop_result::{add_into, copy, fill_zero_range, prefetch, Packed};
+use super::super::loop_result::{add_into, copy, fill_zero_range, Packed};
 use super::{
     end_reverse, fit, index, invariants, recycle, start_reverse, take_bars, types_of, zero,
     LoopBuffers, RunGraph,
 };
-use crate::storage::Storage;
+use crate::storage::{Cache, Storage};
 
 /// The reverse sweep of an adjoint with residuals: `step` (the split
 /// step's backward half, `[x, k, c̄', ȳ, r] → [c̄, x̄, k̄]`) once per step,
@@ -69,8 +69,11 @@ pub(super) fn replay(
             copy(r, 0, packed, sz.residual(i, s), sz.r[i])?;
         }
         if t > 0 && !sz.r.is_empty() {
-            // The next step's residuals (one run), fetched while this one runs.
-            prefetch(packed, sz.residual(0, index(l, t - 1)), sz.r_step);
+            // The next step's residuals (one run), fetched into the
+            // second-level cache while this one runs, so that their copy,
+            // after it, reads the cache rather than memory (the residuals
+            // of a long loop were written a whole forward sweep earlier).
+            packed.prefetch(sz.residual(0, index(l, t - 1)), sz.r_step, Cache::L2);
         }
         {
             let mut ins = recycle(std::mem::take(&mut spare));
