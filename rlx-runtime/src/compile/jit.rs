@@ -9,8 +9,9 @@
 //! f64, spill: *mut f64)`: it reads the region's leaves from `ins` (in the
 //! order of its `Load` instructions) and writes each stored value to
 //! `outs[target]`; a region in one function with at most [`REG_LEAVES`]
-//! leaves takes them as `f64` arguments instead, `fn(x0, …, outs)`. A long region (a scalarised pair loop has tens of
-//! thousands of instructions) becomes several such functions of at most
+//! leaves takes them as `f64` arguments instead, `fn(x0, …, outs)`. A
+//! long region (a scalarised pair loop has tens of thousands of
+//! instructions) becomes several such functions of at most
 //! [`CHUNK`] instructions, run in order, passing values through `spill`.
 //! Dtype conversions at the boundary stay in Rust (the caller fills `ins`
 //! with `f64` values and converts `outs` to the targets' dtypes), exactly as

@@ -155,26 +155,33 @@ impl Native {
     /// function of a few numbers is this call and little else.
     #[inline]
     pub(crate) fn call_whole(&self, ins: &[f64], outs: &mut [f64]) -> bool {
-        if !self.is_whole(ins.len(), outs.len()) {
-            return false;
+        match self.whole_fn() {
+            Some(f) if ins.len() == self.loads && outs.len() == self.stores => {
+                // SAFETY: a function of the module this `Native` owns,
+                // called with exactly its leaves and targets.
+                unsafe { f.call(ins, outs) };
+                true
+            }
+            _ => false,
         }
-        match &self.entry {
-            Entry::Memory(funcs) => funcs[0](ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut()),
-            // SAFETY: the function of this signature the `Native` owns,
-            // called with its leaves and room for its targets.
-            Entry::Registers(f) => unsafe { call_with_leaves(f.0, ins, outs.as_mut_ptr()) },
-        }
-        true
     }
 
     /// Whether [`Native::call_whole`] runs on `ins` leaves and `outs`
     /// targets.
     pub(crate) fn is_whole(&self, ins: usize, outs: usize) -> bool {
-        let one = match &self.entry {
-            Entry::Memory(funcs) => funcs.len() == 1,
-            Entry::Registers(_) => true,
-        };
-        one && self.spill == 0 && ins == self.loads && outs == self.stores
+        self.whole_fn().is_some() && ins == self.loads && outs == self.stores
+    }
+
+    /// The region's one function, if it has one and no spill buffer.
+    #[inline]
+    fn whole_fn(&self) -> Option<WholeFn> {
+        match &self.entry {
+            Entry::Memory(funcs) if funcs.len() == 1 && self.spill == 0 => {
+                Some(WholeFn::Memory(funcs[0]))
+            }
+            Entry::Registers(f) => Some(WholeFn::Registers(*f)),
+            Entry::Memory(_) => None,
+        }
     }
 
     /// Runs the code on `ins` (the leaves) and `outs` (one slot per target).
@@ -231,25 +238,34 @@ pub(crate) struct Whole {
     _code: std::sync::Arc<Native>,
 }
 
-/// How a [`Whole`] is entered.
+/// How the one function of a region without a spill buffer is entered.
 #[derive(Clone, Copy)]
 enum WholeFn {
     Memory(RegionFn),
     Registers(LeafFn),
 }
 
+impl WholeFn {
+    /// Runs the function on `ins` (its leaves) and `outs`.
+    ///
+    /// # Safety
+    /// The function's code must be alive, `ins` must hold exactly its
+    /// leaves and `outs` have room for its targets.
+    #[inline]
+    unsafe fn call(self, ins: &[f64], outs: &mut [f64]) {
+        match self {
+            WholeFn::Memory(f) => f(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut()),
+            // SAFETY: the caller's contract is `call_with_leaves`'s.
+            WholeFn::Registers(f) => unsafe { call_with_leaves(f.0, ins, outs.as_mut_ptr()) },
+        }
+    }
+}
+
 impl Whole {
     /// `native` as one function, if it is one with no spill buffer.
     pub(crate) fn of(native: &std::sync::Arc<Native>) -> Option<Whole> {
-        let f = match &native.entry {
-            Entry::Memory(funcs) if funcs.len() == 1 && native.spill == 0 => {
-                WholeFn::Memory(funcs[0])
-            }
-            Entry::Registers(f) => WholeFn::Registers(*f),
-            Entry::Memory(_) => return None,
-        };
         Some(Whole {
-            f,
+            f: native.whole_fn()?,
             loads: native.loads,
             stores: native.stores,
             _code: native.clone(),
@@ -269,14 +285,10 @@ impl Whole {
         if ins.len() != self.loads || outs.len() != self.stores {
             return false;
         }
-        match self.f {
-            WholeFn::Memory(f) => f(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut()),
-            // SAFETY: as in `Native::call_whole`: `f` is a finalised
-            // function of the module `_code` owns, taking `loads` leaves
-            // and writing `stores` targets, here exactly the buffers'
-            // lengths.
-            WholeFn::Registers(f) => unsafe { call_with_leaves(f.0, ins, outs.as_mut_ptr()) },
-        }
+        // SAFETY: `f` is a function of the module `_code` owns, taking
+        // `loads` leaves and writing `stores` targets, here exactly the
+        // buffers' lengths.
+        unsafe { self.f.call(ins, outs) };
         true
     }
 }
