@@ -10,7 +10,7 @@ use rlx_core::{DType, TensorType};
 
 use super::cache::{Entry, Function, StaticArg, Tracer};
 use super::transform::Transform;
-use crate::compile::DirectCall;
+use crate::compile::{on_copy, DirectCall};
 use crate::debug_nans::{debug_nans, known_off};
 use crate::value::{is_number, Arg};
 
@@ -117,13 +117,18 @@ impl Function {
         {
             return Ok(true);
         }
-        let numbers = Numbers {
-            args,
-            arg_f32s,
-            extras,
-            extra_f32s,
-        };
-        self.run_numbers_general(t, &numbers, statics, tracer, out)
+        // The general path on a copy: `args` is usually the caller's local
+        // array, and the direct call above takes its elements in registers
+        // only if no reference to it goes further (see `on_copy`).
+        on_copy(args, |args| {
+            let numbers = Numbers {
+                args,
+                arg_f32s,
+                extras,
+                extra_f32s,
+            };
+            self.run_numbers_general(t, &numbers, statics, tracer, out)
+        })
     }
 
     /// [`Function::run_numbers`] through the plan cache (what the pinned
@@ -226,7 +231,7 @@ impl Function {
         }
         match self.direct[t.index()].get() {
             Some(d) if d.f32s == arg_f32s && d.statics == TypeId::of::<S>() && known_off() => {
-                d.call.call(args, out)
+                d.call.call_local(args, out)
             }
             _ => false,
         }

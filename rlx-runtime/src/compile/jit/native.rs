@@ -259,6 +259,24 @@ impl WholeFn {
             WholeFn::Registers(f) => unsafe { call_with_leaves(f.0, ins, outs.as_mut_ptr()) },
         }
     }
+
+    /// [`WholeFn::call`] on leaves that the caller holds in a local array
+    /// (the number path's arguments): the function that reads them from
+    /// memory gets a copy ([`super::super::on_copy`]), so that the one
+    /// taking them in registers can be passed them without a store.
+    ///
+    /// # Safety
+    /// As [`WholeFn::call`].
+    #[inline]
+    unsafe fn call_local(self, ins: &[f64], outs: &mut [f64]) {
+        match self {
+            WholeFn::Memory(f) => super::super::on_copy(ins, |ins| {
+                f(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut())
+            }),
+            // SAFETY: the caller's contract is `call_with_leaves`'s.
+            WholeFn::Registers(f) => unsafe { call_with_leaves(f.0, ins, outs.as_mut_ptr()) },
+        }
+    }
 }
 
 impl Whole {
@@ -289,6 +307,18 @@ impl Whole {
         // `loads` leaves and writing `stores` targets, here exactly the
         // buffers' lengths.
         unsafe { self.f.call(ins, outs) };
+        true
+    }
+
+    /// [`Whole::call`] on leaves the caller holds in a local array (see
+    /// [`WholeFn::call_local`]).
+    #[inline]
+    pub(crate) fn call_local(&self, ins: &[f64], outs: &mut [f64]) -> bool {
+        if ins.len() != self.loads || outs.len() != self.stores {
+            return false;
+        }
+        // SAFETY: as in `Whole::call`.
+        unsafe { self.f.call_local(ins, outs) };
         true
     }
 }
