@@ -568,6 +568,10 @@ fn warm_companions_take_the_pinned_path_with_the_bits_of_the_general_path() {
         let (gp, gk) = grad_lj(&p, k).unwrap();
         same(&want[1], &values(&gp), "grad_: ∂p");
         same(&want[2], &[gk], "grad_: ∂k");
+        // `grad_`'s own plan (the gradient alone) gives the same bits.
+        let only = lj_run(Transform::GradOnly, &p, k, &[]).unwrap();
+        same(&only[0], &values(&gp), "GradOnly: ∂p");
+        same(&only[1], &[gk], "GradOnly: ∂k");
 
         let tangents = [Arg::from(&v), Arg::F64(0.5)];
         let want = lj_run(Transform::Jvp, &p, k, &tangents).unwrap();
@@ -602,6 +606,7 @@ fn warm_companions_take_the_pinned_path_with_the_bits_of_the_general_path() {
             for (t, extras) in [
                 (Transform::Call, &[][..]),
                 (Transform::Grad, &[]),
+                (Transform::GradOnly, &[]),
                 (Transform::Jvp, &tangents),
                 (Transform::Vjp, &[Arg::from(&one)]),
                 (Transform::Jacobian, &[]),

@@ -145,7 +145,7 @@ impl Function {
         let source = item.is_some().then(|| (entry.graph.clone(), t, self.wrt));
         let not_scalar = |e: Error| {
             match (t, e.root()) {
-            (Transform::Grad | Transform::Hessian | Transform::Hvp | Transform::SparseHessian, Error::NotScalar { shape, .. }) => {
+            (Transform::Grad | Transform::GradOnly | Transform::Hessian | Transform::Hvp | Transform::SparseHessian, Error::NotScalar { shape, .. }) => {
                 Error::Unsupported(format!(
                     "`{}` returns a value of shape {shape}, but gradients and Hessians need a scalar (0-d or one-element) output\n  = help: use `vjp_{0}` with a cotangent, or `jacobian_{0}`",
                     self.name
@@ -189,6 +189,7 @@ impl Function {
             Transform::Vjp => vec![("cotangent".into(), entry.graph.ty(entry.graph.outputs()[0]))],
             Transform::Call
             | Transform::Grad
+            | Transform::GradOnly
             | Transform::Jacobian
             | Transform::Hessian
             | Transform::BatchJacobian

@@ -293,9 +293,10 @@ mod tests {
         }
     }
 
-    const DENSE: [Transform; 7] = [
+    const DENSE: [Transform; 8] = [
         Transform::Call,
         Transform::Grad,
+        Transform::GradOnly,
         Transform::Jvp,
         Transform::Vjp,
         Transform::Jacobian,

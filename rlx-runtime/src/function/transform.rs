@@ -14,8 +14,13 @@ use rlx_core::{Graph, Result};
 pub enum Transform {
     /// The function itself (plain call).
     Call,
-    /// Value and gradient (`grad_*`, `value_and_grad_*`).
+    /// Value and gradient (`value_and_grad_*`): the function's outputs,
+    /// then one gradient per differentiated input.
     Grad,
+    /// The gradient alone (`grad_*`): one output per differentiated input.
+    /// The function's own outputs, and what only they need, are not
+    /// computed.
+    GradOnly,
     /// Jacobian-vector product (`jvp_*`): one tangent per differentiated input.
     Jvp,
     /// Vector-Jacobian product (`vjp_*`): one cotangent for output 0.
@@ -38,7 +43,7 @@ pub enum Transform {
     SparseHessian,
 }
 
-pub(super) const TRANSFORMS: usize = 11;
+pub(super) const TRANSFORMS: usize = 12;
 
 impl Transform {
     pub(super) fn index(self) -> usize {
@@ -54,6 +59,7 @@ impl Transform {
             Transform::SparseJacobian => 8,
             Transform::ValueAndSparseJacobian => 9,
             Transform::SparseHessian => 10,
+            Transform::GradOnly => 11,
         }
     }
 
@@ -62,7 +68,7 @@ impl Transform {
     pub(super) fn what(self, name: &str) -> String {
         let of = match self {
             Transform::Call => return format!("`{name}`"),
-            Transform::Grad => "the gradient",
+            Transform::Grad | Transform::GradOnly => "the gradient",
             Transform::Jvp => "the Jacobian-vector product",
             Transform::Vjp => "the vector-Jacobian product",
             Transform::Jacobian => "the Jacobian",
@@ -95,18 +101,16 @@ impl Transform {
         match self {
             Transform::Call => Ok((g.clone(), None)),
             Transform::Grad => dense(autodiff::value_and_grad(g, wrt)),
+            Transform::GradOnly => {
+                dense(autodiff::value_and_grad(g, wrt).and_then(|d| without_values(d, g)))
+            }
             Transform::Jvp => dense(autodiff::jvp(g, wrt)),
             Transform::Vjp => dense(autodiff::vjp(g, wrt)),
             Transform::Jacobian => dense(autodiff::jacobian(g, wrt)),
             Transform::Hessian => dense(autodiff::hessian(g, wrt).map(|h| values_skipped(h, g))),
             Transform::Hvp => dense(autodiff::hvp(g, wrt).map(|h| values_skipped(h, g))),
-            Transform::BatchJacobian => {
-                // The companion returns the blocks alone: the function's
-                // own outputs, and what only they need, are not computed.
-                let mut j = autodiff::batch_jacobian(g, wrt)?;
-                j.set_outputs(j.outputs()[g.outputs().len()..].to_vec());
-                Ok((rlx_core::passes::dce(&j)?, None))
-            }
+            // The companion returns the blocks alone.
+            Transform::BatchJacobian => dense(without_values(autodiff::batch_jacobian(g, wrt)?, g)),
             Transform::SparseJacobian => values_only(sparse_jacobian(g, wrt, None)),
             Transform::ValueAndSparseJacobian => sparse(sparse_jacobian(g, wrt, None)),
             Transform::SparseHessian => values_only(sparse_hessian(g, wrt)),
@@ -139,6 +143,13 @@ impl Transform {
         item.graph = self.apply(&item.graph, wrt).ok()?.0;
         Some(item)
     }
+}
+
+/// `d`, a derivative of `g` whose first outputs are `g`'s own, without
+/// them: what only they need is dropped too.
+fn without_values(mut d: Graph, g: &Graph) -> Result<Graph> {
+    d.set_outputs(d.outputs()[g.outputs().len()..].to_vec());
+    rlx_core::passes::dce(&d)
 }
 
 /// `h`, a derivative of `g` whose first outputs are `g`'s own, with those
@@ -182,6 +193,20 @@ mod tests {
 
     fn is_zero_constant(g: &Graph, id: NodeId) -> bool {
         matches!(&g.node(id).op, Op::Constant(l) if l.as_splat() == Some(0.0))
+    }
+
+    #[test]
+    fn grad_only_plans_compute_no_value() {
+        let g = log_plus_cube();
+        let (d, pattern) = Transform::GradOnly.apply(&g, &[0]).unwrap();
+        assert!(pattern.is_none());
+        // The gradient `1/x + 3x²` alone: no `ln`, one output.
+        assert!(!has_ln(&d), "{d}");
+        assert_eq!(d.outputs().len(), 1);
+        assert_eq!(d.shape(d.outputs()[0]).dims(), &[4]);
+        let (full, _) = Transform::Grad.apply(&g, &[0]).unwrap();
+        assert!(has_ln(&full));
+        assert_eq!(full.outputs().len(), 2);
     }
 
     #[test]
