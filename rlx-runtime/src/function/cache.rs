@@ -395,7 +395,7 @@ impl Function {
         let start = values.len();
         exe.run_arg_lists(args, extras, false, 0, values)?;
         if !all_finite(&values[start..]) {
-            return Err(self.non_finite(t, plan, args, extras));
+            return Err(self.non_finite(entry, t, plan, args, extras));
         }
         let skip = skip.min(values.len() - start);
         values.drain(start..start + skip);

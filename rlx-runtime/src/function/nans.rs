@@ -6,7 +6,7 @@
 
 use rlx_core::{Error, Graph, Result};
 
-use super::cache::Function;
+use super::cache::{Entry, Function};
 use super::plan::Plan;
 use super::transform::Transform;
 use crate::debug_nans::{all_finite, debug_nans, first_non_finite, localise};
@@ -15,19 +15,33 @@ use crate::tensor::Tensor;
 use crate::value::{Arg, Value};
 
 impl Function {
-    /// After a run of `plan` (transform `t`) on `args` and `extras` whose
-    /// results were not all finite, with the check on: the error naming
-    /// the node of the plan's graph that produced the first non-finite
-    /// value (found by running the graph again in the interpreter) and
-    /// the user's line it was traced at.
+    /// After a run of `plan` (transform `t` of `entry`) on `args` and
+    /// `extras` whose results were not all finite, with the check on: the
+    /// error naming the node of the plan's graph that produced the first
+    /// non-finite value (found by running the graph again in the
+    /// interpreter) and the user's line it was traced at.
+    ///
+    /// A gradient alone ([`Transform::GradOnly`]) is run again as the
+    /// value and gradient: its plan leaves out the function's value, so
+    /// the op of the user's code that first went non-finite there (a `ln`
+    /// at zero) would otherwise be named by the derivative op it fed (the
+    /// `recip` of `ln`'s rule).
     #[cold]
     pub(super) fn non_finite(
         &self,
+        entry: &Entry,
         t: Transform,
         plan: &Plan,
         args: &[Arg<'_>],
         extras: &[Arg<'_>],
     ) -> Error {
+        let plan = match t {
+            Transform::GradOnly => match self.plan(entry, Transform::Grad) {
+                Ok(p) => p,
+                Err(e) => return e,
+            },
+            _ => plan,
+        };
         match plan.graph() {
             Ok(g) => non_finite_in(&t.what(self.name), g, args, extras),
             Err(e) => e,

@@ -171,7 +171,7 @@ impl Function {
                             numbers_as_args(args, arg_f32s),
                             numbers_as_args(extras, extra_f32s),
                         );
-                        return Err(self.non_finite(t, plan, &args, &extras));
+                        return Err(self.non_finite(entry, t, plan, &args, &extras));
                     }
                 }
                 Ok(ran)
