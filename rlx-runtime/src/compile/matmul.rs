@@ -282,6 +282,9 @@ fn plain<T: Gemm>(
     c_off: usize,
     (rsc, csc): (usize, usize),
 ) {
+    if rows_of_transposed((m, k, n), a, b, c, c_off, (rsc, csc)) {
+        return;
+    }
     const Q: usize = 4;
     let (pa, pb) = (a.data.as_ptr(), b.data.as_ptr());
     for i in 0..m {
@@ -305,6 +308,52 @@ fn plain<T: Gemm>(
             j0 += cols;
         }
     }
+}
+
+/// Most elements of a transposed right operand that
+/// [`rows_of_transposed`] copies (on the stack).
+const TRANSPOSED_MAX: usize = 1024;
+
+/// A tiny product with a transposed right operand (`rsb = 1`, as a
+/// backward product `dz · Wᵀ` reads its weight) by the panels' `rows`
+/// kernel on a copy of `B` with contiguous rows: the sums of the plain
+/// loop, over `p` in order from zero with a multiply then an add (the same
+/// bits), at vector width instead of one element at a time. False, having
+/// done nothing, for other products (`C` must have contiguous rows, `B`
+/// at most [`TRANSPOSED_MAX`] elements).
+fn rows_of_transposed<T: Gemm>(
+    (m, k, n): (usize, usize, usize),
+    a: &Mat<'_, T>,
+    b: &Mat<'_, T>,
+    c: &mut [T],
+    c_off: usize,
+    (rsc, csc): (usize, usize),
+) -> bool {
+    if b.cs == 1 || b.rs != 1 || csc != 1 || k == 0 || k * n > TRANSPOSED_MAX {
+        return false;
+    }
+    // Uninitialised (a tiny product's time would go into zeroing it):
+    // the first `k·n` elements are written below, and only they are read.
+    let mut rows = [std::mem::MaybeUninit::<T>::uninit(); TRANSPOSED_MAX];
+    for (p, row) in rows[..k * n].chunks_exact_mut(n).enumerate() {
+        for (j, x) in row.iter_mut().enumerate() {
+            x.write(b.data[b.off + p + j * b.cs]);
+        }
+    }
+    // SAFETY: the loops above wrote each of the first `k·n` elements
+    // (`k` rows of `n`); `MaybeUninit<T>` has the layout of `T`.
+    let rows: &[T] = unsafe { std::slice::from_raw_parts(rows.as_ptr().cast::<T>(), k * n) };
+    let bt = Mat {
+        data: rows,
+        off: 0,
+        rs: n,
+        cs: 1,
+    };
+    if !super::panel::fits(k, n, a, &bt, csc) {
+        return false;
+    }
+    super::panel::product((m, k, n), *a, bt, c, c_off, rsc, false);
+    true
 }
 
 /// Multiply-adds one thread's part of a product gets at least: below
@@ -561,6 +610,14 @@ mod tests {
                 let want = plain_reference((m, k, n), &a, &b);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&c), bits(&want), "{m}x{k}x{n} {ta} {tb}");
+                // A transposed B goes through the panels'
+                // rows on a copy of B: the same bits as the plain loop.
+                let mut c = vec![f32::NAN; m * n];
+                let copied = rows_of_transposed((m, k, n), &a, &b, &mut c, 0, (n, 1));
+                assert_eq!(copied, b.cs != 1 && k > 0, "{m}x{k}x{n} {ta} {tb}");
+                if copied {
+                    assert_eq!(bits(&c), bits(&want), "{m}x{k}x{n} {ta} {tb}");
+                }
             }
         }
     }

@@ -68,6 +68,8 @@ mod movement;
 mod options;
 mod panel;
 mod panel_avx2;
+#[cfg(feature = "avx512")]
+mod panel_avx512;
 mod parallel;
 mod plan;
 mod planner;

@@ -15,7 +15,8 @@
 //!   a transposed weight): `R × 2` dot products, each split over 4 lanes
 //!   summed at the end (a different order of the same sums).
 //!
-//! Where the CPU has AVX2, `panel_avx2` computes the same sums in the
+//! Where the CPU has AVX2, `panel_avx2` (with AVX-512F, `panel_avx512`)
+//! computes the same sums in the
 //! same order with explicit vector blocks (the same bits); these loops are
 //! the fallback elsewhere.
 
@@ -99,6 +100,23 @@ impl<'a, T> Job<'a, T> {
 /// fused multiply-add (one rounding instead of two; the same bits for
 /// every split of the rows across threads, not the portable loops' bits).
 pub(crate) fn product<T: Gemm>(
+    mkn: (usize, usize, usize),
+    a: Mat<'_, T>,
+    b: Mat<'_, T>,
+    c: &mut [T],
+    c_off: usize,
+    rsc: usize,
+    fused: bool,
+) {
+    product_with(mkn, a, b, c, c_off, rsc, fused, true)
+}
+
+/// [`product`], with the AVX-512 kernels (`wide`, where they exist and
+/// the CPU has AVX-512F) or without (the AVX2 kernels where the CPU has
+/// AVX2).
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn product_with<T: Gemm>(
     (m, k, n): (usize, usize, usize),
     a: Mat<'_, T>,
     b: Mat<'_, T>,
@@ -106,6 +124,7 @@ pub(crate) fn product<T: Gemm>(
     c_off: usize,
     rsc: usize,
     fused: bool,
+    wide: bool,
 ) {
     let job = Job {
         m,
@@ -130,8 +149,10 @@ pub(crate) fn product<T: Gemm>(
             c_off,
             rsc,
             fused,
+            wide: cfg!(feature = "avx512") && wide && std::is_x86_feature_detected!("avx512f"),
         };
-        // SAFETY: the CPU supports AVX2 and FMA (checked just above) and the views
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above), and
+        // AVX-512F if `wide` (checked as it is set), and the views
         // of A and B are in bounds (`check`); C's elements are reached
         // through bounds-checked slices.
         return unsafe { T::panel_avx2(&mut views) };
@@ -356,17 +377,32 @@ mod tests {
             .collect()
     }
 
-    /// `C` of the portable loops (`avx2: false`) or of `product`, which
-    /// takes the AVX2 kernels where the CPU has them, at offset 2 of a
-    /// NaN-filled buffer (so an element left unwritten shows).
+    /// Which kernels a test runs.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Kernels {
+        /// The portable loops.
+        Portable,
+        /// `product` without the AVX-512 kernels: the AVX2 kernels where
+        /// the CPU has AVX2, else the portable loops.
+        Avx2,
+        /// `product`: the AVX-512 kernels where they exist and the CPU
+        /// has AVX-512F, else as `Avx2`.
+        Avx512,
+    }
+
+    /// The vector kernels, narrow and wide.
+    const VECTOR: [Kernels; 2] = [Kernels::Avx2, Kernels::Avx512];
+
+    /// `C` of `kernels`, at offset 2 of a NaN-filled buffer (so an
+    /// element left unwritten shows).
     fn run<T: Gemm + From<i16>>(
         (m, k, n): (usize, usize, usize),
         a: Mat<'_, T>,
         b: Mat<'_, T>,
-        avx2: bool,
+        kernels: Kernels,
         nan: T,
     ) -> Vec<T> {
-        run_fused((m, k, n), a, b, avx2, false, nan)
+        run_fused((m, k, n), a, b, kernels, false, nan)
     }
 
     /// [`run`], with `product`'s fused multiply-adds when `fused`.
@@ -374,14 +410,12 @@ mod tests {
         (m, k, n): (usize, usize, usize),
         a: Mat<'_, T>,
         b: Mat<'_, T>,
-        avx2: bool,
+        kernels: Kernels,
         fused: bool,
         nan: T,
     ) -> Vec<T> {
         let mut c = vec![nan; m * n + 2];
-        if avx2 {
-            product((m, k, n), a, b, &mut c, 2, n, fused);
-        } else {
+        if kernels == Kernels::Portable {
             let job = Job {
                 m,
                 k,
@@ -392,6 +426,9 @@ mod tests {
                 rsc: n,
             };
             portable(&job, &mut c);
+        } else {
+            let wide = kernels == Kernels::Avx512;
+            product_with((m, k, n), a, b, &mut c, 2, n, fused, wide);
         }
         c.drain(..2);
         c
@@ -402,7 +439,7 @@ mod tests {
         let data: Vec<f64> = data::<f64>().iter().map(|x| x / 7.0).collect();
         each_view(&data, |dims, a, b| {
             let want = reference(dims, &a, &b);
-            let got = run(dims, a, b, false, f64::NAN);
+            let got = run(dims, a, b, Kernels::Portable, f64::NAN);
             for (x, y) in got.iter().zip(&want) {
                 assert!(
                     (x - y).abs() <= 1e-12 * (1.0 + y.abs()),
@@ -416,36 +453,39 @@ mod tests {
         });
     }
 
-    /// The AVX2 kernels (where this CPU has AVX2; else `product` runs the
-    /// portable loops and this compares them with themselves) make the
-    /// same sums in the same order as the portable loops: the same bits,
-    /// in `f64` and `f32`, on values whose sums round.
+    /// The AVX2 and AVX-512 kernels (where this CPU has them; else
+    /// `product` runs the narrower kernels or the portable loops, and this
+    /// compares those) make the same sums in the same order as the
+    /// portable loops: the same bits, in `f64` and `f32`, on values whose
+    /// sums round.
     #[test]
-    fn the_avx2_kernels_give_the_bits_of_the_portable_loops() {
-        let d64: Vec<f64> = data::<f64>().iter().map(|x| x / 7.0).collect();
-        each_view(&d64, |dims, a, b| {
-            let want = run(dims, a, b, false, f64::NAN);
-            let got = run(dims, a, b, true, f64::NAN);
-            assert!(want.iter().all(|x| x.is_finite()));
-            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "f64 {dims:?}");
-        });
-        let d32: Vec<f32> = data::<f32>().iter().map(|x| x / 7.0).collect();
-        each_view(&d32, |dims, a, b| {
-            let want = run(dims, a, b, false, f32::NAN);
-            let got = run(dims, a, b, true, f32::NAN);
-            assert!(want.iter().all(|x| x.is_finite()));
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "f32 {dims:?}");
-            // And both are the product (to f32 rounding).
-            let exact = reference(dims, &a, &b);
-            for (x, y) in got.iter().zip(&exact) {
-                assert!(
-                    (f64::from(*x) - y).abs() <= 1e-4 * (1.0 + y.abs()),
-                    "{dims:?}: {x} vs {y}"
-                );
-            }
-        });
+    fn the_avx2_and_avx512_kernels_give_the_bits_of_the_portable_loops() {
+        for kernels in VECTOR {
+            let d64: Vec<f64> = data::<f64>().iter().map(|x| x / 7.0).collect();
+            each_view(&d64, |dims, a, b| {
+                let want = run(dims, a, b, Kernels::Portable, f64::NAN);
+                let got = run(dims, a, b, kernels, f64::NAN);
+                assert!(want.iter().all(|x| x.is_finite()));
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "f64 {kernels:?} {dims:?}");
+            });
+            let d32: Vec<f32> = data::<f32>().iter().map(|x| x / 7.0).collect();
+            each_view(&d32, |dims, a, b| {
+                let want = run(dims, a, b, Kernels::Portable, f32::NAN);
+                let got = run(dims, a, b, kernels, f32::NAN);
+                assert!(want.iter().all(|x| x.is_finite()));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "f32 {kernels:?} {dims:?}");
+                // And both are the product (to f32 rounding).
+                let exact = reference(dims, &a, &b);
+                for (x, y) in got.iter().zip(&exact) {
+                    assert!(
+                        (f64::from(*x) - y).abs() <= 1e-4 * (1.0 + y.abs()),
+                        "{dims:?}: {x} vs {y}"
+                    );
+                }
+            });
+        }
     }
 
     /// The fused order of the kernels, element by element: `rows` sums
@@ -497,14 +537,25 @@ mod tests {
             nan: T,
             has_fma: bool,
         ) {
+            for kernels in VECTOR {
+                check_kernels(data, eps, nan, has_fma, kernels);
+            }
+        }
+        fn check_kernels<T: Gemm + From<i16> + Into<f64> + Madd>(
+            data: &[T],
+            eps: f64,
+            nan: T,
+            has_fma: bool,
+            kernels: Kernels,
+        ) {
             each_view(data, |dims, a, b| {
-                let got = run_fused(dims, a, b, true, true, nan);
-                let portable = run(dims, a, b, false, nan);
+                let got = run_fused(dims, a, b, kernels, true, nan);
+                let portable = run(dims, a, b, Kernels::Portable, nan);
                 let (m, k, n) = dims;
                 if has_fma {
                     let want = fused_reference(dims, &a, &b);
                     let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&got), bits(&want), "{dims:?}");
+                    assert_eq!(bits(&got), bits(&want), "{kernels:?} {dims:?}");
                 } else {
                     let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&got), bits(&portable), "{dims:?}");

@@ -48,6 +48,10 @@ pub(super) struct Views<'a, 'c, T> {
     /// Multiply-adds fused (one rounding each, `a.mul_add(b, s)`) instead
     /// of a multiply then an add; see [`Madd`].
     pub(super) fused: bool,
+    /// The AVX-512 kernels of `panel_avx512` where they exist (with the
+    /// `avx512` feature; the CPU must then support AVX-512F).
+    #[cfg_attr(not(feature = "avx512"), allow(dead_code))]
+    pub(super) wide: bool,
 }
 
 /// `Σ_p a[i, p]·b[p, j]` summed in order from zero (the order of the
@@ -64,7 +68,7 @@ fn edge_rows<T: Madd, const FUSED: bool>(v: &Views<'_, '_, T>, zero: T, i: usize
 
 /// The dot product of row `i` of `A` and column `j` of `B` over 4 lanes
 /// (the order of the `dots` blocks: lanes summed in order, then the tail).
-fn edge_dots<T: Madd + std::ops::Add<Output = T>, const FUSED: bool>(
+pub(super) fn edge_dots<T: Madd + std::ops::Add<Output = T>, const FUSED: bool>(
     v: &Views<'_, '_, T>,
     zero: T,
     i: usize,
@@ -407,11 +411,17 @@ mod f32x8 {
 }
 
 /// `C ← A B` in `f64` (`csb = 1`: `rows`, else `rsb = csa = 1`: `dots`;
-/// fused multiply-adds when `v.fused`).
+/// fused multiply-adds when `v.fused`; with `v.wide`, AVX-512 `rows`).
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA, and the views must be in bounds.
+/// The CPU must support AVX2 and FMA (and AVX-512F if `v.wide`), and the
+/// views must be in bounds.
 pub(super) unsafe fn product_f64(v: &mut Views<'_, '_, f64>) {
+    #[cfg(feature = "avx512")]
+    // SAFETY: forwarded from the caller.
+    if v.wide && unsafe { super::panel_avx512::product_f64(v) }.is_some() {
+        return;
+    }
     // SAFETY: forwarded from the caller.
     unsafe {
         match (v.b.cs == 1, v.fused) {
@@ -424,11 +434,18 @@ pub(super) unsafe fn product_f64(v: &mut Views<'_, '_, f64>) {
 }
 
 /// `C ← A B` in `f32` (`csb = 1`: `rows`, else `rsb = csa = 1`: `dots`;
-/// fused multiply-adds when `v.fused`).
+/// fused multiply-adds when `v.fused`; with `v.wide`, the AVX-512
+/// kernels).
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA, and the views must be in bounds.
+/// The CPU must support AVX2 and FMA (and AVX-512F if `v.wide`), and the
+/// views must be in bounds.
 pub(super) unsafe fn product_f32(v: &mut Views<'_, '_, f32>) {
+    #[cfg(feature = "avx512")]
+    if v.wide {
+        // SAFETY: forwarded from the caller.
+        return unsafe { super::panel_avx512::product_f32(v) };
+    }
     // SAFETY: forwarded from the caller.
     unsafe {
         match (v.b.cs == 1, v.fused) {
