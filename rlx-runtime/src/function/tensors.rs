@@ -203,25 +203,32 @@ impl Function {
     ///
     /// ```
     /// use rlx_runtime::function::{Function, Transform};
-    /// use rlx_core::TensorType;
+    /// use rlx_core::{DType, TensorType};
     /// use rlx_runtime::{Arg, Graph, Result, Tensor};
     ///
     /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
     ///     let mut g = Graph::new();
     ///     let x = g.input("x", types[0].shape.clone(), types[0].dtype);
-    ///     let y = g.sin(x)?;
-    ///     g.set_outputs(vec![y]);
+    ///     let y = g.mul(x, x)?;
+    ///     let s = g.sum_all(y)?;
+    ///     g.set_outputs(vec![s]);
     ///     Ok(g)
     /// }
-    /// static SINE: Function = Function::new("sine", &["x"], &[0]);
+    /// static SQUARES: Function = Function::new("squares", &["x"], &[0]);
     ///
-    /// let x = Tensor::from_slice(&[0.0, 1.0], [2]);
+    /// let x = Tensor::from_slice(&[1.0, 2.0, 3.0], [3]);
     /// let args = [Arg::from(&x)];
-    /// assert!(SINE.small_direct(Transform::Call, &args, &[], &(), 0).is_none());
-    /// SINE.run(Transform::Call, &args, &[], &(), trace).unwrap();
-    /// let run = SINE.small_direct(Transform::Call, &args, &[], &(), 0).unwrap();
-    /// let y = run.run(|it| it.tensor());
-    /// assert_eq!(y.unwrap().to_vec::<f64>().unwrap(), vec![0.0, 1f64.sin()]);
+    /// let ready = |skip| SQUARES.small_direct(Transform::Grad, &args, &[], &(), skip);
+    /// assert!(ready(0).is_none(), "nothing pinned before the first call");
+    /// SQUARES.run(Transform::Grad, &args, &[], &(), trace).unwrap();
+    /// // The value and the gradient, as the companion's own result type.
+    /// let got: Result<(f64, Tensor), &str> = ready(0).unwrap().run(|it| {
+    ///     let v = it.number(DType::F64).ok_or("general path")?;
+    ///     Ok((v, it.tensor().ok_or("general path")?))
+    /// });
+    /// let (value, grad) = got.unwrap();
+    /// assert_eq!(value, 14.0);
+    /// assert_eq!(grad.to_vec::<f64>().unwrap(), vec![2.0, 4.0, 6.0]);
     /// ```
     #[inline]
     pub fn small_direct<'a, S: StaticArg>(
