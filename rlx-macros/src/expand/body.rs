@@ -266,9 +266,37 @@ impl Bodies {
         // function without static arguments: results built straight from
         // the run, declined (`None`) for everything else.
         let small = (!self.statics).then(|| {
+            let direct = build(&Taker::new(Read::Direct, kind.clone()));
             let build = build(&Taker::new(Read::Flat, kind.clone()));
             let skip = if skip { n_out } else { 0 };
+            let full_ret = if plain {
+                ret.clone()
+            } else {
+                quote!(::rlx::Result<#ret>)
+            };
+            // The common call (one `f64` tensor) first: its closure returns
+            // the companion's own result, built where the companion returns
+            // it (`SmallRun::run`). A take that declines returns the general
+            // path from the closure.
             quote! {
+                if let ::core::option::Option::Some(__rlx_h) = #fn_ident().small_direct(
+                    ::rlx::__private::Transform::#t,
+                    #args_list,
+                    &[#(#extra_args),*],
+                    &#statics_val,
+                    #skip,
+                ) {
+                    return __rlx_h.run(
+                        |__rlx_it: &mut ::rlx::__private::Flat<'_>| -> #full_ret {
+                            #[allow(unused_variables, clippy::redundant_closure_call)]
+                            let __rlx_general = || ::rlx::__private::#wrap(|| -> ::rlx::Result<#ret> {
+                                #run
+                                ::core::result::Result::Ok(#general)
+                            });
+                            #ok(#direct)
+                        },
+                    );
+                }
                 if let ::core::option::Option::Some(__rlx_r) = #fn_ident().run_small(
                     ::rlx::__private::Transform::#t,
                     #args_list,

@@ -59,6 +59,17 @@ pub(super) fn numbers<'a>(items: impl Iterator<Item = (&'a Ident, Out)>) -> Opti
     Some(quote!(&[#(#values),*], #mask))
 }
 
+/// The value of `take` (an `Option`), or a return of the general path
+/// from the closure passed to `SmallRun::run` ([`Read::Direct`]).
+fn direct_take(take: TokenStream) -> TokenStream {
+    quote! {
+        match #take {
+            ::core::option::Option::Some(__rlx_v) => __rlx_v,
+            ::core::option::Option::None => return __rlx_general(),
+        }
+    }
+}
+
 pub(super) fn tuple_or_single(items: Vec<TokenStream>) -> TokenStream {
     if items.len() == 1 {
         items.into_iter().next().expect("one item")
@@ -77,6 +88,10 @@ pub(super) enum Read {
     /// A `&mut Flat`, in the closure passed to `Function::run_small`
     /// (each take returns an `Option`).
     Flat,
+    /// A `&mut Flat`, in the closure passed to `SmallRun::run`, which
+    /// returns the companion's own result: a take that declines returns
+    /// `__rlx_general()` (the general path) from the closure.
+    Direct,
 }
 
 /// Builds the expressions that take a companion's results from `__rlx_it`
@@ -121,6 +136,9 @@ impl Taker {
                 Read::Flat => {
                     quote!(::rlx::__private::flat::<<#k as ::rlx::__private::Kind>::#ty>(__rlx_it)?)
                 }
+                Read::Direct => direct_take(
+                    quote!(::rlx::__private::flat::<<#k as ::rlx::__private::Kind>::#ty>(__rlx_it)),
+                ),
             };
         }
         match (self.read, o) {
@@ -139,6 +157,10 @@ impl Taker {
             (Read::Flat, o) => {
                 let t = out_ty(o);
                 quote!(::rlx::__private::flat::<#t>(__rlx_it)?)
+            }
+            (Read::Direct, o) => {
+                let t = out_ty(o);
+                direct_take(quote!(::rlx::__private::flat::<#t>(__rlx_it)))
             }
         }
     }

@@ -98,6 +98,7 @@ pub use options::Options;
 pub use parallel::{num_threads, set_num_threads};
 pub use plan::PlanStats;
 pub(crate) use small_call::SmallCall;
+pub use small_call::SmallRun;
 
 /// Warm states kept per executable (more concurrent calls still work; their
 /// extra states are dropped afterwards).

@@ -160,16 +160,21 @@ impl SmallCall {
     }
 
     /// [`SmallCall::run`] on the inputs `ins`, for the outputs of `types`
-    /// (`lens` elements each) from `at` in the window.
+    /// (`lens` elements each) from `at` in the window. Returns what
+    /// `build` returns, whatever its type: called in tail position, a
+    /// result returned through memory is built where the caller's caller
+    /// wants it (no copy on the way out). `build` gets an empty [`Flat`]
+    /// (every take declines) if the outputs cannot be read, which the
+    /// checks made when the handle was made rule out.
     #[inline(always)]
-    fn run_on<R>(
+    fn run_on<O>(
         &self,
         ins: &[f64],
         at: usize,
         types: &[TensorType],
         lens: &[usize],
-        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
-    ) -> Option<R> {
+        build: impl FnOnce(&mut Flat<'_>) -> O,
+    ) -> O {
         if self.last_f64 && at == 0 && types.len() == 1 {
             let mut b = match self.prefill {
                 true => pool::buffer_from_slice(&self.template),
@@ -177,7 +182,10 @@ impl SmallCall {
             };
             // A new buffer is unique; the lengths were checked when the
             // handle was made.
-            self.call.call(ins, b.unique_f64_mut()?);
+            let Some(out) = b.unique_f64_mut() else {
+                return build(&mut Flat::new(&[], &[], &[], None, 0));
+            };
+            self.call.call(ins, out);
             return build(&mut Flat::new(&[], types, lens, Some(b), 0));
         }
         let n = self.template.len();
@@ -188,7 +196,8 @@ impl SmallCall {
                 out.copy_from_slice(&self.template);
             }
             self.call.call(ins, out);
-            return build(&mut Flat::new(out.get(at..)?, types, lens, None, 0));
+            let vals = out.get(at..).unwrap_or_default();
+            return build(&mut Flat::new(vals, types, lens, None, 0));
         }
         self.run_large(ins, at, types, lens, build)
     }
@@ -196,20 +205,71 @@ impl SmallCall {
     /// [`SmallCall::run_on`] for a window of more than [`SMALL_WINDOW`]
     /// elements, in a buffer from `with_stack` (see [`SmallCall::run_read`]).
     #[inline(never)]
-    fn run_large<R>(
+    fn run_large<O>(
         &self,
         ins: &[f64],
         at: usize,
         types: &[TensorType],
         lens: &[usize],
-        build: impl FnOnce(&mut Flat<'_>) -> Option<R>,
-    ) -> Option<R> {
+        build: impl FnOnce(&mut Flat<'_>) -> O,
+    ) -> O {
         with_stack(self.template.len(), |out| {
             if self.prefill {
                 out.copy_from_slice(&self.template);
             }
             self.call.call(ins, out);
-            build(&mut Flat::new(out.get(at..)?, types, lens, None, 0))
+            let vals = out.get(at..).unwrap_or_default();
+            build(&mut Flat::new(vals, types, lens, None, 0))
         })
+    }
+
+    /// A warm call on the values `ins` of a single `f64` tensor argument
+    /// (already checked to be of the pinned type), for the outputs after
+    /// the first `skip`, with every other check made: `None` if `ins` does
+    /// not have the elements the code reads or the outputs do not lie in
+    /// the window.
+    #[inline]
+    pub(crate) fn ready<'a>(&'a self, ins: &'a [f64], skip: usize) -> Option<SmallRun<'a>> {
+        if ins.len() != self.n_in {
+            return None;
+        }
+        let at = self.offsets.get(skip)?.checked_sub(self.start)?;
+        let (types, lens) = (self.types.get(skip..)?, self.lens.get(skip..)?);
+        Some(SmallRun {
+            call: self,
+            ins,
+            at,
+            types,
+            lens,
+        })
+    }
+}
+
+/// A warm call of a companion over small tensors, checked and ready to
+/// run ([`Function::small_direct`](crate::function::Function::small_direct)):
+/// [`SmallRun::run`] calls the native code and returns what the
+/// companion's `build` makes of the outputs.
+pub struct SmallRun<'a> {
+    call: &'a SmallCall,
+    ins: &'a [f64],
+    at: usize,
+    types: &'a [TensorType],
+    lens: &'a [usize],
+}
+
+impl SmallRun<'_> {
+    /// Runs the native code and returns what `build` makes of the outputs
+    /// ([`Flat`]), whatever its type: `build` returns the companion's own
+    /// result (an `rlx::Result`, or the plain call's value), so that it
+    /// is built straight where the companion returns it, with no copy of
+    /// an `Option` into a `Result` on the way out (a 160-byte `memcpy` for
+    /// a pair of tensors, whose wide loads waited for the narrow stores
+    /// that had just built it). If a take declines (the companion returns
+    /// other types than the plan's outputs), `build` itself takes the
+    /// general path.
+    #[inline]
+    pub fn run<O>(self, build: impl FnOnce(&mut Flat<'_>) -> O) -> O {
+        self.call
+            .run_on(self.ins, self.at, self.types, self.lens, build)
     }
 }

@@ -10,7 +10,7 @@ use rlx_core::{DType, TensorType};
 
 use super::cache::{Entry, Function, StaticArg};
 use super::transform::Transform;
-use crate::compile::{Flat, SmallCall};
+use crate::compile::{Flat, SmallCall, SmallRun};
 use crate::debug_nans::debug_nans;
 use crate::storage::Storage;
 use crate::tensor::Repr;
@@ -190,6 +190,69 @@ impl Function {
             return None;
         }
         exe.run_small(args, extras, skip, build)
+    }
+
+    /// The warm call of [`Function::run_small`] as a handle, when it is
+    /// served by transform `t`'s direct call on a single `f64` tensor
+    /// argument (the common companion of one tensor): every check made,
+    /// so that [`SmallRun::run`] returns what its `build` returns, in
+    /// tail position. A companion's `build` then returns the companion's
+    /// own result, built where the companion returns it (see
+    /// [`SmallRun::run`]). `None` for every other call, which then takes
+    /// [`Function::run_small`] or the general path.
+    ///
+    /// ```
+    /// use rlx_runtime::function::{Function, Transform};
+    /// use rlx_core::{DType, TensorType};
+    /// use rlx_runtime::{Arg, Graph, Result, Tensor};
+    ///
+    /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
+    ///     let mut g = Graph::new();
+    ///     let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+    ///     let y = g.mul(x, x)?;
+    ///     let s = g.sum_all(y)?;
+    ///     g.set_outputs(vec![s]);
+    ///     Ok(g)
+    /// }
+    /// static SQUARES: Function = Function::new("squares", &["x"], &[0]);
+    ///
+    /// let x = Tensor::from_slice(&[1.0, 2.0, 3.0], [3]);
+    /// let args = [Arg::from(&x)];
+    /// let ready = |skip| SQUARES.small_direct(Transform::Grad, &args, &[], &(), skip);
+    /// assert!(ready(0).is_none(), "nothing pinned before the first call");
+    /// SQUARES.run(Transform::Grad, &args, &[], &(), trace).unwrap();
+    /// // The value and the gradient, as the companion's own result type.
+    /// let got: Result<(f64, Tensor), &str> = ready(0).unwrap().run(|it| {
+    ///     let v = it.number(DType::F64).ok_or("general path")?;
+    ///     Ok((v, it.tensor().ok_or("general path")?))
+    /// });
+    /// let (value, grad) = got.unwrap();
+    /// assert_eq!(value, 14.0);
+    /// assert_eq!(grad.to_vec::<f64>().unwrap(), vec![2.0, 4.0, 6.0]);
+    /// ```
+    #[inline]
+    pub fn small_direct<'a, S: StaticArg>(
+        &'a self,
+        t: Transform,
+        args: &'a [Arg<'_>],
+        extras: &[Arg<'_>],
+        statics: &S,
+        skip: usize,
+    ) -> Option<SmallRun<'a>> {
+        let _ = statics;
+        if std::mem::size_of::<S>() != 0 {
+            return None;
+        }
+        let d = self.small[t.index()].get()?;
+        if !d.call.serves(skip)
+            || d.statics != TypeId::of::<S>()
+            || debug_nans()
+            || trace::is_tracing()
+        {
+            return None;
+        }
+        let ins = d.in_place(args, extras)?;
+        d.call.ready(ins, skip)
     }
 
     /// Pins `entry` for transform `t` if nothing is pinned there yet and
@@ -453,6 +516,62 @@ mod tests {
         }
         assert!(d.in_place(&[Arg::F64(0.5)], &[]).is_none());
         assert!(d.in_place(&[Arg::from(&x), Arg::F64(0.5)], &[]).is_none());
+    }
+
+    #[test]
+    fn a_ready_direct_call_gives_the_bits_of_the_general_path() {
+        // `Function::small_direct` then `SmallRun::run`: the path of the
+        // common companion (one `f64` tensor), whose `build` returns the
+        // companion's own result type (here a `Result`).
+        static S2: Function = Function::new("s2", &["x"], &[0]);
+        let x = Tensor::from_slice(&[0.5, -1.25, 2.0], [3]);
+        let args = [Arg::from(&x)];
+        for t in [Transform::Call, Transform::Grad, Transform::Hessian] {
+            assert!(S2.small_direct(t, &args, &[], &(), 0).is_none(), "{t:?}");
+            let want = bits(S2.run(t, &args, &[], &(), single).unwrap());
+            for skip in 0..=want.len() {
+                let h = S2.small_direct(t, &args, &[], &(), skip);
+                // Served when the outputs lie in the code's window (all of
+                // them for a direct program, the last for placed code).
+                let serves = S2.small[t.index()].get().unwrap().call.serves(skip);
+                assert_eq!(h.is_some(), serves, "{t:?}, skip {skip}");
+                let Some(h) = h else { continue };
+                let got: std::result::Result<_, &str> =
+                    h.run(|it| all_tensors(it).ok_or("declined"));
+                assert_eq!(bits(got.unwrap()), want[skip..], "{t:?}, skip {skip}");
+            }
+            // A take that declines leaves the result to `build` (the
+            // companion's general path).
+            let last = want.len() - 1;
+            let h = S2.small_direct(t, &args, &[], &(), last).unwrap();
+            let got = h.run(|it| it.number(DType::F32).ok_or("general"));
+            assert_eq!(got, Err("general"), "{t:?}");
+        }
+        // Other arguments, a trace, the check of non-finite values: no
+        // handle (the caller takes `run_small` or the general path).
+        let x32 = Tensor::from_slice(&[0.5f32, -1.25, 2.0], [3]);
+        let x4 = Tensor::from_slice(&[0.5; 4], [4]);
+        for other in [&x32, &x4] {
+            let args = [Arg::from(other)];
+            assert!(S2
+                .small_direct(Transform::Grad, &args, &[], &(), 0)
+                .is_none());
+        }
+        let two = [Arg::from(&x), Arg::F64(0.5)];
+        assert!(S2
+            .small_direct(Transform::Grad, &two, &[], &(), 0)
+            .is_none());
+        assert!(S2
+            .small_direct(Transform::Grad, &args, &[], &(), 3)
+            .is_none());
+        let trace = Trace::enter();
+        assert!(S2
+            .small_direct(Transform::Grad, &args, &[], &(), 0)
+            .is_none());
+        drop(trace);
+        assert!(S2
+            .small_direct(Transform::Grad, &args, &[], &(1,), 0)
+            .is_none());
     }
 
     #[test]
