@@ -218,10 +218,14 @@ impl Bodies {
         let general = build(&Taker::new(Read::Values, kind.clone()));
         let tk = Taker::new(Read::Numbers, kind.clone());
         let numeric = build(&tk);
-        let (wrap, ok) = if plain {
-            (quote!(plain), TokenStream::new())
+        let (wrap, wrap_at, ok) = if plain {
+            (quote!(plain), quote!(plain_at), TokenStream::new())
         } else {
-            (quote!(companion), quote!(::core::result::Result::Ok))
+            (
+                quote!(companion),
+                quote!(companion_at),
+                quote!(::core::result::Result::Ok),
+            )
         };
         let number_extras = numbers(extras.iter().map(|(id, o)| (id, *o)));
         let number_args = if generic {
@@ -286,10 +290,13 @@ impl Bodies {
                     &#statics_val,
                     #skip,
                 ) {
+                    // The caller's line, for the general path inside the
+                    // closure (`#[track_caller]` does not reach into it).
+                    let __rlx_at = ::core::panic::Location::caller();
                     return __rlx_h.run(
                         |__rlx_it: &mut ::rlx::__private::Flat<'_>| -> #full_ret {
                             #[allow(unused_variables, clippy::redundant_closure_call)]
-                            let __rlx_general = || ::rlx::__private::#wrap(|| -> ::rlx::Result<#ret> {
+                            let __rlx_general = || ::rlx::__private::#wrap_at(__rlx_at, || -> ::rlx::Result<#ret> {
                                 #run
                                 ::core::result::Result::Ok(#general)
                             });

@@ -265,13 +265,34 @@ tuple_placeholder!(
 /// caller's line) and a stand-in is returned, so that tracing can go on.
 #[track_caller]
 pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    companion_at(Location::caller(), f)
+}
+
+/// [`companion`] naming `loc` as the caller's line: for a companion's
+/// general path taken inside a closure, where `#[track_caller]` does not
+/// reach (the companion reads its caller's line before the closure).
+///
+/// ```
+/// use rlx_runtime::function::companion_at;
+/// use rlx_runtime::{Error, Result};
+/// let here = std::panic::Location::caller();
+/// // Outside a trace an error comes back as it is (the check of
+/// // non-finite results would add the line).
+/// let r: Result<f64> = companion_at(here, || Err(Error::Unsupported("no".into())));
+/// assert_eq!(r.unwrap_err().to_string(), Error::Unsupported("no".into()).to_string());
+/// assert_eq!(companion_at(here, || Ok(1.5f64)).unwrap(), 1.5);
+/// ```
+pub fn companion_at<T: Placeholder>(
+    loc: &'static Location<'static>,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
     match f() {
         Err(e) if trace::is_tracing() => {
-            record(located(e, Location::caller()));
+            record(located(e, loc));
             Ok(T::placeholder())
         }
         // The check of non-finite results names the caller's line too.
-        Err(e) if matches!(e.root(), Error::NonFinite(_)) => Err(located(e, Location::caller())),
+        Err(e) if matches!(e.root(), Error::NonFinite(_)) => Err(located(e, loc)),
         r => r,
     }
 }
@@ -281,13 +302,43 @@ pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
 /// stand-in returned).
 #[track_caller]
 pub fn plain<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> T {
-    match f() {
+    match settled(Location::caller(), f) {
         Ok(v) => v,
-        Err(e) if trace::is_tracing() => {
-            record(located(e, Location::caller()));
-            T::placeholder()
-        }
+        // The panic's location is the caller's (`#[track_caller]`).
         Err(e) => panic!("{e}"),
+    }
+}
+
+/// [`plain`] naming `loc` as the caller's line (see [`companion_at`]): the
+/// panic's message names it, as its location cannot.
+///
+/// ```
+/// use rlx_runtime::function::plain_at;
+/// let here = std::panic::Location::caller();
+/// assert_eq!(plain_at(here, || Ok(2.0f64)), 2.0);
+/// ```
+pub fn plain_at<T: Placeholder>(
+    loc: &'static Location<'static>,
+    f: impl FnOnce() -> Result<T>,
+) -> T {
+    match settled(loc, f) {
+        Ok(v) => v,
+        Err(e) => panic!("{}", located(e, loc)),
+    }
+}
+
+/// `f()`, or inside a trace its error recorded there (naming `loc`) and a
+/// stand-in: what a plain call does before it panics on an error.
+fn settled<T: Placeholder>(
+    loc: &'static Location<'static>,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    match f() {
+        Err(e) if trace::is_tracing() => {
+            record(located(e, loc));
+            Ok(T::placeholder())
+        }
+        r => r,
     }
 }
 
