@@ -259,24 +259,6 @@ impl WholeFn {
             WholeFn::Registers(f) => unsafe { call_with_leaves(f.0, ins, outs.as_mut_ptr()) },
         }
     }
-
-    /// [`WholeFn::call`] on leaves that the caller holds in a local array
-    /// (the number path's arguments): the function that reads them from
-    /// memory gets a copy ([`super::super::on_copy`]), so that the one
-    /// taking them in registers can be passed them without a store.
-    ///
-    /// # Safety
-    /// As [`WholeFn::call`].
-    #[inline]
-    unsafe fn call_local(self, ins: &[f64], outs: &mut [f64]) {
-        match self {
-            WholeFn::Memory(f) => super::super::on_copy(ins, |ins| {
-                f(ins.as_ptr(), outs.as_mut_ptr(), std::ptr::null_mut())
-            }),
-            // SAFETY: the caller's contract is `call_with_leaves`'s.
-            WholeFn::Registers(f) => unsafe { call_with_leaves(f.0, ins, outs.as_mut_ptr()) },
-        }
-    }
 }
 
 impl Whole {
@@ -310,15 +292,16 @@ impl Whole {
         true
     }
 
-    /// [`Whole::call`] on leaves the caller holds in a local array (see
-    /// [`WholeFn::call_local`]).
+    /// [`Whole::call`] on leaves the caller holds in a local array (the
+    /// number path's arguments): the function that reads them from memory
+    /// gets a copy ([`super::super::on_copy`]), so that the one taking
+    /// them in registers can be passed the array's elements without a
+    /// store.
     #[inline]
     pub(crate) fn call_local(&self, ins: &[f64], outs: &mut [f64]) -> bool {
-        if ins.len() != self.loads || outs.len() != self.stores {
-            return false;
+        match self.f {
+            WholeFn::Memory(_) => super::super::on_copy(ins, |ins| self.call(ins, outs)),
+            WholeFn::Registers(_) => self.call(ins, outs),
         }
-        // SAFETY: as in `Whole::call`.
-        unsafe { self.f.call_local(ins, outs) };
-        true
     }
 }
