@@ -34,7 +34,7 @@ impl ScatterStep {
     /// when every index (element `k` is `index(k)`, `count` of them) lies
     /// in `0..split.1`; `None` otherwise (the kernel step then reports it).
     /// `parts`: the leading dim of the indices' shape, the parts they may
-    /// split into (see [`Order::Disjoint`]).
+    /// split into (see [`Order::Disjoint`] and [`Order::Apart`]).
     pub(crate) fn checked(
         (operand, updates): (Val, Val),
         split: (usize, usize, usize),
@@ -92,7 +92,12 @@ mod tests {
         let xyz: Vec<i64> = (0..3)
             .flat_map(|k| [0, 0, 3, 6, 3, 0].map(|i| i + k))
             .collect();
-        assert_eq!(step(&xyz, 9, 3), Some(Order::Disjoint(3)));
+        assert_eq!(step(&xyz, 9, 3), Some(Order::Apart(3)));
+        // The same particles in runs: 0, 0, 0, 1, 1, 2.
+        let runs: Vec<i64> = (0..3)
+            .flat_map(|k| [0, 0, 0, 3, 3, 6].map(|i| i + k))
+            .collect();
+        assert_eq!(step(&runs, 9, 3), Some(Order::Disjoint(3)));
         // Element 1 in both halves; parts not dividing the count; one part.
         assert_eq!(step(&[1, 0, 2, 1], 3, 2), Some(Order::Any));
         assert_eq!(step(&[1, 0, 2, 1, 0], 3, 2), Some(Order::Any));

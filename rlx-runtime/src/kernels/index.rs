@@ -125,11 +125,17 @@ pub(crate) enum Order {
     /// added in lock-step, each part's running sum in its own register,
     /// so that their additions overlap.
     Disjoint(usize),
+    /// As `Disjoint`, with most indices differing from the one before them
+    /// in their part (the second particle of each pair): a running sum
+    /// would be stored and reloaded at nearly every step, so the updates
+    /// are added in place, the parts still in lock-step.
+    Apart(usize),
 }
 
 impl Order {
     /// The order of checked element indices `ix` into `0..size`:
-    /// `Disjoint(parts)` if they split so, else `Sorted` or `Any`.
+    /// `Disjoint(parts)` (or `Apart(parts)`) if they split so, else
+    /// `Sorted` or `Any`.
     pub(crate) fn of(ix: &[u32], size: usize, parts: usize) -> Order {
         if sorted(ix) {
             return Order::Sorted;
@@ -147,7 +153,17 @@ impl Order {
             }
             *p = part;
         }
-        Order::Disjoint(parts)
+        // Steps where a part's index changes, against those where it
+        // stays (a run a running sum adds up in a register).
+        let changes = ix
+            .chunks_exact(len)
+            .map(|p| p.windows(2).filter(|w| w[0] != w[1]).count())
+            .sum::<usize>();
+        if 2 * changes > ix.len() {
+            Order::Apart(parts)
+        } else {
+            Order::Disjoint(parts)
+        }
     }
 }
 
@@ -198,6 +214,9 @@ fn copy_and_scatter<T: Copy, I: Position>(
         Order::Disjoint(2) if split.0 == 1 && split.2 == 1 => in_parts::<T, I, 2>(ix, upd, o, add),
         Order::Disjoint(3) if split.0 == 1 && split.2 == 1 => in_parts::<T, I, 3>(ix, upd, o, add),
         Order::Disjoint(4) if split.0 == 1 && split.2 == 1 => in_parts::<T, I, 4>(ix, upd, o, add),
+        Order::Apart(2) if split.0 == 1 && split.2 == 1 => apart::<T, I, 2>(ix, upd, o, add),
+        Order::Apart(3) if split.0 == 1 && split.2 == 1 => apart::<T, I, 3>(ix, upd, o, add),
+        Order::Apart(4) if split.0 == 1 && split.2 == 1 => apart::<T, I, 4>(ix, upd, o, add),
         _ => scatter(split, ix, upd, o, add),
     }
 }
@@ -231,6 +250,28 @@ fn in_parts<T: Copy, I: Position, const S: usize>(
     }
     for s in 0..S {
         o[at[s]] = acc[s];
+    }
+}
+
+/// Adds element updates `upd` into `o` at `ix`, which split into `S`
+/// contiguous parts of equal length touching disjoint elements, in
+/// lock-step, each update added in place (see [`Order::Apart`]). Every
+/// element gets its updates in order, from one part, so the bits are
+/// [`scatter`]'s.
+fn apart<T: Copy, I: Position, const S: usize>(
+    ix: &[I],
+    upd: &[T],
+    o: &mut [T],
+    add: impl Fn(T, T) -> T,
+) {
+    let len = ix.len() / S;
+    let ix: [&[I]; S] = std::array::from_fn(|s| &ix[s * len..(s + 1) * len]);
+    let upd: [&[T]; S] = std::array::from_fn(|s| &upd[s * len..(s + 1) * len]);
+    for t in 0..len {
+        for s in 0..S {
+            let j = ix[s][t].at();
+            o[j] = add(o[j], upd[s][t]);
+        }
     }
 }
 
@@ -357,4 +398,49 @@ pub(crate) fn scatter_add_checked<I: Position>(
         _ => return Err(err),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `copy_and_scatter` of `(parts, ix)` (element indices into 0..size)
+    /// under `order`, with updates whose sums depend on their order.
+    fn scatter_under(order: Order, ix: &[u32], size: usize) -> Vec<u64> {
+        let x: Vec<f64> = (0..size).map(|i| 1.0 + i as f64 * 1e-3).collect();
+        let upd: Vec<f64> = (0..ix.len())
+            .map(|k| (k as f64 * 0.731).sin() * 10f64.powi((k % 7) as i32 - 3))
+            .collect();
+        let mut o = vec![0.0; size];
+        copy_and_scatter((1, size, 1), order, ix, &x, &upd, &mut o, |a, b| a + b);
+        o.into_iter().map(f64::to_bits).collect()
+    }
+
+    #[test]
+    fn every_known_order_gives_the_bits_of_the_plain_scatter() {
+        // Three coordinates of 8 particles: pairs (i, j), i < j, by i:
+        // the first particles come in runs, the second ones apart.
+        let pairs: Vec<(u32, u32)> = (0..8)
+            .flat_map(|i| (i + 1..8).map(move |j| (i, j)))
+            .collect();
+        for take in [|p: (u32, u32)| p.0, |p: (u32, u32)| p.1] {
+            let ix: Vec<u32> = (0..3)
+                .flat_map(|k| pairs.iter().map(move |&p| 3 * take(p) + k))
+                .collect();
+            let order = Order::of(&ix, 24, 3);
+            let want = scatter_under(Order::Any, &ix, 24);
+            assert_eq!(scatter_under(order, &ix, 24), want, "{order:?}");
+            for other in [Order::Disjoint(3), Order::Apart(3)] {
+                assert_eq!(scatter_under(other, &ix, 24), want, "{other:?}");
+            }
+        }
+        let runs: Vec<u32> = (0..3)
+            .flat_map(|k| pairs.iter().map(move |&p| 3 * p.0 + k))
+            .collect();
+        let apart: Vec<u32> = (0..3)
+            .flat_map(|k| pairs.iter().map(move |&p| 3 * p.1 + k))
+            .collect();
+        assert_eq!(Order::of(&runs, 24, 3), Order::Disjoint(3));
+        assert_eq!(Order::of(&apart, 24, 3), Order::Apart(3));
+    }
 }
