@@ -39,6 +39,7 @@ pub mod loops;
 pub mod op;
 pub mod passes;
 pub mod shape;
+mod shape_dims;
 pub mod sparsity;
 #[cfg(test)]
 mod test_graphs;

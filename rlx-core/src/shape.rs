@@ -23,6 +23,7 @@ use std::fmt;
 
 use smallvec::SmallVec;
 
+use crate::shape_dims::Dims;
 use crate::{DType, Error, Result};
 
 /// The largest size in bytes of a tensor's values: `isize::MAX`, the limit
@@ -43,57 +44,38 @@ pub const MAX_BYTES: usize = isize::MAX as usize;
 pub struct Shape(Dims);
 
 impl Clone for Shape {
-    /// A copy of the dimensions (`SmallVec`'s own `clone` extends an
-    /// iterator element by element; this is on the warm path of every
-    /// tensor result).
+    /// A copy of the dimensions: inline ones by value, a longer list by
+    /// counting a reference (see `shape_dims`); never a heap allocation.
     #[inline]
     fn clone(&self) -> Shape {
-        // Inline dimensions are copied by value (`from_slice` calls
-        // `memcpy` for the few bytes of a small tensor's shape).
-        let buf = match self.0[..] {
-            [] => [0; INLINE_RANK],
-            [a] => [a, 0, 0, 0],
-            [a, b] => [a, b, 0, 0],
-            [a, b, c] => [a, b, c, 0],
-            [a, b, c, d] => [a, b, c, d],
-            _ => return Shape(Dims::from_slice(&self.0)),
-        };
-        Shape(Dims::from_buf_and_len(buf, self.0.len()))
+        Shape(self.0.clone())
     }
 }
-
-/// Dimensions up to [`INLINE_RANK`] are stored inline: a shape of rank 4
-/// or less is cloned without a heap allocation (every small tensor and
-/// every graph node carries one; the warm call of a function of small
-/// tensors would otherwise allocate a shape per result).
-type Dims = SmallVec<[usize; INLINE_RANK]>;
-
-/// The largest rank stored without a heap allocation.
-const INLINE_RANK: usize = 4;
 
 impl Shape {
     /// A shape with the given dimensions.
     #[inline]
     pub fn new(dims: impl Into<Vec<usize>>) -> Shape {
-        Shape(Dims::from_vec(dims.into()))
+        let dims: Vec<usize> = dims.into();
+        Shape(Dims::from_slice(&dims))
     }
 
     /// The 0-d shape `[]`.
     #[inline]
     pub fn scalar() -> Shape {
-        Shape(Dims::new())
+        Shape(Dims::default())
     }
 
     /// The dimensions.
     #[inline]
     pub fn dims(&self) -> &[usize] {
-        &self.0
+        self.0.as_slice()
     }
 
     /// Number of dimensions.
     #[inline]
     pub fn rank(&self) -> usize {
-        self.0.len()
+        self.0.as_slice().len()
     }
 
     /// Number of elements (1 for a 0-d shape, 0 if any dimension is 0).
@@ -121,12 +103,12 @@ impl Shape {
     #[inline]
     pub fn checked_numel(&self) -> Option<usize> {
         let mut nonzero: usize = 1;
-        for &d in &self.0 {
+        for &d in self.dims() {
             if d != 0 {
                 nonzero = nonzero.checked_mul(d).filter(|&n| n <= MAX_BYTES)?;
             }
         }
-        Some(if self.0.contains(&0) { 0 } else { nonzero })
+        Some(if self.dims().contains(&0) { 0 } else { nonzero })
     }
 
     /// The largest element count a tensor of `dtype` may have:
@@ -184,13 +166,13 @@ impl Shape {
     /// The exact element count as a decimal string, however large (for
     /// messages about shapes too large to have a `usize` count).
     pub(crate) fn numel_string(&self) -> String {
-        if self.0.contains(&0) {
+        if self.dims().contains(&0) {
             return "0".into();
         }
         // Base 10^18 limbs, least significant first.
         const BASE: u128 = 1_000_000_000_000_000_000;
         let mut limbs: Vec<u128> = vec![1];
-        for &d in &self.0 {
+        for &d in self.dims() {
             let mut carry: u128 = 0;
             for l in limbs.iter_mut() {
                 let v = *l * d as u128 + carry;
@@ -212,13 +194,13 @@ impl Shape {
     /// Whether this is the 0-d shape.
     #[inline]
     pub fn is_scalar(&self) -> bool {
-        self.0.is_empty()
+        self.dims().is_empty()
     }
 
     /// Size of dimension `axis`; panics if out of range (callers validate).
     #[inline]
     pub fn dim(&self, axis: usize) -> usize {
-        self.0[axis]
+        self.dims()[axis]
     }
 
     /// Row-major strides in elements: `strides[i] = prod(dims[i+1..])`.
@@ -228,10 +210,11 @@ impl Shape {
     /// assert_eq!(Shape::from([2, 3, 4]).strides(), vec![12, 4, 1]);
     /// ```
     pub fn strides(&self) -> Vec<usize> {
-        let mut strides: Vec<usize> = vec![1; self.0.len()];
-        for i in (0..self.0.len().saturating_sub(1)).rev() {
+        let dims = self.dims();
+        let mut strides: Vec<usize> = vec![1; dims.len()];
+        for i in (0..dims.len().saturating_sub(1)).rev() {
             // Saturating: exact for every shape that passes `check_size`.
-            strides[i] = strides[i + 1].saturating_mul(self.0[i + 1]);
+            strides[i] = strides[i + 1].saturating_mul(dims[i + 1]);
         }
         strides
     }
@@ -248,7 +231,7 @@ impl Shape {
     /// ```
     pub fn broadcast(a: &Shape, b: &Shape) -> Option<Shape> {
         let rank = a.rank().max(b.rank());
-        let mut out = Dims::from_elem(0, rank);
+        let mut out: SmallVec<[usize; 4]> = SmallVec::from_elem(0, rank);
         for (i, o) in out.iter_mut().enumerate() {
             let da = a.dim_from_right(rank - 1 - i);
             let db = b.dim_from_right(rank - 1 - i);
@@ -259,7 +242,7 @@ impl Shape {
                 _ => return None,
             };
         }
-        Some(Shape(out))
+        Some(Shape(Dims::from_slice(&out)))
     }
 
     /// Whether `self` broadcasts to `target` (NumPy rules, one direction).
@@ -274,8 +257,9 @@ impl Shape {
     /// Dimension `i` counted from the right (0 = last), 1 past the rank.
     #[inline]
     fn dim_from_right(&self, i: usize) -> usize {
-        if i < self.0.len() {
-            self.0[self.0.len() - 1 - i]
+        let dims = self.dims();
+        if i < dims.len() {
+            dims[dims.len() - 1 - i]
         } else {
             1
         }
@@ -291,7 +275,7 @@ impl fmt::Debug for Shape {
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("[")?;
-        for (i, d) in self.0.iter().enumerate() {
+        for (i, d) in self.dims().iter().enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
@@ -309,7 +293,7 @@ impl<const N: usize> From<[usize; N]> for Shape {
 
 impl From<Vec<usize>> for Shape {
     fn from(dims: Vec<usize>) -> Shape {
-        Shape(Dims::from_vec(dims))
+        Shape(Dims::from_slice(&dims))
     }
 }
 

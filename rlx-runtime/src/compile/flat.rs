@@ -95,8 +95,8 @@ impl<'a> Flat<'a> {
     /// Takes the next output as a new concrete tensor of its type (an
     /// `f32` output rounded back from its widened values, which are exact).
     /// `None` when no output is left. Always inlined: a companion takes
-    /// each result once, and an outlined call (its frame, and the 80-byte
-    /// `Option<Tensor>` returned through memory) cost more than the body.
+    /// each result once, and an outlined call (its frame, and the `Option<Tensor>`
+    /// returned through memory, then 80 bytes) cost more than the body.
     /// Only the common buffer is made inline (the values of a small `f64`
     /// output, in a pooled vector); `other_buffer` makes the others out
     /// of line, so that the companion's code stays short.

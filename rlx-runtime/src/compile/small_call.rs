@@ -262,9 +262,9 @@ impl SmallRun<'_> {
     /// ([`Flat`]), whatever its type: `build` returns the companion's own
     /// result (an `rlx::Result`, or the plain call's value), so that it
     /// is built straight where the companion returns it, with no copy of
-    /// an `Option` into a `Result` on the way out (a 160-byte `memcpy` for
-    /// a pair of tensors, whose wide loads waited for the narrow stores
-    /// that had just built it). If a take declines (the companion returns
+    /// an `Option` into a `Result` on the way out (with 80-byte tensors, a
+    /// 160-byte `memcpy` for a pair of them, whose wide loads waited for
+    /// the narrow stores that had just built it). If a take declines (the companion returns
     /// other types than the plan's outputs), `build` itself takes the
     /// general path.
     #[inline]
