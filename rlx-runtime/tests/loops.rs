@@ -422,3 +422,29 @@ fn a_warm_call_overwrites_the_last_calls_loop_results() {
         }
     }
 }
+
+#[test]
+fn a_new_plans_first_run_on_a_dropped_plans_memory_gives_the_warm_bits() {
+    // The first run of a plan gives the packed result of each loop (every
+    // step's residuals, megabytes here) room the loop fills, not zeros. A
+    // plan built after another one was dropped gets the dropped plan's
+    // memory back from the allocator, holding the residuals of other
+    // inputs: had the loop left an element unwritten, they would show in
+    // the new plan's first results. Against a warm plan, bit for bit, at
+    // alternating inputs.
+    let (rows, steps) = (4, 4000);
+    let mut rng = Rng::new(23);
+    let g = value_and_grad(&recurrent(rows, steps, None), &[0, 1, 2, 3, 4]).unwrap();
+    assert!(hoisted_of(&g).is_some(), "residuals with hoisted products");
+    let points: Vec<Vec<Vec<f64>>> = (0..2)
+        .map(|_| recurrent_inputs(&mut rng, rows, steps))
+        .collect();
+    let warm = compile(&g).unwrap();
+    for round in 0..4 {
+        let ts = tensors(&g, &points[round % 2]);
+        let refs: Vec<&Tensor> = ts.iter().collect();
+        let fresh = compile(&g).unwrap().run(&refs).unwrap();
+        let want = warm.run(&refs).unwrap();
+        assert_eq!(numbers_of(&fresh), numbers_of(&want), "round {round}");
+    }
+}

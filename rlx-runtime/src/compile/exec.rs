@@ -128,21 +128,49 @@ fn slot<'s>(
     }
 }
 
-/// Allocates the buffer slot a step writes through `dst` when no run has
-/// yet: the slot's whole capacity, zeroed by the allocator (untouched pages
-/// for a large one), so that later values of the slot fit without
-/// allocating. Outputs are the caller's.
-fn first_use(plan: &Plan, dst: Dst, s: &mut Storage) -> Result<()> {
-    let Dst::Node(v) = dst else { return Ok(()) };
+/// Allocates the buffer slot target `t` writes when no run has yet: the
+/// slot's whole capacity, so that later values of the slot fit without
+/// allocating. Outputs are the caller's. For a target its step writes
+/// whole (`fills`), the slot is only given room, which the step fills
+/// (see [`fresh`]); for the others it is zeroed by the allocator. Zeroed
+/// memory is free only when it comes straight from the system: a plan
+/// built after another was dropped (a first `grad_` call) gets memory the
+/// allocator reuses and must clear, 17 MB of the LSTM's residuals that its
+/// scan then overwrites. A large slot is advised to take huge pages
+/// either way (`pages`).
+fn first_use(plan: &Plan, t: &Target, s: &mut Storage) -> Result<()> {
+    let Dst::Node(v) = t.dst else { return Ok(()) };
     let Loc::Buf(k) = plan.locs[v as usize] else {
         return Ok(());
     };
     let (dtype, cap) = plan.slots[k as usize];
+    let oom = || out_of_memory("run", &Shape::from([cap]), dtype);
     if s.capacity() < cap {
-        *s = Storage::try_zeroed(dtype, cap)
-            .ok_or_else(|| out_of_memory("run", &Shape::from([cap]), dtype))?;
+        *s = match t.fills {
+            true => {
+                let mut room = Storage::zeros(dtype, 0);
+                room.try_room(cap).map_err(|_| oom())?;
+                advise_room(&mut room);
+                room
+            }
+            false => Storage::try_zeroed(dtype, cap).ok_or_else(oom)?,
+        };
     }
     Ok(())
+}
+
+/// Advises huge pages for the spare room of a fresh storage before
+/// anything is written into it (see `pages::advise_huge`).
+fn advise_room(s: &mut Storage) {
+    use crate::pages::advise_huge as a;
+    match s {
+        Storage::F32(v) => a(v.spare_capacity_mut()),
+        Storage::F64(v) => a(v.spare_capacity_mut()),
+        Storage::F16(v) => a(v.spare_capacity_mut()),
+        Storage::BF16(v) => a(v.spare_capacity_mut()),
+        Storage::I64(v) => a(v.spare_capacity_mut()),
+        Storage::Bool(v) => a(v.spare_capacity_mut()),
+    }
 }
 
 /// Whether target `t` is written whole by its step (see `fills`) and its
@@ -198,7 +226,7 @@ pub(crate) fn run(
             let s = slot(plan, t.dst, &mut st.bufs, outs);
             let mut taken = std::mem::replace(s, EMPTY);
             if sized.is_ok() {
-                sized = first_use(plan, t.dst, &mut taken)
+                sized = first_use(plan, t, &mut taken)
                     .and_then(|()| {
                         if fresh(t, &taken) {
                             st.fresh.push(true);

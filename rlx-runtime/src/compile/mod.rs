@@ -269,7 +269,8 @@ pub(crate) fn compile_owned(g: &Graph, options: &Options) -> Result<Executable> 
             return Ok(exe);
         }
     }
-    let plan = planner::build(&g, &origins, options)?;
+    // `prepare` verified `g` (or built it with checked pushes).
+    let plan = planner::build_verified(&g, &origins, options)?;
     Executable::from_plan(plan)
 }
 

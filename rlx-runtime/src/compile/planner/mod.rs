@@ -218,6 +218,15 @@ pub(crate) use builder::worth_compiling;
 /// steps name those nodes in their errors.
 pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<Plan> {
     g.verify()?;
+    build_verified(g, origins, options)
+}
+
+/// [`build`] of a graph the caller has just verified or built with checked
+/// pushes (`compile`'s prepared graph: `passes::optimize_with_origins`
+/// verifies its result, `loops::spine::fuse_spines` builds through the
+/// checked `Graph` methods). Verifying it again re-validated every loop's
+/// step graphs: a tenth of the LSTM's trace + differentiate + compile.
+pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -> Result<Plan> {
     let nodes = g.nodes();
     let nn = nodes.len();
     let live = g.live_nodes();
