@@ -221,6 +221,20 @@ fn copy_and_scatter<T: Copy, I: Position>(
     }
 }
 
+/// The `S` equal parts of `ix` and of `upd` (see [`Order::Disjoint`]),
+/// and their length.
+fn split_parts<'a, T, I, const S: usize>(
+    ix: &'a [I],
+    upd: &'a [T],
+) -> (usize, [&'a [I]; S], [&'a [T]; S]) {
+    let len = ix.len() / S;
+    (
+        len,
+        std::array::from_fn(|s| &ix[s * len..(s + 1) * len]),
+        std::array::from_fn(|s| &upd[s * len..(s + 1) * len]),
+    )
+}
+
 /// Adds element updates `upd` into `o` at `ix`, which split into `S`
 /// contiguous parts of equal length touching disjoint elements, in
 /// lock-step: step `t` adds update `t` of every part, each part summing a
@@ -232,9 +246,7 @@ fn in_parts<T: Copy, I: Position, const S: usize>(
     o: &mut [T],
     add: impl Fn(T, T) -> T,
 ) {
-    let len = ix.len() / S;
-    let ix: [&[I]; S] = std::array::from_fn(|s| &ix[s * len..(s + 1) * len]);
-    let upd: [&[T]; S] = std::array::from_fn(|s| &upd[s * len..(s + 1) * len]);
+    let (len, ix, upd) = split_parts::<T, I, S>(ix, upd);
     let mut at: [usize; S] = std::array::from_fn(|s| ix[s][0].at());
     let mut acc: [T; S] = std::array::from_fn(|s| o[at[s]]);
     for t in 0..len {
@@ -264,9 +276,7 @@ fn apart<T: Copy, I: Position, const S: usize>(
     o: &mut [T],
     add: impl Fn(T, T) -> T,
 ) {
-    let len = ix.len() / S;
-    let ix: [&[I]; S] = std::array::from_fn(|s| &ix[s * len..(s + 1) * len]);
-    let upd: [&[T]; S] = std::array::from_fn(|s| &upd[s * len..(s + 1) * len]);
+    let (len, ix, upd) = split_parts::<T, I, S>(ix, upd);
     for t in 0..len {
         for s in 0..S {
             let j = ix[s][t].at();
