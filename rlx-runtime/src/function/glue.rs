@@ -286,11 +286,7 @@ pub fn companion_at<T: Placeholder>(
     loc: &'static Location<'static>,
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
-    match f() {
-        Err(e) if trace::is_tracing() => {
-            record(located(e, loc));
-            Ok(T::placeholder())
-        }
+    match settled(loc, f) {
         // The check of non-finite results names the caller's line too.
         Err(e) if matches!(e.root(), Error::NonFinite(_)) => Err(located(e, loc)),
         r => r,
@@ -328,7 +324,8 @@ pub fn plain_at<T: Placeholder>(
 }
 
 /// `f()`, or inside a trace its error recorded there (naming `loc`) and a
-/// stand-in: what a plain call does before it panics on an error.
+/// stand-in: what a companion does before it names its line in a
+/// non-finite error, and a plain call before it panics on an error.
 fn settled<T: Placeholder>(
     loc: &'static Location<'static>,
     f: impl FnOnce() -> Result<T>,
