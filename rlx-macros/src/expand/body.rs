@@ -290,9 +290,6 @@ impl Bodies {
                     &#statics_val,
                     #skip,
                 ) {
-                    // The caller's line, for the general path inside the
-                    // closure (`#[track_caller]` does not reach into it).
-                    let __rlx_at = ::core::panic::Location::caller();
                     return __rlx_h.run(
                         |__rlx_it: &mut ::rlx::__private::Flat<'_>| -> #full_ret {
                             #[allow(unused_variables, clippy::redundant_closure_call)]
@@ -318,13 +315,36 @@ impl Bodies {
                 }
             }
         });
-        quote! {
-            #fast
-            #small
-            ::rlx::__private::#wrap(|| -> ::rlx::Result<#ret> {
-                #run
-                ::core::result::Result::Ok(#general)
-            })
+        // The caller's line, for the general paths inside closures
+        // (`#[track_caller]` does not reach into them).
+        let at = quote!(let __rlx_at = ::core::panic::Location::caller(););
+        match fast {
+            // A companion with a number path: everything after it runs out
+            // of line, so that the warm number path neither saves the
+            // arguments for the later paths nor sets up their frame.
+            Some(fast) if !plain => quote! {
+                #fast
+                #at
+                ::rlx::__private::out_of_line(move || -> ::rlx::Result<#ret> {
+                    #small
+                    ::rlx::__private::companion_at(__rlx_at, || -> ::rlx::Result<#ret> {
+                        #run
+                        ::core::result::Result::Ok(#general)
+                    })
+                })
+            },
+            fast => {
+                let at = small.is_some().then_some(at);
+                quote! {
+                    #fast
+                    #at
+                    #small
+                    ::rlx::__private::#wrap(|| -> ::rlx::Result<#ret> {
+                        #run
+                        ::core::result::Result::Ok(#general)
+                    })
+                }
+            }
         }
     }
 

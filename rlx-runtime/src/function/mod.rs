@@ -91,7 +91,7 @@ pub use cache::{
 };
 pub use control::{and, eq, ge, gt, le, lt, ne, or, select, Compare, Cond, Logic, TracedOperand};
 pub use glue::{
-    companion, companion_at, finish, flat, inputs, number, outputs, plain, plain_at, skip, take,
-    Number, Output, Placeholder, Returns,
+    companion, companion_at, finish, flat, inputs, number, out_of_line, outputs, plain, plain_at,
+    skip, take, Number, Output, Placeholder, Returns,
 };
 pub use transform::Transform;

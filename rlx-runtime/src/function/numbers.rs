@@ -41,14 +41,21 @@ fn numbers_as_args(values: &[f64], f32s: u64) -> Vec<Arg<'static>> {
 /// The warm number path of one transform ([`Function::direct`]): the
 /// pinned entry's types and the native code of its plan when that plan is
 /// one function over the numbers in order (with no extras), so that a warm
-/// call compares one mask and one type id and calls it: no entry, plan or
-/// executable to reach and check on every call.
+/// call compares one mask and calls it: no entry, plan or executable to
+/// reach and check on every call. Only an entry whose static arguments are
+/// `()` has one (a function without static parameters, as
+/// `#[differentiable]` calls it): a caller's `()` is then checked when it
+/// is compiled, not on every call.
 pub(super) struct Direct {
     /// The pinned entry's `f32` mask.
     f32s: u64,
-    /// The type of its static arguments (a zero-sized type).
-    statics: TypeId,
     call: DirectCall,
+}
+
+/// Whether `S` is `()`, the static arguments of a function without static
+/// parameters (a constant once `S` is known).
+fn no_statics<S: StaticArg>() -> bool {
+    TypeId::of::<S>() == TypeId::of::<()>()
 }
 
 /// The arguments of [`Function::run_numbers`], for its general path.
@@ -211,10 +218,10 @@ impl Function {
     /// native function over the numbers in order, the check of non-finite
     /// values on); the general path then does, with the same results.
     /// The pinned entry's plan is reached through its [`Direct`] record,
-    /// made when it was pinned: one mask, one type id and the code's
-    /// lengths are compared (the entry's, plan's and executable's checks
-    /// were about a third of a warm `grad_` of six numbers outside the
-    /// native code).
+    /// made when it was pinned: one mask and the code's lengths are
+    /// compared (the entry's, plan's and executable's checks were about a
+    /// third of a warm `grad_` of six numbers outside the native code).
+    /// Static arguments other than `()` always take the general path.
     ///
     /// A pinned entry stays alive as long as the function (a `static`),
     /// even if the plan cache evicts it: one signature per transform.
@@ -226,25 +233,24 @@ impl Function {
         arg_f32s: u64,
         out: &mut [f64],
     ) -> bool {
-        if std::mem::size_of::<S>() != 0 {
+        if !no_statics::<S>() {
             return false;
         }
         match self.direct[t.index()].get() {
-            Some(d) if d.f32s == arg_f32s && d.statics == TypeId::of::<S>() && known_off() => {
-                d.call.call_local(args, out)
-            }
+            Some(d) if d.f32s == arg_f32s && known_off() => d.call.call_local(args, out),
             _ => false,
         }
     }
 
     /// Records the [`Direct`] call of transform `t`'s pinned entry, once,
     /// if its plan is one native function over numbers without extras
-    /// ([`crate::compile::Executable::direct_call`]); otherwise nothing,
-    /// and [`Function::run_pinned`] declines every call, as it did.
+    /// ([`crate::compile::Executable::direct_call`]) and its static
+    /// arguments are `()`; otherwise nothing, and [`Function::run_pinned`]
+    /// declines every call, as it did.
     #[cold]
     fn pin_direct<S: StaticArg>(&self, t: Transform) {
         let slot = &self.direct[t.index()];
-        if std::mem::size_of::<S>() != 0 || slot.get().is_some() {
+        if !no_statics::<S>() || slot.get().is_some() {
             return;
         }
         let Some(entry) = self.pinned[t.index()].get() else {
@@ -254,12 +260,10 @@ impl Function {
             return;
         };
         match plan.exe.get().and_then(|e| e.direct_call()) {
-            Some(call) if plan.extras_f32s == Some((0, 0)) => {
-                let _ = slot.set(Direct {
-                    f32s,
-                    statics: entry.statics_type,
-                    call,
-                });
+            Some(call)
+                if plan.extras_f32s == Some((0, 0)) && entry.statics_type == TypeId::of::<()>() =>
+            {
+                let _ = slot.set(Direct { f32s, call });
             }
             _ => {}
         }
@@ -497,5 +501,37 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    /// Static arguments of a zero-sized type other than `()`.
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    struct Tag;
+
+    fn tagged(types: &[TensorType], _: &Tag) -> Result<Graph> {
+        tracer(types, &())
+    }
+
+    static H: Function = Function::new("h", &["x", "y"], &[0, 1]);
+
+    #[test]
+    fn only_unit_statics_get_a_direct_record() {
+        let (x, y) = (0.75, 1.5);
+        let want = general(Transform::Grad, &[Arg::F64(x), Arg::F64(y)], &[]).unwrap();
+        // Zero-sized statics other than `()` pin their entry but make no
+        // `Direct` record: every call takes the general path, with its results.
+        for _ in 0..2 {
+            let mut out = [0.0; 3];
+            let ran = H.run_numbers(Transform::Grad, &[x, y], 0, &[], 0, &Tag, tagged, &mut out);
+            assert!(ran.unwrap());
+            assert_eq!(out.to_vec(), want);
+        }
+        assert!(H.direct[Transform::Grad.index()].get().is_none());
+        // A later call with `()` still gets its own entry's results (and the
+        // pinned `Tag` entry never serves it).
+        let mut out = [0.0; 3];
+        let ran = H.run_numbers(Transform::Grad, &[x, y], 0, &[], 0, &(), tracer, &mut out);
+        assert!(ran.unwrap());
+        assert_eq!(out.to_vec(), want);
+        assert!(!H.run_pinned::<()>(Transform::Grad, &[x, y], 0, &mut out));
     }
 }
