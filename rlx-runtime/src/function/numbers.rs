@@ -118,10 +118,9 @@ impl Function {
         tracer: Tracer<S>,
         out: &mut [f64],
     ) -> Result<bool> {
-        if args.len() == self.params.len()
-            && extras.is_empty()
-            && self.run_pinned::<S>(t, args, arg_f32s, out)
-        {
+        // (A wrong argument count is declined there: the code takes exactly
+        // its plan's inputs, the parameters; the general path reports it.)
+        if extras.is_empty() && self.run_pinned::<S>(t, args, arg_f32s, out) {
             return Ok(true);
         }
         // The general path on a copy: `args` is usually the caller's local
@@ -399,8 +398,27 @@ mod tests {
         for (got, want) in narrow.iter().zip(want) {
             assert_eq!(*got as f32, want.into_f32().unwrap());
         }
-        // A result buffer of the wrong length is still declined.
+        // A result buffer of the wrong length is still declined, and a
+        // wrong argument count after the pin is the general path's error.
         assert!(!run_g(Transform::Grad, 0.5, -2.0, 0, &mut [0.0; 2]));
+        let short = G.run_numbers(
+            Transform::Grad,
+            &[0.5],
+            0,
+            &[],
+            0,
+            &(),
+            tracer,
+            &mut [0.0; 3],
+        );
+        assert!(matches!(
+            short,
+            Err(Error::CountMismatch {
+                expected: 2,
+                got: 1,
+                ..
+            })
+        ));
         // The Hessian pins its own entry, on its first call.
         let mut h = [0.0; 5];
         assert!(run_g(Transform::Hessian, 0.5, -2.0, 0, &mut h));
