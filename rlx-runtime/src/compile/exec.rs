@@ -224,11 +224,16 @@ pub(crate) fn run(
         st.fresh.clear();
         for t in &step.targets {
             let s = slot(plan, t.dst, &mut st.bufs, outs);
-            let mut taken = std::mem::replace(s, EMPTY);
+            // Pushed before it is sized, and sized in place: moved after
+            // `set_len` wrote its length, it was read back by wider loads
+            // overlapping that store (the instruction where an LSTM
+            // step's profile put a quarter of this function's own time).
+            st.taken.push(std::mem::replace(s, EMPTY));
+            let taken = st.taken.last_mut().expect("pushed just above");
             if sized.is_ok() {
-                sized = first_use(plan, t, &mut taken)
+                sized = first_use(plan, t, taken)
                     .and_then(|()| {
-                        if fresh(t, &taken) {
+                        if fresh(t, taken) {
                             st.fresh.push(true);
                             // Written whole by the step: room, no zeros.
                             taken
@@ -236,12 +241,11 @@ pub(crate) fn run(
                                 .map_err(|_| out_of_memory("run", &Shape::from([t.numel]), t.dtype))
                         } else {
                             st.fresh.push(false);
-                            set_len(&mut taken, t.numel)
+                            set_len(taken, t.numel)
                         }
                     })
                     .map_err(|e| at_node(step.node, "output", e));
             }
-            st.taken.push(taken);
         }
         let env = Env {
             locs: &plan.locs,

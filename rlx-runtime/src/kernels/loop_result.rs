@@ -113,8 +113,17 @@ impl<'a> Packed<'a> {
         }
         same!(&mut *self.s, src, |d, s| {
             let room = &mut d.spare_capacity_mut()[at..at + n];
-            for (d, &x) in room.iter_mut().zip(&s[from..from + n]) {
-                d.write(x);
+            let s = &s[from..from + n];
+            // One `memcpy` (an element-by-element loop of `write`s was
+            // compiled to 16-byte moves: 5% of an LSTM gradient, whose
+            // scan writes 17 MB of residuals this way).
+            // SAFETY: `room` and `s` are `n` elements each (the slicing
+            // above checked both ranges), `MaybeUninit<T>` has the layout
+            // of `T` (a `Copy` element type), and they do not overlap:
+            // `room` is the spare capacity of the unique borrow `*self.s`,
+            // `s` the elements of the shared borrow `src`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(s.as_ptr(), room.as_mut_ptr().cast(), n);
             }
             Ok(())
         })?;
