@@ -185,7 +185,8 @@ impl SmallCall {
             return self.run_large(ins, at, types, lens, build);
         }
         let mut buf = [0.0; SMALL_WINDOW];
-        build(&mut self.flat_on(ins, at, types, lens, &mut buf))
+        let mut flat = self.flat_on(ins, at, types, lens, &mut buf);
+        build(&mut flat)
     }
 
     /// Whether a call for the outputs of `types` from `at` in the window
@@ -269,7 +270,7 @@ impl SmallCall {
     /// the first `skip`, with every other check made: `None` if `ins` does
     /// not have the elements the code reads or the outputs do not lie in
     /// the window.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn ready<'a>(&'a self, ins: &'a [f64], skip: usize) -> Option<SmallRun<'a>> {
         if ins.len() != self.n_in {
             return None;
