@@ -24,11 +24,24 @@ use std::sync::Arc;
 /// The largest rank stored inline.
 const INLINE: usize = 2;
 
+/// The rank of an inline list. A word-sized enum of three values, so that
+/// `Dims` keeps its variant in the word's other values: a list is three
+/// words (the rank and two dimensions), cloned, compared and dropped by
+/// word moves and compares, instead of a tag byte and a rank byte whose
+/// padding the clone of a result's shape copied in odd-sized pieces.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Rank {
+    R0 = 0,
+    R1 = 1,
+    R2 = 2,
+}
+
 /// The dimensions of a shape (see the module docs).
 #[derive(Clone)]
 pub(crate) enum Dims {
-    /// The first `len` (at most [`INLINE`]) of `dims`; the others are 0.
-    Inline { len: u8, dims: [usize; INLINE] },
+    /// The first `rank` of `dims`; the others are 0.
+    Inline { rank: Rank, dims: [usize; INLINE] },
     /// More than [`INLINE`] dimensions.
     Shared(Arc<[usize]>),
 }
@@ -39,15 +52,15 @@ impl Dims {
     pub(crate) fn from_slice(dims: &[usize]) -> Dims {
         match *dims {
             [] => Dims::Inline {
-                len: 0,
+                rank: Rank::R0,
                 dims: [0; INLINE],
             },
             [a] => Dims::Inline {
-                len: 1,
+                rank: Rank::R1,
                 dims: [a, 0],
             },
             [a, b] => Dims::Inline {
-                len: 2,
+                rank: Rank::R2,
                 dims: [a, b],
             },
             _ => Dims::Shared(Arc::from(dims)),
@@ -58,8 +71,8 @@ impl Dims {
     #[inline]
     pub(crate) fn as_slice(&self) -> &[usize] {
         match self {
-            // `len` is at most `INLINE` (every constructor above).
-            Dims::Inline { len, dims } => dims.get(..usize::from(*len)).unwrap_or_default(),
+            // `rank` is at most `INLINE`.
+            Dims::Inline { rank, dims } => dims.get(..*rank as usize).unwrap_or_default(),
             Dims::Shared(dims) => dims,
         }
     }
@@ -73,10 +86,26 @@ impl Default for Dims {
 }
 
 impl PartialEq for Dims {
-    #[inline]
+    /// Equal dimensions. Two inline lists compare as their fields (every
+    /// constructor sets the unused dimensions to 0): the check of a warm
+    /// call's argument shape against its pinned one, with no slice made
+    /// of either.
+    #[inline(always)]
     fn eq(&self, other: &Dims) -> bool {
-        self.as_slice() == other.as_slice()
+        match (self, other) {
+            (Dims::Inline { rank: a, dims: x }, Dims::Inline { rank: b, dims: y }) => {
+                a == b && x == y
+            }
+            _ => same_slices(self, other),
+        }
     }
+}
+
+/// Whether `a` and `b` hold the same dimensions (one of them shared), out
+/// of line: the inline comparison stays a few word compares.
+#[inline(never)]
+fn same_slices(a: &Dims, b: &Dims) -> bool {
+    a.as_slice() == b.as_slice()
 }
 
 impl Eq for Dims {}

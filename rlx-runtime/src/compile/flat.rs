@@ -3,6 +3,8 @@
 //! time, in the type the companion returns (see
 //! [`Function::run_small`](crate::function::Function::run_small)).
 
+use std::mem::ManuallyDrop;
+
 use rlx_core::{DType, TensorType};
 
 use crate::buffer::{Buffer, OWNED_MAX};
@@ -50,8 +52,12 @@ pub struct Flat<'a> {
     /// Their element counts.
     lens: &'a [usize],
     /// The first output's values, when the run wrote them straight into
-    /// their own buffer (then not in `vals`).
-    ready: Option<Buffer>,
+    /// their own buffer (then not in `vals`). Dropped by hand, out of line
+    /// (`Flat`'s `Drop`): the inline drop of a buffer passes its address
+    /// to its out-of-line part, and a `Flat` whose address is taken
+    /// anywhere is kept in memory, each take loading and storing its
+    /// slices (the warm companion's `Flat` is otherwise held in registers).
+    ready: Option<ManuallyDrop<Buffer>>,
     /// The trace the tensors are created in (0: none).
     origin: u64,
 }
@@ -72,7 +78,7 @@ impl<'a> Flat<'a> {
             vals,
             types,
             lens,
-            ready,
+            ready: ready.map(ManuallyDrop::new),
             origin,
         }
     }
@@ -121,9 +127,10 @@ impl<'a> Flat<'a> {
             // `value_and_grad_` of a `[6]` tensor: 2-4% faster, 14 fewer
             // instructions. LLVM still merges the two tails below, so one
             // such load remains per result (see `perf annotate`).
-            self.ready = Some(other_buffer(t.dtype, vals));
+            // Nothing to drop: `ready` is empty here.
+            self.ready = Some(ManuallyDrop::new(other_buffer(t.dtype, vals)));
         }
-        let b = self.ready.take()?;
+        let b = ManuallyDrop::into_inner(self.ready.take()?);
         Some(Tensor::from_buffer_in(b, t.shape.clone(), self.origin))
     }
 
@@ -144,6 +151,24 @@ impl<'a> Flat<'a> {
             _ => None,
         }
     }
+}
+
+impl Drop for Flat<'_> {
+    /// Drops the first output's buffer if it was not taken, out of line
+    /// (see `ready`): the buffer is moved out, so that no address of the
+    /// `Flat` is passed on.
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(b) = self.ready.take() {
+            drop_buffer(ManuallyDrop::into_inner(b));
+        }
+    }
+}
+
+/// Drops `b` (a `Flat`'s untaken buffer), out of line.
+#[inline(never)]
+fn drop_buffer(b: Buffer) {
+    drop(b);
 }
 
 /// The buffer of an output of `dtype` with the (widened) values `vals`,

@@ -87,6 +87,12 @@ impl SmallCall {
         })
     }
 
+    /// The number of output elements the code writes.
+    #[cfg(test)]
+    pub(crate) fn window(&self) -> usize {
+        self.template.len()
+    }
+
     /// Whether a call returning the outputs after the first `skip` can be
     /// served: they lie in the window.
     #[inline]
@@ -175,6 +181,45 @@ impl SmallCall {
         lens: &[usize],
         build: impl FnOnce(&mut Flat<'_>) -> O,
     ) -> O {
+        if !self.fits_frame(at, types) {
+            return self.run_large(ins, at, types, lens, build);
+        }
+        let mut buf = [0.0; SMALL_WINDOW];
+        let mut flat = self.flat_on(ins, at, types, lens, &mut buf);
+        build(&mut flat)
+    }
+
+    /// Whether a call for the outputs of `types` from `at` in the window
+    /// runs in the caller's frame ([`SmallCall::flat_on`]): a single `f64`
+    /// tensor written straight into its own values, or a window of at
+    /// most [`SMALL_WINDOW`] elements.
+    #[inline(always)]
+    fn fits_frame(&self, at: usize, types: &[TensorType]) -> bool {
+        (self.last_f64 && at == 0 && types.len() == 1) || self.template.len() <= SMALL_WINDOW
+    }
+
+    /// Runs the code on the inputs `ins` for the outputs of `types` (`lens`
+    /// elements each) from `at` in the window, in the caller's frame
+    /// (which [`SmallCall::fits_frame`]): a single `f64` tensor result is
+    /// written straight into its own buffer, other outputs into `buf`.
+    /// An empty [`Flat`] (every take declines) if the window does not fit
+    /// `buf` or the code's buffer cannot be written, which the checks made
+    /// when the handle was made rule out.
+    ///
+    /// Its callers call `build` on the result once: a closure called from
+    /// one place is inlined, so the companion's takes work on the `Flat`
+    /// in registers and build its results straight in its return slot (a
+    /// closure called from several places here was outlined, and read
+    /// and wrote the `Flat` through memory at every take).
+    #[inline(always)]
+    fn flat_on<'b>(
+        &'b self,
+        ins: &[f64],
+        at: usize,
+        types: &'b [TensorType],
+        lens: &'b [usize],
+        buf: &'b mut [f64; SMALL_WINDOW],
+    ) -> Flat<'b> {
         if self.last_f64 && at == 0 && types.len() == 1 {
             let mut b = match self.prefill {
                 true => pool::buffer_from_slice(&self.template),
@@ -183,23 +228,20 @@ impl SmallCall {
             // A new buffer is unique; the lengths were checked when the
             // handle was made.
             let Some(out) = b.unique_f64_mut() else {
-                return build(&mut Flat::new(&[], &[], &[], None, 0));
+                return Flat::new(&[], &[], &[], None, 0);
             };
             self.call.call(ins, out);
-            return build(&mut Flat::new(&[], types, lens, Some(b), 0));
+            return Flat::new(&[], types, lens, Some(b), 0);
         }
-        let n = self.template.len();
-        if n <= SMALL_WINDOW {
-            let mut buf = [0.0; SMALL_WINDOW];
-            let out = &mut buf[..n];
-            if self.prefill {
-                out.copy_from_slice(&self.template);
-            }
-            self.call.call(ins, out);
-            let vals = out.get(at..).unwrap_or_default();
-            return build(&mut Flat::new(vals, types, lens, None, 0));
+        let Some(out) = buf.get_mut(..self.template.len()) else {
+            return Flat::new(&[], &[], &[], None, 0);
+        };
+        if self.prefill {
+            out.copy_from_slice(&self.template);
         }
-        self.run_large(ins, at, types, lens, build)
+        self.call.call(ins, out);
+        let out: &'b [f64] = out;
+        Flat::new(out.get(at..).unwrap_or_default(), types, lens, None, 0)
     }
 
     /// [`SmallCall::run_on`] for a window of more than [`SMALL_WINDOW`]
@@ -228,13 +270,16 @@ impl SmallCall {
     /// the first `skip`, with every other check made: `None` if `ins` does
     /// not have the elements the code reads or the outputs do not lie in
     /// the window.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn ready<'a>(&'a self, ins: &'a [f64], skip: usize) -> Option<SmallRun<'a>> {
         if ins.len() != self.n_in {
             return None;
         }
         let at = self.offsets.get(skip)?.checked_sub(self.start)?;
         let (types, lens) = (self.types.get(skip..)?, self.lens.get(skip..)?);
+        if !self.fits_frame(at, types) {
+            return None;
+        }
         Some(SmallRun {
             call: self,
             ins,
@@ -267,9 +312,12 @@ impl SmallRun<'_> {
     /// the narrow stores that had just built it). If a take declines (the companion returns
     /// other types than the plan's outputs), `build` itself takes the
     /// general path.
-    #[inline]
+    #[inline(always)]
     pub fn run<O>(self, build: impl FnOnce(&mut Flat<'_>) -> O) -> O {
-        self.call
-            .run_on(self.ins, self.at, self.types, self.lens, build)
+        let mut buf = [0.0; SMALL_WINDOW];
+        let mut flat = self
+            .call
+            .flat_on(self.ins, self.at, self.types, self.lens, &mut buf);
+        build(&mut flat)
     }
 }

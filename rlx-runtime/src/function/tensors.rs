@@ -15,7 +15,7 @@ use crate::debug_nans::debug_nans;
 use crate::storage::Storage;
 use crate::tensor::Repr;
 use crate::trace;
-use crate::value::{same_dims, Arg};
+use crate::value::Arg;
 
 /// Whether `a` is a concrete argument of type `ty` (one match on the
 /// tensor's representation, then its dtype and dimensions).
@@ -23,9 +23,7 @@ use crate::value::{same_dims, Arg};
 fn fits(a: &Arg<'_>, ty: &TensorType) -> bool {
     match a {
         Arg::Tensor(t) => match &t.repr {
-            Repr::Concrete(c) => {
-                c.storage.dtype() == ty.dtype && same_dims(c.shape.dims(), ty.shape.dims())
-            }
+            Repr::Concrete(c) => c.storage.dtype() == ty.dtype && c.shape == ty.shape,
             Repr::Traced(_) => false,
         },
         Arg::F64(_) | Arg::F32(_) => a.matches(ty),
@@ -74,7 +72,7 @@ impl Direct {
     /// the pinned types: the check of [`Direct::fits`] and the read of
     /// `SmallCall`'s in-place path in one match. `None` for everything
     /// else (the caller then checks with [`Direct::fits`]).
-    #[inline]
+    #[inline(always)]
     fn in_place<'a>(&self, args: &'a [Arg<'_>], extras: &[Arg<'_>]) -> Option<&'a [f64]> {
         if !self.single_f64 {
             return None;
@@ -82,7 +80,7 @@ impl Direct {
         if let ([Arg::Tensor(t)], [], [ty]) = (args, extras, &self.args[..]) {
             if let Repr::Concrete(c) = &t.repr {
                 if let Storage::F64(v) = &*c.storage {
-                    if same_dims(c.shape.dims(), ty.shape.dims()) {
+                    if c.shape == ty.shape {
                         return Some(v);
                     }
                 }
@@ -194,7 +192,9 @@ impl Function {
 
     /// The warm call of [`Function::run_small`] as a handle, when it is
     /// served by transform `t`'s direct call on a single `f64` tensor
-    /// argument (the common companion of one tensor): every check made,
+    /// argument (the common companion of one tensor) in the caller's
+    /// frame (outputs of at most 16 elements, or a single `f64` tensor
+    /// output): every check made,
     /// so that [`SmallRun::run`] returns what its `build` returns, in
     /// tail position. A companion's `build` then returns the companion's
     /// own result, built where the companion returns it (see
@@ -230,7 +230,7 @@ impl Function {
     /// assert_eq!(value, 14.0);
     /// assert_eq!(grad.to_vec::<f64>().unwrap(), vec![2.0, 4.0, 6.0]);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn small_direct<'a, S: StaticArg>(
         &'a self,
         t: Transform,
@@ -244,11 +244,8 @@ impl Function {
             return None;
         }
         let d = self.small[t.index()].get()?;
-        if !d.call.serves(skip)
-            || d.statics != TypeId::of::<S>()
-            || debug_nans()
-            || trace::is_tracing()
-        {
+        // `ready` checks that the outputs lie in the code's window.
+        if d.statics != TypeId::of::<S>() || debug_nans() || trace::is_tracing() {
             return None;
         }
         let ins = d.in_place(args, extras)?;
@@ -524,28 +521,47 @@ mod tests {
         // common companion (one `f64` tensor), whose `build` returns the
         // companion's own result type (here a `Result`).
         static S2: Function = Function::new("s2", &["x"], &[0]);
+        static S5: Function = Function::new("s5", &["x"], &[0]);
         let x = Tensor::from_slice(&[0.5, -1.25, 2.0], [3]);
         let args = [Arg::from(&x)];
-        for t in [Transform::Call, Transform::Grad, Transform::Hessian] {
-            assert!(S2.small_direct(t, &args, &[], &(), 0).is_none(), "{t:?}");
-            let want = bits(S2.run(t, &args, &[], &(), single).unwrap());
-            for skip in 0..=want.len() {
-                let h = S2.small_direct(t, &args, &[], &(), skip);
-                // Served when the outputs lie in the code's window (all of
-                // them for a direct program, the last for placed code).
-                let serves = S2.small[t.index()].get().unwrap().call.serves(skip);
-                assert_eq!(h.is_some(), serves, "{t:?}, skip {skip}");
-                let Some(h) = h else { continue };
-                let got: std::result::Result<_, &str> =
-                    h.run(|it| all_tensors(it).ok_or("declined"));
-                assert_eq!(bits(got.unwrap()), want[skip..], "{t:?}, skip {skip}");
+        // Five elements: the Hessian's outputs (1 + 5 + 25 elements) do not
+        // fit the caller's frame, except its last one alone (written
+        // straight into its own values); declined otherwise, and served
+        // by `run_small` with the same bits.
+        let x5 = Tensor::from_slice(&[0.5, -1.25, 2.0, 0.75, -0.5], [5]);
+        let args5 = [Arg::from(&x5)];
+        for (f, args) in [(&S2, &args[..]), (&S5, &args5[..])] {
+            for t in [Transform::Call, Transform::Grad, Transform::Hessian] {
+                assert!(f.small_direct(t, args, &[], &(), 0).is_none(), "{t:?}");
+                let want = bits(f.run(t, args, &[], &(), single).unwrap());
+                for skip in 0..=want.len() {
+                    let h = f.small_direct(t, args, &[], &(), skip);
+                    // Served when the outputs lie in the code's window (all
+                    // of them for a direct program, the last for placed
+                    // code) and fit the caller's frame.
+                    let call = &f.small[t.index()].get().unwrap().call;
+                    let rest: usize = want[skip..].iter().map(Vec::len).sum();
+                    let alone = skip + 1 == want.len() && call.window() == rest;
+                    let fits = call.window() <= 16 || alone;
+                    assert_eq!(h.is_some(), call.serves(skip) && fits, "{t:?}, skip {skip}");
+                    let Some(h) = h else {
+                        if call.serves(skip) {
+                            let got = f.run_small(t, args, &[], &(), skip, all_tensors);
+                            assert_eq!(bits(got.unwrap()), want[skip..], "{t:?}, skip {skip}");
+                        }
+                        continue;
+                    };
+                    let got: std::result::Result<_, &str> =
+                        h.run(|it| all_tensors(it).ok_or("declined"));
+                    assert_eq!(bits(got.unwrap()), want[skip..], "{t:?}, skip {skip}");
+                }
+                // A take that declines leaves the result to `build` (the
+                // companion's general path).
+                let last = want.len() - 1;
+                let h = f.small_direct(t, args, &[], &(), last).unwrap();
+                let got = h.run(|it| it.number(DType::F32).ok_or("general"));
+                assert_eq!(got, Err("general"), "{t:?}");
             }
-            // A take that declines leaves the result to `build` (the
-            // companion's general path).
-            let last = want.len() - 1;
-            let h = S2.small_direct(t, &args, &[], &(), last).unwrap();
-            let got = h.run(|it| it.number(DType::F32).ok_or("general"));
-            assert_eq!(got, Err("general"), "{t:?}");
         }
         // Other arguments, a trace, the check of non-finite values: no
         // handle (the caller takes `run_small` or the general path).
