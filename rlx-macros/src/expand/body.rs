@@ -237,35 +237,58 @@ impl Bodies {
             (Some(a), Some(e)) if tk.numeric.get() => Some((a, e)),
             _ => None,
         };
-        let fast = fast.map(|(number_args, number_extras)| {
-            let k = tk.taken.get() + if skip { n_out } else { 0 };
-            let number_guard = &self.number_guard;
-            let guard = generic.then(|| quote!(if #number_guard));
+        let k = tk.taken.get() + if skip { n_out } else { 0 };
+        let number_guard = &self.number_guard;
+        let guard = generic.then(|| quote!(if #number_guard));
+        // The number path; `err` returns its error `e` (naming the
+        // caller's line).
+        let number_path =
+            |number_args: &TokenStream, number_extras: &TokenStream, err: TokenStream| {
+                quote! {
+                    #guard {
+                    let mut __rlx_numbers = [0.0f64; #k];
+                    match #fn_ident().run_numbers(
+                        ::rlx::__private::Transform::#t,
+                        #number_args,
+                        #number_extras,
+                        &#statics_val,
+                        #trace_ident,
+                        &mut __rlx_numbers,
+                    ) {
+                        ::core::result::Result::Ok(true) => {
+                            #[allow(unused_mut)]
+                            let mut __rlx_it = __rlx_numbers.iter();
+                            #skip_it
+                            return #ok(#numeric);
+                        }
+                        ::core::result::Result::Ok(false) => {}
+                        ::core::result::Result::Err(e) => {
+                            return #err;
+                        }
+                    }
+                    }
+                }
+            };
+        // Only the pinned native call (`Function::run_pinned_numbers`), for
+        // a companion that runs the rest out of line.
+        let pinned = |number_args: &TokenStream| {
             quote! {
                 #guard {
                 let mut __rlx_numbers = [0.0f64; #k];
-                match #fn_ident().run_numbers(
+                if #fn_ident().run_pinned_numbers(
                     ::rlx::__private::Transform::#t,
                     #number_args,
-                    #number_extras,
                     &#statics_val,
-                    #trace_ident,
                     &mut __rlx_numbers,
                 ) {
-                    ::core::result::Result::Ok(true) => {
-                        #[allow(unused_mut)]
-                        let mut __rlx_it = __rlx_numbers.iter();
-                        #skip_it
-                        return #ok(#numeric);
-                    }
-                    ::core::result::Result::Ok(false) => {}
-                    ::core::result::Result::Err(e) => {
-                        return ::rlx::__private::#wrap(|| ::core::result::Result::Err(e));
-                    }
+                    #[allow(unused_mut)]
+                    let mut __rlx_it = __rlx_numbers.iter();
+                    #skip_it
+                    return #ok(#numeric);
                 }
                 }
             }
-        });
+        };
         // The warm call over small tensors (`Function::run_small`), for a
         // function without static arguments: results built straight from
         // the run, declined (`None`) for everything else.
@@ -319,21 +342,32 @@ impl Bodies {
         // (`#[track_caller]` does not reach into them).
         let at = quote!(let __rlx_at = ::core::panic::Location::caller(););
         match fast {
-            // A companion with a number path: everything after it runs out
-            // of line, so that the warm number path neither saves the
-            // arguments for the later paths nor sets up their frame.
-            Some(fast) if !plain => quote! {
-                #fast
-                #at
-                ::rlx::__private::out_of_line(move || -> ::rlx::Result<#ret> {
-                    #small
-                    ::rlx::__private::companion_at(__rlx_at, || -> ::rlx::Result<#ret> {
-                        #run
-                        ::core::result::Result::Ok(#general)
+            // A companion with a number path and no extras: its pinned
+            // native call first, everything else out of line, so that the
+            // warm path neither saves the arguments for the later paths nor
+            // sets up their frame.
+            Some((number_args, number_extras)) if !plain && extras.is_empty() => {
+                let pinned = pinned(number_args);
+                let at_err = quote!(::rlx::__private::companion_at(__rlx_at, || {
+                    ::core::result::Result::Err(e)
+                }));
+                let numbers = number_path(number_args, &number_extras, at_err);
+                quote! {
+                    #pinned
+                    #at
+                    ::rlx::__private::out_of_line(move || -> ::rlx::Result<#ret> {
+                        #numbers
+                        #small
+                        ::rlx::__private::companion_at(__rlx_at, || -> ::rlx::Result<#ret> {
+                            #run
+                            ::core::result::Result::Ok(#general)
+                        })
                     })
-                })
-            },
+                }
+            }
             fast => {
+                let err = quote!(::rlx::__private::#wrap(|| ::core::result::Result::Err(e)));
+                let fast = fast.map(|(a, e)| number_path(a, &e, err));
                 let at = small.is_some().then_some(at);
                 quote! {
                     #fast

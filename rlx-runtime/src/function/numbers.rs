@@ -207,6 +207,56 @@ impl Function {
         }
     }
 
+    /// The first step of [`Function::run_numbers`] on its own, for a call
+    /// without extras: runs the pinned entry's native code on `args` into
+    /// `out` and returns `true`, or returns `false`, running nothing, when
+    /// that cannot serve the call (see [`Function::run_pinned`]); the
+    /// caller then calls [`Function::run_numbers`], which gives the same
+    /// results. `statics` only names the type of the static arguments.
+    ///
+    /// A companion tries this first and runs everything else out of line
+    /// ([`out_of_line`](super::out_of_line)), so that its warm path keeps
+    /// nothing alive across the native call but where its results go.
+    ///
+    /// ```
+    /// use rlx_core::TensorType;
+    /// use rlx_runtime::function::{Function, Transform};
+    /// use rlx_runtime::{Graph, Result};
+    ///
+    /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
+    ///     let mut g = Graph::new();
+    ///     let x = g.input("x", types[0].shape.clone(), types[0].dtype);
+    ///     let y = g.mul(x, x)?;
+    ///     g.set_outputs(vec![y]);
+    ///     Ok(g)
+    /// }
+    /// static SQUARE: Function = Function::new("square", &["x"], &[0]);
+    ///
+    /// let mut out = [0.0; 2];
+    /// // Nothing is pinned before the first call.
+    /// assert!(!SQUARE.run_pinned_numbers(Transform::Grad, &[3.0], 0, &(), &mut out));
+    /// let ran = SQUARE.run_numbers(Transform::Grad, &[3.0], 0, &[], 0, &(), trace, &mut out);
+    /// assert!(ran.unwrap());
+    /// // Later calls may be served by the pinned native code (when the
+    /// // plan compiled to one native function), with the same results.
+    /// let mut again = [0.0; 2];
+    /// if SQUARE.run_pinned_numbers(Transform::Grad, &[3.0], 0, &(), &mut again) {
+    ///     assert_eq!(again, out);
+    /// }
+    /// ```
+    #[inline]
+    pub fn run_pinned_numbers<S: StaticArg>(
+        &self,
+        t: Transform,
+        args: &[f64],
+        arg_f32s: u64,
+        statics: &S,
+        out: &mut [f64],
+    ) -> bool {
+        let _ = statics;
+        self.run_pinned::<S>(t, args, arg_f32s, out)
+    }
+
     /// The warm number path of a call without static arguments or extras: the
     /// arguments' types are then fixed by their count and `f32` mask, so
     /// the first entry that served transform `t` is pinned
@@ -363,6 +413,14 @@ mod tests {
             assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits));
             assert!(!d.call.call(&[0.5], &mut a));
             assert!(!d.call.call(&[0.5, -2.0], &mut [0.0; 2]));
+            // The companions' first step serves the call, with those bits.
+            let mut c = [0.0; 3];
+            assert!(G.run_pinned_numbers(Transform::Grad, &[0.5, -2.0], 0, &(), &mut c));
+            assert_eq!(c.map(f64::to_bits), b.map(f64::to_bits));
+            // Other number types, lengths or statics: declined, nothing run.
+            assert!(!G.run_pinned_numbers(Transform::Grad, &[0.5, -2.0], 0b01, &(), &mut c));
+            assert!(!G.run_pinned_numbers(Transform::Grad, &[0.5], 0, &(), &mut c));
+            assert!(!G.run_pinned_numbers(Transform::Grad, &[0.5, -2.0], 0, &(1,), &mut c));
         }
         assert!(!pinned(Transform::Hessian));
         for (x, y) in [(0.5, -2.0), (1.25, 3.0), (-0.75, 0.1), (0.0, 0.0)] {
