@@ -249,32 +249,40 @@ pub(crate) fn binary_block<T: Real>(op: BinaryOp, a: Arg<'_, T>, b: Arg<'_, T>, 
     binary_block_portable(op, a, b, out)
 }
 
-/// The block loops compiled for AVX2: the same code as the portable
-/// versions, inlined into functions with the target feature enabled, so
-/// LLVM vectorises them 8 `f32` (4 `f64`) wide instead of 4 (2).
-#[cfg(target_arch = "x86_64")]
-mod wide {
-    use super::*;
+/// The portable block loops inlined into functions compiled with target
+/// feature `$feature` (module `$name`), so that LLVM vectorises them as
+/// wide as that feature allows.
+macro_rules! block_loops_for {
+    ($name:ident, $feature:literal) => {
+        mod $name {
+            use super::*;
 
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn unary_block<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
-        unary_block_portable(op, a, out)
-    }
+            /// # Safety
+            #[doc = concat!("The CPU must support `", $feature, "`.")]
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn unary_block<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
+                unary_block_portable(op, a, out)
+            }
 
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn binary_block<T: Real>(
-        op: BinaryOp,
-        a: Arg<'_, T>,
-        b: Arg<'_, T>,
-        out: &mut [T],
-    ) {
-        binary_block_portable(op, a, b, out)
-    }
+            /// # Safety
+            #[doc = concat!("The CPU must support `", $feature, "`.")]
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn binary_block<T: Real>(
+                op: BinaryOp,
+                a: Arg<'_, T>,
+                b: Arg<'_, T>,
+                out: &mut [T],
+            ) {
+                binary_block_portable(op, a, b, out)
+            }
+        }
+    };
 }
+
+// The block loops compiled for AVX2: LLVM vectorises them 8 `f32` (4 `f64`)
+// wide instead of 4 (2).
+#[cfg(target_arch = "x86_64")]
+block_loops_for!(wide, "avx2");
 
 /// Fewest elements a block loop runs with AVX-512: shorter blocks
 /// (scalars broadcast into a few lanes) would spend their time in the
@@ -282,36 +290,15 @@ mod wide {
 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
 const WIDE_512: usize = 32;
 
-/// The block loops compiled for AVX-512F: the same code again, which LLVM
-/// vectorises 16 `f32` (8 `f64`) wide. Every lane runs the IEEE additions,
-/// multiplications, divisions and selects of the scalar function (no
-/// fused multiply-add: Rust never contracts), so the results are the bits
-/// of the AVX2 and portable loops (`float_blocks_match_tables`). A
-/// transcendental-heavy fused loop (an LSTM step's gates) spends most of
-/// its time here.
+// The block loops compiled for AVX-512F: the same code again, which LLVM
+// vectorises 16 `f32` (8 `f64`) wide. Every lane runs the IEEE additions,
+// multiplications, divisions and selects of the scalar function (no fused
+// multiply-add: Rust never contracts), so the results are the bits of the
+// AVX2 and portable loops (`float_blocks_match_tables`). A
+// transcendental-heavy fused loop (an LSTM step's gates) spends most of its
+// time here.
 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
-mod wide512 {
-    use super::*;
-
-    /// # Safety
-    /// The CPU must support AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn unary_block<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
-        unary_block_portable(op, a, out)
-    }
-
-    /// # Safety
-    /// The CPU must support AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn binary_block<T: Real>(
-        op: BinaryOp,
-        a: Arg<'_, T>,
-        b: Arg<'_, T>,
-        out: &mut [T],
-    ) {
-        binary_block_portable(op, a, b, out)
-    }
-}
+block_loops_for!(wide512, "avx512f");
 
 #[inline(always)]
 fn unary_block_portable<T: Real>(op: UnaryOp, a: Arg<'_, T>, out: &mut [T]) {
