@@ -210,9 +210,10 @@ impl Function {
     /// The first step of [`Function::run_numbers`] on its own, for a call
     /// without extras: runs the pinned entry's native code on `args` into
     /// `out` and returns `true`, or returns `false`, running nothing, when
-    /// that cannot serve the call (see [`Function::run_pinned`]); the
-    /// caller then calls [`Function::run_numbers`], which gives the same
-    /// results. `statics` only names the type of the static arguments.
+    /// that cannot serve the call (no pinned native code for these number
+    /// types, static arguments other than `()`, the check of non-finite
+    /// values on); the caller then calls [`Function::run_numbers`], which
+    /// gives the same results. `statics` only names the type of the static arguments.
     ///
     /// A companion tries this first and runs everything else out of line
     /// ([`out_of_line`](super::out_of_line)), so that its warm path keeps
