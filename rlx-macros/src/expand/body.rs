@@ -240,6 +240,13 @@ impl Bodies {
         let k = tk.taken.get() + if skip { n_out } else { 0 };
         let number_guard = &self.number_guard;
         let guard = generic.then(|| quote!(if #number_guard));
+        // Returns the results the number path wrote into `__rlx_numbers`.
+        let returned = quote! {
+            #[allow(unused_mut)]
+            let mut __rlx_it = __rlx_numbers.iter();
+            #skip_it
+            return #ok(#numeric);
+        };
         // The number path; `err` returns its error `e` (naming the
         // caller's line).
         let number_path =
@@ -256,10 +263,7 @@ impl Bodies {
                         &mut __rlx_numbers,
                     ) {
                         ::core::result::Result::Ok(true) => {
-                            #[allow(unused_mut)]
-                            let mut __rlx_it = __rlx_numbers.iter();
-                            #skip_it
-                            return #ok(#numeric);
+                            #returned
                         }
                         ::core::result::Result::Ok(false) => {}
                         ::core::result::Result::Err(e) => {
@@ -281,10 +285,7 @@ impl Bodies {
                     &#statics_val,
                     &mut __rlx_numbers,
                 ) {
-                    #[allow(unused_mut)]
-                    let mut __rlx_it = __rlx_numbers.iter();
-                    #skip_it
-                    return #ok(#numeric);
+                    #returned
                 }
                 }
             }
