@@ -35,18 +35,22 @@
 
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, Endianness, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+    types, AbiParam, Endianness, FuncRef, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use rlx_core::CmpOp;
 
 use super::scalar_code::{SInstr, SType, ACC};
 
+mod guard;
+mod layout;
 mod native;
+
+use layout::Layout;
 
 use native::{BinaryFn, Entry, LeafFn, RegionFn, UnaryFn, REG_LEAVES};
 pub(crate) use native::{Native, Whole};
@@ -69,54 +73,6 @@ extern "C" fn call_unary(f: *const UnaryFn, x: f64) -> f64 {
 extern "C" fn call_binary(f: *const BinaryFn, a: f64, b: f64) -> f64 {
     // SAFETY: `f` points into a `Native::binary` box, alive while its code is.
     unsafe { (*f)(a, b) }
-}
-
-/// Where the registers of a region come from and where they go, for
-/// splitting it into functions.
-struct Layout {
-    /// The input slot of each register loaded from `ins`.
-    load_of: Vec<Option<u32>>,
-    /// The value of each constant register.
-    const_of: Vec<Option<f64>>,
-    /// Whether a register defined in one function is used in a later one.
-    spilled: Vec<bool>,
-}
-
-impl Layout {
-    /// The layout of `code` (operands resolved: no [`ACC`]) over `len`
-    /// registers, split into functions of [`CHUNK`] instructions.
-    fn new(code: &[SInstr], len: usize, consts: &[(u32, f64)]) -> Layout {
-        let mut load_of = vec![None; len];
-        let mut const_of = vec![None; len];
-        for &(r, v) in consts {
-            const_of[r as usize] = Some(v);
-        }
-        let mut def = vec![usize::MAX; len];
-        let mut spilled = vec![false; len];
-        let mut loads = 0;
-        for (i, ins) in code.iter().enumerate() {
-            let c = i / CHUNK;
-            if let SInstr::Load { dst, .. } = ins {
-                load_of[*dst as usize] = Some(loads);
-                loads += 1;
-                continue;
-            }
-            let dst = ins.clone().visit_operands(|r| {
-                let r = *r as usize;
-                if def[r] != usize::MAX && def[r] < c {
-                    spilled[r] = true;
-                }
-            });
-            if let Some(d) = dst {
-                def[d as usize] = c;
-            }
-        }
-        Layout {
-            load_of,
-            const_of,
-            spilled,
-        }
-    }
 }
 
 /// Cranelift's optimisation level for a region of `len` instructions.
@@ -255,16 +211,23 @@ pub(crate) fn compile(
             sig.params.push(AbiParam::new(ptr));
         }
     }
+    // A region in one function whose `mul_zero`s can run as plain products
+    // also gets that fast function (see `guard`).
+    let checked = (code.len() <= CHUNK)
+        .then(|| guard::checked_stores(&code, len))
+        .flatten();
     let mut ctx = Context::new();
     let mut fctx = FunctionBuilderContext::new();
     let mut ids = Vec::new();
-    let mut calls = (0usize, 0usize);
-    for (c, chunk) in code.chunks(CHUNK).enumerate() {
-        let id = module
-            .declare_function(&format!("region{c}"), Linkage::Local, &sig)
-            .ok()?;
+    let mut define = |name: String,
+                      chunk: &[SInstr],
+                      checked: Option<(&[bool], FuncId)>,
+                      calls: &mut (usize, usize)| {
+        let id = module.declare_function(&name, Linkage::Local, &sig).ok()?;
         ctx.func.signature = sig.clone();
         ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let checked =
+            checked.map(|(c, exact)| (c, module.declare_func_in_func(exact, &mut ctx.func)));
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let gen = Gen {
             layout: &layout,
@@ -273,12 +236,28 @@ pub(crate) fn compile(
             ptr,
             call_conv: module.isa().default_call_conv(),
             in_regs,
+            checked,
         };
-        gen.chunk(&mut b, chunk, len, &mut calls)?;
+        gen.chunk(&mut b, chunk, len, calls)?;
         b.finalize(module.target_config());
         module.define_function(id, &mut ctx).ok()?;
         module.clear_context(&mut ctx);
-        ids.push(id);
+        Some(id)
+    };
+    let mut calls = (0, 0);
+    for (c, chunk) in code.chunks(CHUNK).enumerate() {
+        ids.push(define(format!("region{c}"), chunk, None, &mut calls)?);
+    }
+    if let Some(checked) = &checked {
+        // The fast function (see `guard`) runs first and calls the exact
+        // one where it must; it calls the same interpreter functions again.
+        let exact = *ids.first()?;
+        ids = vec![define(
+            "fast".into(),
+            &code,
+            Some((checked, exact)),
+            &mut (0, 0),
+        )?];
     }
     module.finalize_definitions().ok()?;
     let (entry, spill) = if in_regs {
@@ -300,6 +279,7 @@ pub(crate) fn compile(
     };
     Some(Native {
         entry,
+        fast: checked.is_some(),
         spill,
         loads: all_loads,
         stores: targets,
@@ -423,6 +403,10 @@ struct Gen<'a> {
     /// Whether the function takes its leaves as `f64` arguments (see
     /// [`REG_LEAVES`]).
     in_regs: bool,
+    /// For the fast function of a region (see `guard`): per instruction,
+    /// whether it stores a value the function checks before returning, and
+    /// the exact function it calls where the check fails.
+    checked: Option<(&'a [bool], FuncRef)>,
 }
 
 impl Gen<'_> {
@@ -464,12 +448,20 @@ impl Gen<'_> {
             spill: spill_ptr,
             zero,
         };
-        for instr in chunk {
+        let (mut checked_values, mut leaves) = (Vec::new(), Vec::new());
+        for (i, instr) in chunk.iter().enumerate() {
             let (dst, v) = match *instr {
-                SInstr::Load { dst, .. } => (dst, regs.get(b, dst)?),
+                SInstr::Load { dst, .. } => {
+                    let v = regs.get(b, dst)?;
+                    leaves.push(v);
+                    (dst, v)
+                }
                 SInstr::Store { src, target } => {
                     let v = regs.get(b, src)?;
                     store(b, v, outs_ptr, 8 * target);
+                    if self.checked.is_some_and(|(c, _)| c[i]) {
+                        checked_values.push(b.ins().extractlane(v, 0));
+                    }
                     continue;
                 }
                 SInstr::Unary { x, dst, .. } => {
@@ -540,9 +532,14 @@ impl Gen<'_> {
                 // NaN) cleared to `+0`.
                 SInstr::MulZeroF64 { a, b: y, dst } => {
                     let (x, y) = (regs.get(b, a)?, regs.get(b, y)?);
-                    let is_zero = mask(b, FloatCC::Equal, x, zero);
-                    let p = b.ins().fmul(x, y);
-                    (dst, b.ins().band_not(p, is_zero))
+                    if self.checked.is_some() {
+                        // The fast function's plain product (see `guard`).
+                        (dst, b.ins().fmul(x, y))
+                    } else {
+                        let is_zero = mask(b, FloatCC::Equal, x, zero);
+                        let p = b.ins().fmul(x, y);
+                        (dst, b.ins().band_not(p, is_zero))
+                    }
                 }
                 // `a` when `a >= b` (resp. `<=`) or `a` is NaN, else `b`.
                 SInstr::MaxF64 { a, b: y, dst } | SInstr::MinF64 { a, b: y, dst } => {
@@ -600,6 +597,19 @@ impl Gen<'_> {
             if self.layout.spilled[dst as usize] {
                 store(b, v, spill_ptr?, 8 * dst);
             }
+        }
+        if let Some((_, exact)) = self.checked {
+            // The leaves as the body holds them (in lane 0), so that the
+            // parameters need not stay alive too.
+            let args = if self.in_regs {
+                let mut args: Vec<Value> =
+                    leaves.iter().map(|&v| b.ins().extractlane(v, 0)).collect();
+                args.push(outs_ptr);
+                args
+            } else {
+                params.clone()
+            };
+            guard::or_call_exact(b, &checked_values, exact, &args);
         }
         b.ins().return_(&[]);
         b.seal_all_blocks();

@@ -92,6 +92,9 @@ pub(super) type BinaryFn = fn(f64, f64) -> f64;
 pub(crate) struct Native {
     /// The region's code.
     pub(super) entry: Entry,
+    /// Whether `entry` is a fast function that calls the exact one itself
+    /// where its results could differ (see `guard`).
+    pub(super) fast: bool,
     /// Slots of the spill buffer (0 for a region in one function).
     pub(super) spill: usize,
     pub(super) loads: usize,
@@ -120,9 +123,10 @@ impl fmt::Debug for Native {
             Entry::Memory(funcs) => funcs.len(),
             Entry::Registers(_) => 1,
         };
+        let fast = if self.fast { ", fast" } else { "" };
         write!(
             f,
-            "Native({} loads, {} stores, {} functions)",
+            "Native({} loads, {} stores, {} functions{fast})",
             self.loads, self.stores, functions
         )
     }
