@@ -33,6 +33,13 @@ fn mixed(a: f32, b: f64) -> f64 {
     a.cast(DType::F64) * &b + b.sin()
 }
 
+/// Flat in `x` where `y = 0`, with an infinite slope in `y` there: its
+/// gradient multiplies zero cotangents by infinite and zero factors.
+#[differentiable]
+fn flat_at_zero(x: f64, y: f64) -> f64 {
+    x.square() * y.sqrt()
+}
+
 /// A function of numbers whose plan is not a single scalar region (it
 /// broadcasts to a vector), so the fast path declines it.
 #[differentiable]
@@ -151,6 +158,40 @@ fn f64_companions_equal_the_core_transforms_bit_for_bit() {
     let (hx, hy) = hvp_well(x, y, k, n, tx, ty).unwrap();
     approx::assert_relative_eq!(hx, h[0][0] * tx + h[0][1] * ty, max_relative = 1e-12);
     approx::assert_relative_eq!(hy, h[1][0] * tx + h[1][1] * ty, max_relative = 1e-12);
+}
+
+#[test]
+fn zero_cotangents_give_zeros_with_the_exact_signs_on_every_call() {
+    // Reverse mode scales cotangents with `mul_zero` (0 * inf = +0). The
+    // native code may compute plain products first and hand over to the
+    // exact code where a result is zero or NaN: every call, cold or warm,
+    // gives `mul_zero`'s bits. By hand: e = a b, a = x², b = √y;
+    // de/dx = mul_zero(b, 2x), de/dy = mul_zero(a, 0.5 / b).
+    let cases = [
+        ((0.0, 0.0), (0.0, 0.0)),
+        ((-0.0, 4.0), (-0.0, 0.0)),
+        ((3.0, 0.0), (0.0, f64::INFINITY)),
+        ((0.0, -0.0), (0.0, 0.0)),
+        ((2.0, 4.0), (8.0, 1.0)),
+    ];
+    for _ in 0..3 {
+        for &((x, y), (gx, gy)) in &cases {
+            let (v, (dx, dy)) = value_and_grad_flat_at_zero(x, y).unwrap();
+            assert_eq!(
+                v.to_bits(),
+                (x * x * y.sqrt()).to_bits(),
+                "value at {x}, {y}"
+            );
+            let (gx2, gy2) = grad_flat_at_zero(x, y).unwrap();
+            for (got, want) in [(dx, gx), (dy, gy), (gx2, gx), (gy2, gy)] {
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "at ({x}, {y}): {got} vs {want}"
+                );
+            }
+        }
+    }
 }
 
 #[test]
