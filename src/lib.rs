@@ -84,9 +84,9 @@ pub mod __private {
     };
     pub use rlx_core::{Graph, TensorType};
     pub use rlx_runtime::function::{
-        and, assert_static, companion, companion_at, eq, finish, flat, ge, gt, inputs, le, lt, ne,
-        number, or, out_of_line, outputs, plain, plain_at, select, skip, take, Arg, Flat, Function,
-        Transform, Values,
+        and, assert_static, companion, companion_at, eq, finish, flat, flat_build, flat_locate, ge,
+        gt, inputs, le, lt, ne, number, or, out_of_line, outputs, plain, plain_at, select, skip,
+        take, Arg, Flat, Function, Transform, Values,
     };
     pub use rlx_runtime::rewritten::{
         number_arg, number_of, operand, pass_number, scalar_param, Kind, NumberArg,

@@ -16,7 +16,7 @@
 //!   number, tensors otherwise, so that a scalar helper written once works
 //!   on numbers and inside traced code.
 
-use crate::function::Output;
+use crate::function::{Output, Take};
 use crate::tensor::Tensor;
 use crate::value::Arg;
 
@@ -179,9 +179,9 @@ pub trait Kind {
     /// `Self` or `K`, whichever holds tensors ([`Traced`] wins).
     type Or<K: Kind>: Kind;
     /// What an `f64` result is: `f64` or `Tensor`.
-    type F64: Output;
+    type F64: Output + Take;
     /// What an `f32` result is: `f32` or `Tensor`.
-    type F32: Output;
+    type F32: Output + Take;
     /// An `f64` result from the number path (`run_numbers`, which only
     /// serves calls whose arguments are all numbers).
     fn f64_out(v: f64) -> Self::F64;

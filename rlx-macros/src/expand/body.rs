@@ -294,7 +294,9 @@ impl Bodies {
         // function without static arguments: results built straight from
         // the run, declined (`None`) for everything else.
         let small = (!self.statics).then(|| {
-            let direct = build(&Taker::new(Read::Direct, kind.clone()));
+            let direct_taker = Taker::new(Read::Direct, kind.clone());
+            let direct = build(&direct_taker);
+            let located = direct_taker.located();
             let build = build(&Taker::new(Read::Flat, kind.clone()));
             let skip = if skip { n_out } else { 0 };
             let full_ret = if plain {
@@ -321,6 +323,7 @@ impl Bodies {
                                 #run
                                 ::core::result::Result::Ok(#general)
                             });
+                            #(#located)*
                             #ok(#direct)
                         },
                     );

@@ -2,7 +2,7 @@
 //! argument lists, [`Taker`] (which reads a companion's results) and
 //! [`GenericFloats`] (the generic float parameters of the plain call).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -59,15 +59,20 @@ pub(super) fn numbers<'a>(items: impl Iterator<Item = (&'a Ident, Out)>) -> Opti
     Some(quote!(&[#(#values),*], #mask))
 }
 
-/// The value of `take` (an `Option`), or a return of the general path
-/// from the closure passed to `SmallRun::run` ([`Read::Direct`]).
-fn direct_take(take: TokenStream) -> TokenStream {
-    quote! {
-        match #take {
+/// For the closure passed to `SmallRun::run` ([`Read::Direct`]): the
+/// statement locating result `i` as a `ty` (or returning the general path
+/// from the closure), pushed to `located`, and the expression building
+/// it. Every result is located before any is built (`rlx_runtime`'s
+/// `Take`), so no tensor is dropped when a later result declines.
+fn direct_take(located: &RefCell<Vec<TokenStream>>, ty: TokenStream) -> TokenStream {
+    let at = format_ident!("__rlx_at{}", located.borrow().len());
+    located.borrow_mut().push(quote! {
+        let #at = match ::rlx::__private::flat_locate::<#ty>(__rlx_it) {
             ::core::option::Option::Some(__rlx_v) => __rlx_v,
             ::core::option::Option::None => return __rlx_general(),
-        }
-    }
+        };
+    });
+    quote!(::rlx::__private::flat_build::<#ty>(#at, __rlx_it))
 }
 
 pub(super) fn tuple_or_single(items: Vec<TokenStream>) -> TokenStream {
@@ -106,6 +111,9 @@ pub(super) struct Taker {
     ///
     /// [`Kind`]: ../../rlx_runtime/rewritten/trait.Kind.html
     kind: Option<TokenStream>,
+    /// With [`Read::Direct`]: the statements locating each result taken so
+    /// far (see [`Taker::located`]).
+    located: RefCell<Vec<TokenStream>>,
 }
 
 impl Taker {
@@ -115,7 +123,15 @@ impl Taker {
             taken: Cell::new(0),
             numeric: Cell::new(true),
             kind,
+            located: RefCell::new(Vec::new()),
         }
+    }
+
+    /// With [`Read::Direct`]: the statements that locate every result
+    /// taken so far, to come before the expression of the results (which
+    /// builds them).
+    pub(super) fn located(&self) -> Vec<TokenStream> {
+        self.located.take()
     }
 
     /// The expression taking the next result, as a value of type `o`.
@@ -136,9 +152,9 @@ impl Taker {
                 Read::Flat => {
                     quote!(::rlx::__private::flat::<<#k as ::rlx::__private::Kind>::#ty>(__rlx_it)?)
                 }
-                Read::Direct => direct_take(
-                    quote!(::rlx::__private::flat::<<#k as ::rlx::__private::Kind>::#ty>(__rlx_it)),
-                ),
+                Read::Direct => {
+                    direct_take(&self.located, quote!(<#k as ::rlx::__private::Kind>::#ty))
+                }
             };
         }
         match (self.read, o) {
@@ -158,10 +174,7 @@ impl Taker {
                 let t = out_ty(o);
                 quote!(::rlx::__private::flat::<#t>(__rlx_it)?)
             }
-            (Read::Direct, o) => {
-                let t = out_ty(o);
-                direct_take(quote!(::rlx::__private::flat::<#t>(__rlx_it)))
-            }
+            (Read::Direct, o) => direct_take(&self.located, out_ty(o)),
         }
     }
 

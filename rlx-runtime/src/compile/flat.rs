@@ -153,6 +153,123 @@ impl<'a> Flat<'a> {
     }
 }
 
+/// An output of a warm call located by [`Take::locate`], not yet built:
+/// its type and, unless it is the buffer the run wrote straight
+/// ([`Flat`]'s `ready`), its `f64` values (at most [`OWNED_MAX`]).
+pub struct Located<'a> {
+    vals: &'a [f64],
+    ty: &'a TensorType,
+}
+
+impl<'a> Flat<'a> {
+    /// Locates the next output as an `f64` tensor that a warm companion
+    /// builds without a call that may fail or unwind: the buffer the run
+    /// wrote straight, or at most [`OWNED_MAX`] values (copied into a
+    /// pooled vector). `None`, taking nothing, for any other output (the
+    /// companion then takes the general path; `Function::small_direct`
+    /// serves no call with other tensors, which `run_small` serves).
+    #[inline(always)]
+    pub fn locate_tensor(&mut self) -> Option<Located<'a>> {
+        let (t, types) = self.types.split_first()?;
+        let (&n, lens) = self.lens.split_first()?;
+        let vals = match self.ready {
+            Some(_) => &[][..],
+            None if t.dtype == DType::F64 && n <= OWNED_MAX => {
+                let (vals, rest) = self.vals.split_at_checked(n)?;
+                self.vals = rest;
+                vals
+            }
+            None => return None,
+        };
+        self.types = types;
+        self.lens = lens;
+        Some(Located { vals, ty: t })
+    }
+
+    /// Builds the tensor `at` located ([`Flat::locate_tensor`]) once every
+    /// output the companion returns was located: nothing here fails or
+    /// unwinds (a new pooled vector comes from an `extern "C"` function),
+    /// so the tensors built before it need no landing pad and stay in
+    /// registers, written once, where the companion returns them (a
+    /// tensor built before a take that could still decline was built on
+    /// the stack, its address passed to its drop on that path, then
+    /// copied into the result).
+    #[inline(always)]
+    pub fn build_tensor(&mut self, at: Located<'a>) -> Tensor {
+        let b = match self.ready.take() {
+            // The buffer the run wrote straight is the first output's, and
+            // a call that writes one returns only it.
+            Some(b) => ManuallyDrop::into_inner(b),
+            None => Buffer::owned(Storage::F64(crate::pool::from_slice(at.vals))),
+        };
+        Tensor::from_buffer_in(b, at.ty.shape.clone(), self.origin)
+    }
+}
+
+/// A result of a warm companion, built from a warm call's outputs in two
+/// steps: every result is located and checked first ([`Take::locate`]),
+/// then all are built ([`Take::build`]), which cannot fail. So a declined
+/// result (the companion then takes the general path) is found before any
+/// tensor exists, and no tensor is dropped on the way out.
+pub trait Take: Sized {
+    /// A located output, not yet built.
+    type Located<'a>;
+
+    /// Locates the next output as a `Self`, or `None`, taking nothing.
+    fn locate<'a>(flat: &mut Flat<'a>) -> Option<Self::Located<'a>>;
+
+    /// Builds a located output.
+    fn build<'a>(at: Self::Located<'a>, flat: &mut Flat<'a>) -> Self;
+}
+
+impl Take for Tensor {
+    type Located<'a> = Located<'a>;
+
+    #[inline(always)]
+    fn locate<'a>(flat: &mut Flat<'a>) -> Option<Located<'a>> {
+        flat.locate_tensor()
+    }
+
+    #[inline(always)]
+    fn build<'a>(at: Located<'a>, flat: &mut Flat<'a>) -> Tensor {
+        flat.build_tensor(at)
+    }
+}
+
+macro_rules! take_number {
+    ($($f:ty => $dtype:ident),*) => {$(
+        impl Take for $f {
+            type Located<'a> = $f;
+
+            #[inline(always)]
+            fn locate<'a>(flat: &mut Flat<'a>) -> Option<$f> {
+                // Widened from this type: exact.
+                flat.number(DType::$dtype).map(|v| v as $f)
+            }
+
+            #[inline(always)]
+            fn build<'a>(at: $f, _: &mut Flat<'a>) -> $f {
+                at
+            }
+        }
+    )*};
+}
+take_number!(f32 => F32, f64 => F64);
+
+/// Locates the next output of a warm call as a `T` ([`Take::locate`]);
+/// generated code calls it for every result of the closure it passes to
+/// [`SmallRun::run`](super::SmallRun::run), then [`flat_build`] for each.
+#[inline(always)]
+pub fn flat_locate<'a, T: Take>(it: &mut Flat<'a>) -> Option<T::Located<'a>> {
+    T::locate(it)
+}
+
+/// Builds an output located by [`flat_locate`] ([`Take::build`]).
+#[inline(always)]
+pub fn flat_build<'a, T: Take>(at: T::Located<'a>, it: &mut Flat<'a>) -> T {
+    T::build(at, it)
+}
+
 impl Drop for Flat<'_> {
     /// Drops the first output's buffer if it was not taken, out of line
     /// (see `ready`): the buffer is moved out, so that no address of the

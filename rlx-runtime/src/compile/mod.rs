@@ -91,7 +91,7 @@ use std::sync::{Arc, Mutex};
 use rlx_core::{Graph, NodeId, Result, TensorType};
 
 use crate::value::Arg;
-pub use flat::Flat;
+pub use flat::{flat_build, flat_locate, Flat, Located, Take};
 pub use items::compile_items;
 pub(crate) use items::{compile_items_owned, Batched, PAYS_FROM};
 pub use options::Options;

@@ -15,6 +15,7 @@ use rlx_core::{DType, TensorType};
 
 use super::small::{in_place, with_inputs, with_stack};
 use super::{DirectCall, Flat};
+use crate::buffer::OWNED_MAX;
 use crate::pool;
 use crate::value::{is_number, Arg};
 
@@ -45,6 +46,16 @@ pub(crate) struct SmallCall {
     /// Whether the last output is an `f64` tensor (not a number): a call
     /// returning only it writes straight into its own buffer.
     last_f64: bool,
+    /// Bit `skip` set when a call for the outputs after the first `skip`
+    /// is served in the caller's frame ([`SmallCall::serves`] and
+    /// [`SmallCall::fits_frame`]) and its outputs are numbers and small
+    /// `f64` tensors ([`Flat::locate_tensor`]), and in `own` when it writes its one
+    /// result straight into its own buffer: decided once per `skip` (up
+    /// to 63), so that a warm call ([`SmallCall::ready`]) tests a bit
+    /// where it compared offsets, lengths and types (about a dozen
+    /// instructions with its `setcc`s).
+    frame: u64,
+    own: u64,
 }
 
 impl SmallCall {
@@ -72,7 +83,7 @@ impl SmallCall {
         if start + template.len() != at || !call.takes(n_in, template.len()) {
             return None;
         }
-        Some(SmallCall {
+        let mut me = SmallCall {
             call,
             n_in,
             start,
@@ -84,7 +95,29 @@ impl SmallCall {
             last_f64: types
                 .last()
                 .is_some_and(|t| t.dtype == DType::F64 && !is_number(t)),
-        })
+            frame: 0,
+            own: 0,
+        };
+        for skip in 0..=types.len().min(63) {
+            let Some(at) = me.offsets[skip].checked_sub(start) else {
+                continue;
+            };
+            let rest = &types[skip..];
+            // Outputs a warm companion builds with no call that may fail
+            // (`Flat::locate_tensor`): numbers and small `f64` tensors, or
+            // the one result written straight into its own buffer.
+            let simple = rest.iter().zip(&lens[skip..]).all(|(t, &n)| {
+                (is_number(t) && matches!(t.dtype, DType::F32 | DType::F64))
+                    || (t.dtype == DType::F64 && n <= OWNED_MAX)
+            });
+            if me.fits_frame(at, rest) && (simple || me.own_buffer(at, rest)) {
+                me.frame |= 1 << skip;
+            }
+            if me.own_buffer(at, rest) {
+                me.own |= 1 << skip;
+            }
+        }
+        Some(me)
     }
 
     /// The number of output elements the code writes.
@@ -184,8 +217,9 @@ impl SmallCall {
         if !self.fits_frame(at, types) {
             return self.run_large(ins, at, types, lens, build);
         }
+        let own = self.own_buffer(at, types);
         let mut buf = [0.0; SMALL_WINDOW];
-        let mut flat = self.flat_on(ins, at, types, lens, &mut buf);
+        let mut flat = self.flat_on(ins, at, types, lens, own, &mut buf);
         build(&mut flat)
     }
 
@@ -195,13 +229,22 @@ impl SmallCall {
     /// most [`SMALL_WINDOW`] elements.
     #[inline(always)]
     fn fits_frame(&self, at: usize, types: &[TensorType]) -> bool {
-        (self.last_f64 && at == 0 && types.len() == 1) || self.template.len() <= SMALL_WINDOW
+        self.own_buffer(at, types) || self.template.len() <= SMALL_WINDOW
+    }
+
+    /// Whether a call for the outputs of `types` from `at` in the window
+    /// returns a single `f64` tensor, written straight into its own values
+    /// ([`SmallCall::flat_on`]).
+    #[inline(always)]
+    fn own_buffer(&self, at: usize, types: &[TensorType]) -> bool {
+        self.last_f64 && at == 0 && types.len() == 1
     }
 
     /// Runs the code on the inputs `ins` for the outputs of `types` (`lens`
     /// elements each) from `at` in the window, in the caller's frame
-    /// (which [`SmallCall::fits_frame`]): a single `f64` tensor result is
-    /// written straight into its own buffer, other outputs into `buf`.
+    /// (which [`SmallCall::fits_frame`]): a single `f64` tensor result
+    /// (`own`, which is [`SmallCall::own_buffer`]) is written straight into
+    /// its own buffer, other outputs into `buf`.
     /// An empty [`Flat`] (every take declines) if the window does not fit
     /// `buf` or the code's buffer cannot be written, which the checks made
     /// when the handle was made rule out.
@@ -218,9 +261,10 @@ impl SmallCall {
         at: usize,
         types: &'b [TensorType],
         lens: &'b [usize],
+        own: bool,
         buf: &'b mut [f64; SMALL_WINDOW],
     ) -> Flat<'b> {
-        if self.last_f64 && at == 0 && types.len() == 1 {
+        if own {
             let mut b = match self.prefill {
                 true => pool::buffer_from_slice(&self.template),
                 false => pool::buffer_zeroed(self.template.len()),
@@ -275,17 +319,20 @@ impl SmallCall {
         if ins.len() != self.n_in {
             return None;
         }
-        let at = self.offsets.get(skip)?.checked_sub(self.start)?;
-        let (types, lens) = (self.types.get(skip..)?, self.lens.get(skip..)?);
-        if !self.fits_frame(at, types) {
+        // The bit says the outputs lie in the window (`at` below does not
+        // wrap) and fit the frame.
+        if self.frame.checked_shr(skip as u32).unwrap_or(0) & 1 == 0 {
             return None;
         }
+        let at = self.offsets.get(skip)?.wrapping_sub(self.start);
+        let (types, lens) = (self.types.get(skip..)?, self.lens.get(skip..)?);
         Some(SmallRun {
             call: self,
             ins,
             at,
             types,
             lens,
+            own: self.own.checked_shr(skip as u32).unwrap_or(0) & 1 != 0,
         })
     }
 }
@@ -300,6 +347,8 @@ pub struct SmallRun<'a> {
     at: usize,
     types: &'a [TensorType],
     lens: &'a [usize],
+    /// [`SmallCall::own_buffer`] for these outputs.
+    own: bool,
 }
 
 impl SmallRun<'_> {
@@ -317,7 +366,7 @@ impl SmallRun<'_> {
         let mut buf = [0.0; SMALL_WINDOW];
         let mut flat = self
             .call
-            .flat_on(self.ins, self.at, self.types, self.lens, &mut buf);
+            .flat_on(self.ins, self.at, self.types, self.lens, self.own, &mut buf);
         build(&mut flat)
     }
 }

@@ -83,7 +83,7 @@ mod plan;
 mod tensors;
 mod transform;
 
-pub use crate::compile::{Flat, SmallRun};
+pub use crate::compile::{flat_build, flat_locate, Flat, Located, SmallRun, Take};
 pub use crate::value::{Arg, Value, Values};
 pub use cache::{
     assert_static, plan_cache_capacity, set_plan_cache_capacity, Function, StaticArg, Tracer,

@@ -243,9 +243,15 @@ impl Function {
         if std::mem::size_of::<S>() != 0 {
             return None;
         }
+        // Only `()` statics have a direct call (`pin_small`): a check the
+        // compiler makes, where comparing the pinned type took six
+        // instructions a call.
+        if TypeId::of::<S>() != TypeId::of::<()>() {
+            return None;
+        }
         let d = self.small[t.index()].get()?;
         // `ready` checks that the outputs lie in the code's window.
-        if d.statics != TypeId::of::<S>() || debug_nans() || trace::is_tracing() {
+        if debug_nans() || trace::is_tracing() {
             return None;
         }
         let ins = d.in_place(args, extras)?;
@@ -267,18 +273,23 @@ impl Function {
     }
 
     /// Records the [`Direct`] call of transform `t`'s pinned entry, once,
-    /// if its plan is scalarised with native code a [`SmallCall`] can hold
+    /// if its static arguments are `()` (a function without any: the only
+    /// ones [`Function::small_direct`] serves) and its plan is scalarised
+    /// with native code a [`SmallCall`] can hold
     /// ([`crate::compile::Executable::small_call`]); otherwise nothing,
     /// and [`Function::run_small`] reaches the plan through the entry.
     #[cold]
     pub(super) fn pin_small<S: StaticArg>(&self, t: Transform) {
         let slot = &self.small[t.index()];
-        if std::mem::size_of::<S>() != 0 || slot.get().is_some() {
+        if TypeId::of::<S>() != TypeId::of::<()>() || slot.get().is_some() {
             return;
         }
         let Some(entry) = self.pinned[t.index()].get() else {
             return;
         };
+        if entry.statics_type != TypeId::of::<()>() {
+            return;
+        }
         let Some(plan) = entry.plans[t.index()].get() else {
             return;
         };
@@ -588,6 +599,59 @@ mod tests {
         assert!(S2
             .small_direct(Transform::Grad, &args, &[], &(1,), 0)
             .is_none());
+    }
+
+    #[test]
+    fn results_located_then_built_have_the_bits_of_the_general_path() {
+        // The companion's two steps (`flat_locate` for every result, then
+        // `flat_build` for each), in a pooled copy or the buffer the run
+        // wrote straight (the five-element Hessian alone).
+        use crate::compile::{flat_build, flat_locate};
+        static S3: Function = Function::new("s3", &["x"], &[0]);
+        static S6: Function = Function::new("s6", &["x"], &[0]);
+        let x = Tensor::from_slice(&[0.5, -1.25, 2.0], [3]);
+        let x5 = Tensor::from_slice(&[0.5, -1.25, 2.0, 0.75, -0.5], [5]);
+        for (f, x) in [(&S3, &x), (&S6, &x5)] {
+            let args = [Arg::from(x)];
+            for t in [Transform::Call, Transform::Grad, Transform::Hessian] {
+                let want = bits(f.run(t, &args, &[], &(), single).unwrap());
+                let n = want.len();
+                let mut served = 0;
+                for skip in 0..=n {
+                    let Some(h) = f.small_direct(t, &args, &[], &(), skip) else {
+                        continue;
+                    };
+                    served += 1;
+                    let got: std::result::Result<Vec<Value>, &str> = h.run(|it| {
+                        let mut at = Vec::new();
+                        for _ in skip..n {
+                            at.push(flat_locate::<Tensor>(it).ok_or("declined")?);
+                        }
+                        assert!(flat_locate::<Tensor>(it).is_none(), "past the last");
+                        let built = at.into_iter().map(|a| flat_build::<Tensor>(a, it));
+                        Ok(built.map(Value::Tensor).collect())
+                    });
+                    assert_eq!(bits(got.unwrap()), want[skip..], "{t:?}, skip {skip}");
+                }
+                assert!(served > 0, "{t:?}");
+            }
+        }
+        // The value as a number, then the gradient; a tensor located as a
+        // number declines, taking nothing.
+        let args = [Arg::from(&x)];
+        let want = bits(S3.run(Transform::Grad, &args, &[], &(), single).unwrap());
+        let h = S3
+            .small_direct(Transform::Grad, &args, &[], &(), 0)
+            .unwrap();
+        let got = h.run(|it| {
+            let v = flat_locate::<f64>(it)?;
+            assert!(flat_locate::<f32>(it).is_none());
+            assert!(flat_locate::<f64>(it).is_none());
+            let g = flat_locate::<Tensor>(it)?;
+            let (v, g) = (flat_build::<f64>(v, it), flat_build::<Tensor>(g, it));
+            Some(vec![Value::F64(v), Value::Tensor(g)])
+        });
+        assert_eq!(bits(got.unwrap()), want);
     }
 
     #[test]
