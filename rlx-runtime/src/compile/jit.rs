@@ -35,13 +35,13 @@
 
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, Endianness, FuncRef, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+    types, AbiParam, Endianness, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use cranelift_module::{default_libcall_names, Linkage, Module};
 use rlx_core::CmpOp;
 
 use super::scalar_code::{SInstr, SType, ACC};
@@ -144,6 +144,18 @@ pub(crate) fn compile(
     consts: &[(u32, f64)],
     targets: usize,
 ) -> Option<Native> {
+    compile_as(code, len, consts, targets, true)
+}
+
+/// [`compile`], with a fast function (see `guard`) where `fast` and the
+/// region allows one.
+fn compile_as(
+    code: &[SInstr],
+    len: usize,
+    consts: &[(u32, f64)],
+    targets: usize,
+    fast: bool,
+) -> Option<Native> {
     let leading_loads = code
         .iter()
         .take_while(|i| matches!(i, SInstr::Load { .. }))
@@ -212,22 +224,24 @@ pub(crate) fn compile(
         }
     }
     // A region in one function whose `mul_zero`s can run as plain products
-    // also gets that fast function (see `guard`).
-    let checked = (code.len() <= CHUNK)
+    // becomes that fast function instead (see `guard`); its exact code is
+    // compiled only if a call needs it.
+    let checked = (fast && code.len() <= CHUNK)
         .then(|| guard::checked_stores(&code, len))
         .flatten();
+    let exact = checked
+        .is_some()
+        .then(|| Box::new(guard::Exact::new(&code, len, consts, targets, all_loads)));
     let mut ctx = Context::new();
     let mut fctx = FunctionBuilderContext::new();
     let mut ids = Vec::new();
     let mut define = |name: String,
                       chunk: &[SInstr],
-                      checked: Option<(&[bool], FuncId)>,
+                      checked: Option<(&[bool], &guard::Exact)>,
                       calls: &mut (usize, usize)| {
         let id = module.declare_function(&name, Linkage::Local, &sig).ok()?;
         ctx.func.signature = sig.clone();
         ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let checked =
-            checked.map(|(c, exact)| (c, module.declare_func_in_func(exact, &mut ctx.func)));
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let gen = Gen {
             layout: &layout,
@@ -245,19 +259,20 @@ pub(crate) fn compile(
         Some(id)
     };
     let mut calls = (0, 0);
-    for (c, chunk) in code.chunks(CHUNK).enumerate() {
-        ids.push(define(format!("region{c}"), chunk, None, &mut calls)?);
-    }
-    if let Some(checked) = &checked {
-        // The fast function (see `guard`) runs first and calls the exact
-        // one where it must; it calls the same interpreter functions again.
-        let exact = *ids.first()?;
-        ids = vec![define(
-            "fast".into(),
-            &code,
-            Some((checked, exact)),
-            &mut (0, 0),
-        )?];
+    match (&checked, &exact) {
+        (Some(checked), Some(exact)) => {
+            ids.push(define(
+                "fast".into(),
+                &code,
+                Some((checked, exact)),
+                &mut calls,
+            )?);
+        }
+        _ => {
+            for (c, chunk) in code.chunks(CHUNK).enumerate() {
+                ids.push(define(format!("region{c}"), chunk, None, &mut calls)?);
+            }
+        }
     }
     module.finalize_definitions().ok()?;
     let (entry, spill) = if in_regs {
@@ -279,7 +294,7 @@ pub(crate) fn compile(
     };
     Some(Native {
         entry,
-        fast: checked.is_some(),
+        exact,
         spill,
         loads: all_loads,
         stores: targets,
@@ -405,8 +420,8 @@ struct Gen<'a> {
     in_regs: bool,
     /// For the fast function of a region (see `guard`): per instruction,
     /// whether it stores a value the function checks before returning, and
-    /// the exact function it calls where the check fails.
-    checked: Option<(&'a [bool], FuncRef)>,
+    /// the region's exact code, run where the check fails.
+    checked: Option<(&'a [bool], &'a guard::Exact)>,
 }
 
 impl Gen<'_> {
@@ -601,15 +616,18 @@ impl Gen<'_> {
         if let Some((_, exact)) = self.checked {
             // The leaves as the body holds them (in lane 0), so that the
             // parameters need not stay alive too.
-            let args = if self.in_regs {
-                let mut args: Vec<Value> =
-                    leaves.iter().map(|&v| b.ins().extractlane(v, 0)).collect();
-                args.push(outs_ptr);
-                args
+            let leaves = if self.in_regs {
+                let leaves = leaves.iter().map(|&v| b.ins().extractlane(v, 0));
+                guard::Leaves::Values(leaves.collect())
             } else {
-                params.clone()
+                guard::Leaves::At(params[0])
             };
-            guard::or_call_exact(b, &checked_values, exact, &args);
+            let call = guard::Call {
+                ptr: self.ptr,
+                call_conv: self.call_conv,
+                exact,
+            };
+            call.or_run_exact(b, &checked_values, leaves, outs_ptr);
         }
         b.ins().return_(&[]);
         b.seal_all_blocks();

@@ -20,17 +20,26 @@
 //! is `±inf`, a difference no check at the end would see), an `f32`
 //! rounding, and a `select` choosing it (not one deciding on it). So
 //! where every guarded stored value of the fast function is neither zero
-//! nor NaN, it equals the exact one, bit for bit; otherwise it calls the
-//! exact function on its own arguments, which rewrites every target. The
-//! check multiplies the stored values four at a time and tests each
-//! product for zero or NaN (a product that underflows to 0 only sends the
-//! call to the exact function). The call is made by the fast function, not
-//! its caller, so that the caller need not keep the arguments.
+//! nor NaN, it equals the exact one, bit for bit; otherwise it runs the
+//! exact code ([`Exact`], compiled when first needed) on its own leaves,
+//! which rewrites every target. The check multiplies the stored values four
+//! at a time and tests each product for zero or NaN (a product that
+//! underflows to 0 only sends the call to the exact code). The fast
+//! function does that itself, not its caller, so that the caller need not
+//! keep the arguments alive across the call.
+
+use std::sync::OnceLock;
 
 use cranelift_codegen::ir::condcodes::FloatCC;
-use cranelift_codegen::ir::{FuncRef, InstBuilder, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, InstBuilder, Signature, StackSlotData, StackSlotKind, Value,
+};
+use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::FunctionBuilder;
 
+use super::Native;
+use crate::compile::env::Val;
+use crate::compile::scalar::{ScalarIo, ScalarStep};
 use crate::compile::scalar_code::{SInstr, SType};
 
 /// For a region (operands resolved) that has a `mul_zero` and whose
@@ -108,36 +117,162 @@ pub(super) fn checked_stores(code: &[SInstr], len: usize) -> Option<Vec<bool>> {
 /// Stored values multiplied together before one test (see the module doc).
 const GROUP: usize = 4;
 
-/// Ends a fast function: where the product of some group of [`GROUP`] of
-/// the checked stored values `vals` (`f64`s) is zero or NaN, calls the
-/// exact function `exact` on the function's own parameters `params`
-/// (which rewrites every target), on a cold path.
-pub(super) fn or_call_exact(
-    b: &mut FunctionBuilder<'_>,
-    vals: &[Value],
-    exact: FuncRef,
-    params: &[Value],
-) {
-    let zero = b.ins().f64const(0.0);
-    let mut redo: Option<Value> = None;
-    for group in vals.chunks(GROUP) {
-        let p = group[1..].iter().fold(group[0], |p, &v| b.ins().fmul(p, v));
-        let bad = b.ins().fcmp(FloatCC::UnorderedOrEqual, p, zero);
-        redo = Some(match redo {
-            None => bad,
-            Some(r) => b.ins().bor(r, bad),
-        });
+/// The exact code of a region that runs as a fast function: compiled the
+/// first time a call needs it (most never do, and a first call then pays
+/// for one function, not two), interpreted if that compile fails.
+pub(crate) struct Exact {
+    code: Vec<SInstr>,
+    len: usize,
+    consts: Vec<(u32, f64)>,
+    loads: usize,
+    targets: usize,
+    native: OnceLock<Option<Native>>,
+}
+
+impl Exact {
+    /// The exact code of `code` (operands resolved; `loads` leading loads).
+    pub(super) fn new(
+        code: &[SInstr],
+        len: usize,
+        consts: &[(u32, f64)],
+        targets: usize,
+        loads: usize,
+    ) -> Exact {
+        Exact {
+            code: code.to_vec(),
+            len,
+            consts: consts.to_vec(),
+            loads,
+            targets,
+            native: OnceLock::new(),
+        }
     }
-    let Some(redo) = redo else {
-        return;
-    };
-    let (cold, done) = (b.create_block(), b.create_block());
-    b.set_cold_block(cold);
-    b.ins().brif(redo, cold, &[], done, &[]);
-    b.switch_to_block(cold);
-    b.ins().call(exact, params);
-    b.ins().return_(&[]);
-    b.switch_to_block(done);
+
+    /// Runs the exact code on `ins` into `outs`.
+    fn run(&self, ins: &[f64], outs: &mut [f64]) {
+        let native = self.native.get_or_init(|| {
+            super::compile_as(&self.code, self.len, &self.consts, self.targets, false)
+        });
+        match native {
+            Some(n) => n.call(ins, outs),
+            None => {
+                let step = ScalarStep {
+                    base: 0,
+                    len: self.len,
+                    consts: self.consts.clone(),
+                    code: self.code.clone(),
+                    native: None,
+                };
+                let mut file = vec![0.0; self.len];
+                step.exec_with_consts(&mut file, &mut SliceIo { ins, next: 0, outs });
+            }
+        }
+    }
+}
+
+/// Leaves read in order from a slice, targets written into another.
+struct SliceIo<'a> {
+    ins: &'a [f64],
+    next: usize,
+    outs: &'a mut [f64],
+}
+
+impl ScalarIo for SliceIo<'_> {
+    fn load(&mut self, _: Val) -> f64 {
+        // A region's loads come first, one per leaf, in order.
+        let v = self.ins[self.next];
+        self.next += 1;
+        v
+    }
+
+    fn store(&mut self, target: u32, v: f64) {
+        self.outs[target as usize] = v;
+    }
+}
+
+/// Called by a fast function's cold path: runs `exact` on the region's
+/// leaves at `ins` into its targets at `outs`.
+extern "C" fn run_exact(exact: *const Exact, ins: *const f64, outs: *mut f64) {
+    // SAFETY: `exact` is the boxed `Exact` of the `Native` whose fast
+    // function is running (alive while its code is); `ins` points at its
+    // `loads` leaves and `outs` at room for its `targets` (the fast
+    // function's own arguments, or its stack copy of the leaves).
+    let exact = unsafe { &*exact };
+    let ins = unsafe { std::slice::from_raw_parts(ins, exact.loads) };
+    let outs = unsafe { std::slice::from_raw_parts_mut(outs, exact.targets) };
+    exact.run(ins, outs);
+}
+
+/// Where a fast function holds its leaves.
+pub(super) enum Leaves {
+    /// `f64` values (a function taking its leaves in registers).
+    Values(Vec<Value>),
+    /// The address of the leaves in memory.
+    At(Value),
+}
+
+/// What a fast function needs to call [`run_exact`].
+pub(super) struct Call<'a> {
+    pub(super) ptr: types::Type,
+    pub(super) call_conv: CallConv,
+    pub(super) exact: &'a Exact,
+}
+
+impl Call<'_> {
+    /// Ends a fast function: where the product of some group of [`GROUP`]
+    /// of the checked stored values `vals` (`f64`s) is zero or NaN, runs
+    /// the exact code on `leaves` into `outs` (rewriting every target), on
+    /// a cold path.
+    pub(super) fn or_run_exact(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        vals: &[Value],
+        leaves: Leaves,
+        outs: Value,
+    ) {
+        let zero = b.ins().f64const(0.0);
+        let mut redo: Option<Value> = None;
+        for group in vals.chunks(GROUP) {
+            let p = group[1..].iter().fold(group[0], |p, &v| b.ins().fmul(p, v));
+            let bad = b.ins().fcmp(FloatCC::UnorderedOrEqual, p, zero);
+            redo = Some(match redo {
+                None => bad,
+                Some(r) => b.ins().bor(r, bad),
+            });
+        }
+        let Some(redo) = redo else {
+            return;
+        };
+        let (cold, done) = (b.create_block(), b.create_block());
+        b.set_cold_block(cold);
+        b.ins().brif(redo, cold, &[], done, &[]);
+        b.switch_to_block(cold);
+        let ins = match leaves {
+            Leaves::At(ins) => ins,
+            Leaves::Values(values) => {
+                let size = u32::try_from(8 * values.len().max(1)).unwrap_or(u32::MAX);
+                let slot = b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    size,
+                    3,
+                ));
+                for (k, v) in (0..).zip(values) {
+                    b.ins().stack_store(self.ptr, v, slot, 8 * k);
+                }
+                b.ins().stack_addr(self.ptr, slot, 0)
+            }
+        };
+        let mut sig = Signature::new(self.call_conv);
+        for _ in 0..3 {
+            sig.params.push(AbiParam::new(self.ptr));
+        }
+        let sig = b.import_signature(sig);
+        let f = b.ins().iconst(self.ptr, run_exact as *const () as i64);
+        let exact = b.ins().iconst(self.ptr, self.exact as *const Exact as i64);
+        b.ins().call_indirect(sig, f, &[exact, ins, outs]);
+        b.ins().return_(&[]);
+        b.switch_to_block(done);
+    }
 }
 
 #[cfg(test)]
@@ -256,7 +391,7 @@ mod tests {
             SInstr::Store { src: 10, target: 5 },
         ];
         let native = super::super::compile(&code, 11, &[], 6).expect("compiles");
-        assert!(native.fast, "the region has a fast function");
+        assert!(native.exact.is_some(), "the region has a fast function");
         let special = [
             0.0,
             -0.0,
@@ -292,5 +427,30 @@ mod tests {
             }
         }
         assert!(handed_over > 0, "some inputs need the exact function");
+    }
+
+    #[test]
+    fn the_exact_code_interpreted_gives_the_bits_of_the_exact_code_compiled() {
+        let code = vec![
+            load(0),
+            load(1),
+            SInstr::RecipF64 { x: 1, dst: 2 },
+            SInstr::MulZeroF64 { a: 0, b: 2, dst: 3 },
+            SInstr::NegF64 { x: 3, dst: 4 },
+            SInstr::Store { src: 4, target: 0 },
+            SInstr::Store { src: 2, target: 1 },
+        ];
+        let compiled = Exact::new(&code, 5, &[], 2, 2);
+        let interpreted = Exact::new(&code, 5, &[], 2, 2);
+        assert!(interpreted.native.set(None).is_ok());
+        for (a, b) in [(0.0, 0.0), (-0.0, 2.0), (3.0, 0.0), (1.5, -4.0)] {
+            let (mut x, mut y) = ([0.5; 2], [0.25; 2]);
+            compiled.run(&[a, b], &mut x);
+            interpreted.run(&[a, b], &mut y);
+            assert_eq!(x.map(f64::to_bits), y.map(f64::to_bits), "{a}, {b}");
+            let want = [-mul_zero(a, 1.0 / b), 1.0 / b];
+            assert_eq!(x.map(f64::to_bits), want.map(f64::to_bits), "{a}, {b}");
+        }
+        assert!(matches!(compiled.native.get(), Some(Some(_))));
     }
 }

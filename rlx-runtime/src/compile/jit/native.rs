@@ -92,9 +92,10 @@ pub(super) type BinaryFn = fn(f64, f64) -> f64;
 pub(crate) struct Native {
     /// The region's code.
     pub(super) entry: Entry,
-    /// Whether `entry` is a fast function that calls the exact one itself
-    /// where its results could differ (see `guard`).
-    pub(super) fast: bool,
+    /// For a region whose `entry` is a fast function (see `guard`): its
+    /// exact code, which the fast function runs where its results could
+    /// differ (boxed: the fast function holds its address).
+    pub(super) exact: Option<Box<super::guard::Exact>>,
     /// Slots of the spill buffer (0 for a region in one function).
     pub(super) spill: usize,
     pub(super) loads: usize,
@@ -123,7 +124,7 @@ impl fmt::Debug for Native {
             Entry::Memory(funcs) => funcs.len(),
             Entry::Registers(_) => 1,
         };
-        let fast = if self.fast { ", fast" } else { "" };
+        let fast = if self.exact.is_some() { ", fast" } else { "" };
         write!(
             f,
             "Native({} loads, {} stores, {} functions{fast})",
