@@ -59,7 +59,8 @@ pub(super) fn places(
         let u = u as usize;
         let un = &nodes[u];
         let once = un.inputs.iter().filter(|p| p.index() == v).count() == 1;
-        if places[v].is_some() || is_output[v] || !once || !copied(u) {
+        // A view has no step to write it anywhere: the concat reads it.
+        if places[v].is_some() || is_output[v] || !once || !copied(u) || views[v].is_some() {
             continue;
         }
         if matches!(nodes[v].op, Op::Reshape { .. }) {
