@@ -152,19 +152,30 @@ fn layers_of_a_stacked_value_are_read_in_place_by_loops_and_concats() {
         let mid = g.slice(h, 1, 1, 2).unwrap();
         let flat = g.reshape(mid, [6, 5]).unwrap();
         outs.push(g.sin(flat).unwrap());
+        // Column pieces of `x` given a leading unit axis and stacked (a
+        // layer's piece of a stacked cotangent): strided views, read in
+        // place by the concat's copy.
+        let pieces: Vec<NodeId> = [0, 2]
+            .iter()
+            .map(|&at| {
+                let c = g.slice(x, 1, at, 3).unwrap();
+                g.reshape(c, [1, 4, 3]).unwrap()
+            })
+            .collect();
+        outs.push(g.concat(&pieces, 0).unwrap());
         g.set_outputs(outs);
         let hv = tensor(&values(60, 6, -1.5, 1.5), &[3, 4, 5], dtype);
         let xv = tensor(&values(20, 7, -1.0, 1.0), &[4, 5], dtype);
         let exe = check_fused(&g, &[&hv, &xv], tol(dtype), &format!("layers {dtype}"));
         let s = exe.stats();
-        // Three slices and their three reshapes.
-        assert_eq!(s.views, 6, "{s:?}");
-        // No step copies a layer: the middle slice's copy is the only
-        // step that is neither a loop nor a concat's copy (3).
+        // Three layer slices, two column slices and their reshapes.
+        assert_eq!(s.views, 10, "{s:?}");
+        // No step copies a layer or a column: the middle slice's copy is
+        // the only step that is neither a loop nor a concat's copy (4).
         let before = unfused(&g).stats();
         assert_eq!(before.views, 0, "{before:?}");
-        assert_eq!(s.steps, s.fused_loops + 3 + 1, "{s:?}");
-        assert!(s.steps + 3 <= before.steps, "{s:?} vs {before:?}");
+        assert_eq!(s.steps, s.fused_loops + 4 + 1, "{s:?}");
+        assert!(s.steps + 5 <= before.steps, "{s:?} vs {before:?}");
     }
 }
 

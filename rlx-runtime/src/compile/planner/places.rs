@@ -99,7 +99,7 @@ pub(super) fn places(
 /// For `from` and `to` equal once their unit axes are dropped: for each
 /// axis of `from`, the axis of `to` of the same extent (`None` for unit
 /// axes); else `None`.
-fn unit_axes_only(from: &[usize], to: &[usize]) -> Option<Vec<Option<usize>>> {
+pub(super) fn unit_axes_only(from: &[usize], to: &[usize]) -> Option<Vec<Option<usize>>> {
     let mut big = (0..to.len()).filter(|&k| to[k] != 1);
     let map: Vec<Option<usize>> = from
         .iter()

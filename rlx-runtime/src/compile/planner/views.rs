@@ -14,11 +14,15 @@
 //! carry) is a view too, when all its users read it in place: that run
 //! with the reshape's dims. A reshape is otherwise an alias of its
 //! operand's storage, so without this the slice under it was copied
-//! (its user, the reshape, reads nothing in place).
+//! (its user, the reshape, reads nothing in place). So is a reshape that
+//! only adds or drops unit axes of a slice or transpose (`[4, 32] → [1, 4,
+//! 32]`, a layer's piece of a stacked cotangent): the other axes keep
+//! their strides.
 
 use rlx_core::{Graph, Op};
 
 use super::builder::contiguous;
+use super::places::unit_axes_only;
 
 /// Where the elements of a view live: element `i` (a multi-index over the
 /// view's dims) is element `off + Σ i_d·strides[d]` of `base`.
@@ -49,7 +53,10 @@ pub(super) fn views(
         let n = &nodes[i];
         let movement = match n.op {
             Op::Slice { .. } | Op::Transpose { .. } => true,
-            Op::Reshape { .. } => contiguous_slice(g, n.inputs[0].index()),
+            Op::Reshape { .. } => {
+                let x = n.inputs[0].index();
+                contiguous_slice(g, x) || unit_axes_of_movement(g, x, n.shape.dims())
+            }
             _ => false,
         };
         let read_in_place = !users[i].is_empty()
@@ -81,11 +88,25 @@ pub(super) fn views(
                 strides: perm.iter().map(|&p| from.strides[p]).collect(),
                 ..from
             },
-            // `contiguous_slice`: the operand's elements are a contiguous
-            // run from `from.off` (a view of one, or its own storage).
-            Op::Reshape { .. } => View {
-                strides: contiguous(&n.shape),
-                ..from
+            Op::Reshape { .. } => match unit_axes_only(nodes[x].shape.dims(), n.shape.dims()) {
+                // Unit axes added or dropped: the other axes keep their
+                // strides (a unit axis is never stepped along).
+                Some(map) => {
+                    let mut strides = vec![0; n.shape.rank()];
+                    for (d, k) in map.into_iter().enumerate() {
+                        if let Some(k) = k {
+                            strides[k] = from.strides[d];
+                        }
+                    }
+                    View { strides, ..from }
+                }
+                // `contiguous_slice`: the operand's elements are a
+                // contiguous run from `from.off` (a view of one, or its
+                // own storage).
+                None => View {
+                    strides: contiguous(&n.shape),
+                    ..from
+                },
             },
             _ => unreachable!("only slices, transposes and reshapes are views"),
         });
@@ -113,4 +134,12 @@ fn contiguous_slice(g: &Graph, x: usize) -> bool {
     }
     let dims = n.shape.dims();
     dims[..axis].iter().all(|&d| d == 1) || dims[axis] == src.shape.dims()[axis]
+}
+
+/// Whether node `x` is a slice or transpose and `to` its dims with unit
+/// axes added or dropped (see `unit_axes_only`).
+fn unit_axes_of_movement(g: &Graph, x: usize, to: &[usize]) -> bool {
+    let n = &g.nodes()[x];
+    matches!(n.op, Op::Slice { .. } | Op::Transpose { .. })
+        && unit_axes_only(n.shape.dims(), to).is_some()
 }
