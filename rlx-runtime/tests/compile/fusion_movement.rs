@@ -92,10 +92,10 @@ fn device_batch_jacobian_is_loops_only() {
     // each reshaped to `[n, 3, 1]` and concatenated on the last axis) are
     // written straight into the outputs by one loop, which reads column
     // slices in place. One entry, ∂i0/∂v2 = v0, is a column of the input
-    // itself: that slice is copied (two steps), the rest has no step and
-    // no buffer of its own.
-    assert_eq!(s.views, 2, "{s:?}");
-    assert_eq!((s.steps, s.fused_loops, s.buffers), (3, 1, 1), "{s:?}");
+    // itself: the concat's copy reads that column slice in place too (a
+    // view, one step), and nothing has a buffer of its own.
+    assert_eq!(s.views, 3, "{s:?}");
+    assert_eq!((s.steps, s.fused_loops, s.buffers), (2, 1, 0), "{s:?}");
     assert_eq!(s.placed, 17, "{s:?}");
     // The loop's pieces of the Jacobian (8: the ninth is the copied
     // column) and of the value (3) are each written item by item, every
@@ -126,6 +126,56 @@ fn concat_of_elementwise_results_is_one_loop_without_buffers() {
         assert_eq!((s.steps, s.fused_loops), (1, 1), "{s:?}");
         // `cat` and its three pieces live in the output.
         assert_eq!((s.placed, s.buffers), (4, 0), "{s:?}");
+    }
+}
+
+#[test]
+fn layers_of_a_stacked_value_are_read_in_place_by_loops_and_concats() {
+    // `h: [3, 4, 5]` cut into layers `h.slice(0, l, 1).reshape([4, 5])`
+    // (a stacked LSTM carry): each layer is one contiguous run of `h`, so
+    // the slice and its reshape are views, read in place by the loop
+    // `tanh(h_l)·x` and by the copy of `concat([x, h_l], 1)`. A slice on
+    // the middle axis reshaped (`[3, 2, 5] → [6, 5]`) is not a contiguous
+    // run: it is copied as before, and its reshape stays an alias of the copy.
+    for dtype in [DType::F64, DType::F32] {
+        let mut g = Graph::new();
+        let h = g.input("h", [3, 4, 5], dtype);
+        let x = g.input("x", [4, 5], dtype);
+        let mut outs = Vec::new();
+        for l in 0..3 {
+            let s = g.slice(h, 0, l, 1).unwrap();
+            let hl = g.reshape(s, [4, 5]).unwrap();
+            let t = g.tanh(hl).unwrap();
+            outs.push(g.mul(t, x).unwrap());
+            outs.push(g.concat(&[x, hl], 1).unwrap());
+        }
+        let mid = g.slice(h, 1, 1, 2).unwrap();
+        let flat = g.reshape(mid, [6, 5]).unwrap();
+        outs.push(g.sin(flat).unwrap());
+        // Column pieces of `x` given a leading unit axis and stacked (a
+        // layer's piece of a stacked cotangent): strided views, read in
+        // place by the concat's copy.
+        let pieces: Vec<NodeId> = [0, 2]
+            .iter()
+            .map(|&at| {
+                let c = g.slice(x, 1, at, 3).unwrap();
+                g.reshape(c, [1, 4, 3]).unwrap()
+            })
+            .collect();
+        outs.push(g.concat(&pieces, 0).unwrap());
+        g.set_outputs(outs);
+        let hv = tensor(&values(60, 6, -1.5, 1.5), &[3, 4, 5], dtype);
+        let xv = tensor(&values(20, 7, -1.0, 1.0), &[4, 5], dtype);
+        let exe = check_fused(&g, &[&hv, &xv], tol(dtype), &format!("layers {dtype}"));
+        let s = exe.stats();
+        // Three layer slices, two column slices and their reshapes.
+        assert_eq!(s.views, 10, "{s:?}");
+        // No step copies a layer or a column: the middle slice's copy is
+        // the only step that is neither a loop nor a concat's copy (4).
+        let before = unfused(&g).stats();
+        assert_eq!(before.views, 0, "{before:?}");
+        assert_eq!(s.steps, s.fused_loops + 4 + 1, "{s:?}");
+        assert!(s.steps + 5 <= before.steps, "{s:?} vs {before:?}");
     }
 }
 

@@ -95,15 +95,20 @@ impl Builder<'_> {
                 for p in &n.inputs {
                     let s = self.shape(p.index());
                     if self.places[p.index()].is_none() {
+                        // A view is read in place, through its strides.
+                        let (src, src_off, src_strides) = match &self.views[p.index()] {
+                            Some(v) => (v.base, v.off, v.strides.clone()),
+                            None => (self.root[p.index()], 0, contiguous(s)),
+                        };
                         parts.push(Strided {
-                            src: self.root[p.index()],
-                            src_off: 0,
-                            src_strides: contiguous(s),
+                            src,
+                            src_off,
+                            src_strides,
                             dims: s.dims().to_vec(),
                             dst_off: to.off + at * to.strides[*axis],
                             dst_strides: to.strides.clone(),
                         });
-                        reads.push(self.root[p.index()]);
+                        reads.push(src);
                     }
                     at += s.dim(*axis);
                 }

@@ -59,7 +59,8 @@ pub(super) fn places(
         let u = u as usize;
         let un = &nodes[u];
         let once = un.inputs.iter().filter(|p| p.index() == v).count() == 1;
-        if places[v].is_some() || is_output[v] || !once || !copied(u) {
+        // A view has no step to write it anywhere: the concat reads it.
+        if places[v].is_some() || is_output[v] || !once || !copied(u) || views[v].is_some() {
             continue;
         }
         if matches!(nodes[v].op, Op::Reshape { .. }) {
@@ -98,7 +99,7 @@ pub(super) fn places(
 /// For `from` and `to` equal once their unit axes are dropped: for each
 /// axis of `from`, the axis of `to` of the same extent (`None` for unit
 /// axes); else `None`.
-fn unit_axes_only(from: &[usize], to: &[usize]) -> Option<Vec<Option<usize>>> {
+pub(super) fn unit_axes_only(from: &[usize], to: &[usize]) -> Option<Vec<Option<usize>>> {
     let mut big = (0..to.len()).filter(|&k| to[k] != 1);
     let map: Vec<Option<usize>> = from
         .iter()
