@@ -453,4 +453,60 @@ mod tests {
         }
         assert!(matches!(compiled.native.get(), Some(Some(_))));
     }
+
+    #[test]
+    fn a_fast_function_reading_its_leaves_from_memory_hands_over_too() {
+        // Ten leaves (more than fit in registers): g_k = mul_zero(x_k, 1/x_9)
+        // for k < 9, stored, then their sum.
+        let mut code: Vec<SInstr> = (0..10).map(load).collect();
+        code.push(SInstr::RecipF64 { x: 9, dst: 10 });
+        let mut sum = None;
+        for k in 0..9u32 {
+            code.push(SInstr::MulZeroF64 {
+                a: k,
+                b: 10,
+                dst: 11 + 2 * k,
+            });
+            code.push(SInstr::Store {
+                src: 11 + 2 * k,
+                target: k,
+            });
+            let s = match sum {
+                None => 11 + 2 * k,
+                Some(s) => {
+                    code.push(SInstr::AddF64 {
+                        a: s,
+                        b: 11 + 2 * k,
+                        dst: 12 + 2 * k,
+                    });
+                    12 + 2 * k
+                }
+            };
+            sum = Some(s);
+        }
+        code.push(SInstr::Store {
+            src: sum.expect("nine terms"),
+            target: 9,
+        });
+        let native = super::super::compile(&code, 30, &[], 10).expect("compiles");
+        assert!(native.exact.is_some(), "the region has a fast function");
+        assert!(matches!(native.entry, super::super::Entry::Memory(_)));
+        for last in [0.0, -0.0, 2.0, f64::INFINITY] {
+            for first in [0.0, -0.0, 1.5] {
+                let mut xs = [1.0; 10];
+                xs[0] = first;
+                xs[9] = last;
+                let f = 1.0 / last;
+                let mut want = [0.0; 10];
+                for k in 0..9 {
+                    want[k] = mul_zero(xs[k], f);
+                }
+                want[9] = want[1..9].iter().fold(want[0], |s, g| s + g);
+                let mut got = [0.5; 10];
+                native.call(&xs, &mut got);
+                let at = format!("first = {first}, last = {last}");
+                assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{at}");
+            }
+        }
+    }
 }
