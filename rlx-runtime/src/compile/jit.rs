@@ -444,6 +444,18 @@ impl Gen<'_> {
         } else {
             (Leaves::Memory(params[0]), params[1], Some(params[2]))
         };
+        let guard = self.checked.map(|(_, exact)| guard::Call {
+            ptr: self.ptr,
+            call_conv: self.call_conv,
+            exact,
+        });
+        if let Some(guard) = &guard {
+            let at = match &leaves {
+                Leaves::Registers(args) => guard::Leaves::Values(args.clone()),
+                Leaves::Memory(ins) => guard::Leaves::At(*ins),
+            };
+            guard.or_switched(b, at, outs_ptr);
+        }
 
         let mut sig1 = Signature::new(self.call_conv);
         sig1.params.push(AbiParam::new(self.ptr));
@@ -613,7 +625,7 @@ impl Gen<'_> {
                 store(b, v, spill_ptr?, 8 * dst);
             }
         }
-        if let Some((_, exact)) = self.checked {
+        if let Some(guard) = &guard {
             // The leaves as the body holds them (in lane 0), so that the
             // parameters need not stay alive too.
             let leaves = if self.in_regs {
@@ -622,12 +634,7 @@ impl Gen<'_> {
             } else {
                 guard::Leaves::At(params[0])
             };
-            let call = guard::Call {
-                ptr: self.ptr,
-                call_conv: self.call_conv,
-                exact,
-            };
-            call.or_run_exact(b, &checked_values, leaves, outs_ptr);
+            guard.or_run_exact(b, &checked_values, leaves, outs_ptr);
         }
         b.ins().return_(&[]);
         b.seal_all_blocks();

@@ -28,11 +28,12 @@
 //! function does that itself, not its caller, so that the caller need not
 //! keep the arguments alive across the call.
 
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, InstBuilder, Signature, StackSlotData, StackSlotKind, Value,
+    types, AbiParam, InstBuilder, MemFlagsData, Signature, StackSlotData, StackSlotKind, Value,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::FunctionBuilder;
@@ -117,9 +118,16 @@ pub(super) fn checked_stores(code: &[SInstr], len: usize) -> Option<Vec<bool>> {
 /// Stored values multiplied together before one test (see the module doc).
 const GROUP: usize = 4;
 
+/// Hand-overs after which a fast function runs the exact code directly.
+const SWITCH_AFTER: u32 = 32;
+
 /// The exact code of a region that runs as a fast function: compiled the
 /// first time a call needs it (most never do, and a first call then pays
-/// for one function, not two), interpreted if that compile fails.
+/// for one function, not two), interpreted if that compile fails. A region
+/// whose checked results are often zero (a gradient entry that is exactly
+/// 0 at the points it is called on) would pay for both functions on each
+/// of those calls: after [`SWITCH_AFTER`] hand-overs its fast function
+/// runs the exact code at once (one flag tested on entry).
 pub(crate) struct Exact {
     code: Vec<SInstr>,
     len: usize,
@@ -127,6 +135,9 @@ pub(crate) struct Exact {
     loads: usize,
     targets: usize,
     native: OnceLock<Option<Native>>,
+    handed_over: AtomicU32,
+    /// Set after [`SWITCH_AFTER`] hand-overs; read by the fast function.
+    switched: AtomicBool,
 }
 
 impl Exact {
@@ -145,6 +156,8 @@ impl Exact {
             loads,
             targets,
             native: OnceLock::new(),
+            handed_over: AtomicU32::new(0),
+            switched: AtomicBool::new(false),
         }
     }
 
@@ -201,6 +214,12 @@ extern "C" fn run_exact(exact: *const Exact, ins: *const f64, outs: *mut f64) {
     let ins = unsafe { std::slice::from_raw_parts(ins, exact.loads) };
     let outs = unsafe { std::slice::from_raw_parts_mut(outs, exact.targets) };
     exact.run(ins, outs);
+    // Counted until the switch only (so the count never wraps).
+    if !exact.switched.load(Ordering::Relaxed)
+        && exact.handed_over.fetch_add(1, Ordering::Relaxed) >= SWITCH_AFTER - 1
+    {
+        exact.switched.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Where a fast function holds its leaves.
@@ -240,12 +259,30 @@ impl Call<'_> {
                 Some(r) => b.ins().bor(r, bad),
             });
         }
-        let Some(redo) = redo else {
-            return;
-        };
+        if let Some(redo) = redo {
+            self.on(b, redo, leaves, outs);
+        }
+    }
+
+    /// Starts a fast function: once [`SWITCH_AFTER`] calls were handed
+    /// over, runs the exact code on `leaves` into `outs` and returns.
+    pub(super) fn or_switched(&self, b: &mut FunctionBuilder<'_>, leaves: Leaves, outs: Value) {
+        let flag = b
+            .ins()
+            .iconst(self.ptr, &self.exact.switched as *const AtomicBool as i64);
+        // A relaxed read of the `AtomicBool` (a byte load on every target
+        // Cranelift supports).
+        let switched = b.ins().load(types::I8, MemFlagsData::trusted(), flag, 0);
+        self.on(b, switched, leaves, outs);
+    }
+
+    /// Where `cond` (an `i8`) is nonzero, runs the exact code on `leaves`
+    /// into `outs` and returns, on a cold path; the function goes on in a
+    /// new block otherwise.
+    fn on(&self, b: &mut FunctionBuilder<'_>, cond: Value, leaves: Leaves, outs: Value) {
         let (cold, done) = (b.create_block(), b.create_block());
         b.set_cold_block(cold);
-        b.ins().brif(redo, cold, &[], done, &[]);
+        b.ins().brif(cond, cold, &[], done, &[]);
         b.switch_to_block(cold);
         let ins = match leaves {
             Leaves::At(ins) => ins,
@@ -390,8 +427,6 @@ mod tests {
             },
             SInstr::Store { src: 10, target: 5 },
         ];
-        let native = super::super::compile(&code, 11, &[], 6).expect("compiles");
-        assert!(native.exact.is_some(), "the region has a fast function");
         let special = [
             0.0,
             -0.0,
@@ -404,6 +439,11 @@ mod tests {
         ];
         let mut handed_over = 0;
         for &a in &special {
+            // A fresh region for each `a`, so that most calls run the fast
+            // function (a region switches to its exact code after
+            // `SWITCH_AFTER` hand-overs).
+            let native = super::super::compile(&code, 11, &[], 6).expect("compiles");
+            assert!(native.exact.is_some(), "the region has a fast function");
             for &b in &special {
                 for &c in &special {
                     let f = 1.0 / b;
@@ -508,5 +548,37 @@ mod tests {
                 assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{at}");
             }
         }
+    }
+
+    #[test]
+    fn a_region_handing_over_often_switches_to_its_exact_code() {
+        // g = mul_zero(a, 1/b), stored: zero for a = 0, on every call.
+        let code = vec![
+            load(0),
+            load(1),
+            SInstr::RecipF64 { x: 1, dst: 2 },
+            SInstr::MulZeroF64 { a: 0, b: 2, dst: 3 },
+            SInstr::Store { src: 3, target: 0 },
+        ];
+        let native = super::super::compile(&code, 4, &[], 1).expect("compiles");
+        let exact = native.exact.as_ref().expect("a fast function");
+        for (n, (a, b)) in [(1.5, 2.0), (-0.0, 2.0), (0.0, 0.0), (3.0, 0.5)]
+            .into_iter()
+            .cycle()
+            .take(4 * SWITCH_AFTER as usize)
+            .enumerate()
+        {
+            let mut got = [0.25];
+            native.call(&[a, b], &mut got);
+            assert_eq!(got[0].to_bits(), mul_zero(a, 1.0 / b).to_bits(), "call {n}");
+            let handed = exact.handed_over.load(Ordering::Relaxed);
+            // Two of every four calls hand over until the switch.
+            assert_eq!(
+                exact.switched.load(Ordering::Relaxed),
+                handed >= SWITCH_AFTER,
+                "call {n}"
+            );
+        }
+        assert!(exact.switched.load(Ordering::Relaxed));
     }
 }
