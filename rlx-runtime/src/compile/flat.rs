@@ -155,7 +155,7 @@ impl<'a> Flat<'a> {
 
 /// An output of a warm call located by [`Take::locate`], not yet built:
 /// its type and, unless it is the buffer the run wrote straight
-/// ([`Flat`]'s `ready`), its `f64` values (at most [`OWNED_MAX`]).
+/// ([`Flat`]'s `ready`), its `f64` values (at most `OWNED_MAX`).
 pub struct Located<'a> {
     vals: &'a [f64],
     ty: &'a TensorType,
@@ -164,7 +164,7 @@ pub struct Located<'a> {
 impl<'a> Flat<'a> {
     /// Locates the next output as an `f64` tensor that a warm companion
     /// builds without a call that may fail or unwind: the buffer the run
-    /// wrote straight, or at most [`OWNED_MAX`] values (copied into a
+    /// wrote straight, or at most `OWNED_MAX` values (copied into a
     /// pooled vector). `None`, taking nothing, for any other output (the
     /// companion then takes the general path; `Function::small_direct`
     /// serves no call with other tensors, which `run_small` serves).
