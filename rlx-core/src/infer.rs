@@ -419,7 +419,7 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
             Ok(f.ty(f.outputs()[0]))
         }
         Op::Loop(l) => {
-            l.validate()?;
+            l.validate_once()?;
             l.infer(inputs)
         }
     }

@@ -244,3 +244,61 @@ fn epilogues_give_the_same_bits_for_every_thread_count() {
         );
     }
 }
+
+/// `h' = tanh(h·W + x)` over 40 steps (`h: [4, 16]`), output `Σ h(T)`:
+/// its value and gradient, whose forward scan and reverse sweep (with
+/// `W̄`'s products hoisted) are two loop nodes.
+fn recurrent_gradient(dtype: DType) -> Graph {
+    let steps = 40;
+    let mut s = Graph::new();
+    let h = s.input("h", [4, 16], dtype);
+    let x = s.input("x", [4, 16], dtype);
+    let w = s.input("w", [16, 16], dtype);
+    let hw = s.matmul(h, w).unwrap();
+    let z = s.add(hw, x).unwrap();
+    let h2 = s.tanh(z).unwrap();
+    s.set_outputs(vec![h2]);
+    let l = rlx_core::LoopOp::scan("recurrent", s, 1, 1, steps, false, None).unwrap();
+    let mut g = Graph::new();
+    let h0 = g.input("h0", [4, 16], dtype);
+    let xs = g.input("xs", [steps, 4, 16], dtype);
+    let w = g.input("w", [16, 16], dtype);
+    let p = g.looped(l, &[h0, xs, w]).unwrap();
+    let y = g.sum_all(p).unwrap();
+    g.set_outputs(vec![y]);
+    rlx_core::autodiff::value_and_grad(&g, &[0, 1, 2]).unwrap()
+}
+
+#[test]
+fn loop_bodies_compiled_on_several_threads_give_the_plan_of_one_thread() {
+    // A plan's loop nodes have their step graphs compiled at once on the
+    // pool's threads (the forward body on one, the reverse step and the
+    // finishing graph of its hoisted products on another): the plan is
+    // the one a single thread builds, step for step and bit for bit.
+    let _guard = lock();
+    for dtype in [DType::F64, DType::F32] {
+        let g = recurrent_gradient(dtype);
+        let ins: Vec<Tensor> = g
+            .inputs()
+            .iter()
+            .enumerate()
+            .map(|(i, inp)| input(g.shape(inp.node).dims(), i as f64, dtype))
+            .collect();
+        let refs: Vec<&Tensor> = ins.iter().collect();
+        set_num_threads(1);
+        let one = compile(&g).unwrap();
+        let want = bits(&one.run(&refs).unwrap());
+        for threads in [2, 3] {
+            set_num_threads(threads);
+            let many = compile(&g).unwrap();
+            assert_eq!(many.stats(), one.stats(), "{dtype}, {threads} threads");
+            set_num_threads(1);
+            assert_eq!(
+                bits(&many.run(&refs).unwrap()),
+                want,
+                "{dtype}, {threads} threads"
+            );
+        }
+    }
+    set_num_threads(0);
+}

@@ -7,11 +7,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use rlx_core::{LoopRef, Result};
+use rlx_core::{Graph, LoopKind, LoopOp, LoopRef, Result};
 
 use super::env::{Env, Inputs, Outputs, Val};
-use super::exec;
 use super::{compile_with, Executable, Options};
+use super::{exec, parallel};
 use crate::kernels::looping::{run_loop, LoopBuffers, RunGraph};
 use crate::storage::Storage;
 
@@ -68,32 +68,15 @@ impl Pool {
 }
 
 impl LoopStep {
-    /// Compiles the body (and reverse step) of `l`.
-    pub(crate) fn new(l: LoopRef, args: Vec<Val>, options: &Options) -> Result<LoopStep> {
-        // Bodies are not scalarised: the steps run the bodies' general
-        // plans on storages (`Warm`), which a scalarised executable does not
-        // have, and generating the native element program of a small body
-        // (64 pendula) cost ~50 ms at every first call (the loop's target is
-        // 10 ms), while its plan runs a step about as fast.
-        let options = Options {
-            scalarize: false,
-            ..options.clone()
-        };
-        let (body, vjp) = l.step_graphs();
-        let body = Arc::new(compile_with(body, &options)?);
-        let vjp = match vjp {
-            None => None,
-            Some(vjp) => Some(Arc::new(compile_with(vjp, &options)?)),
-        };
-        let finish = match l.residuals.as_ref().and_then(|r| r.hoisted.as_ref()) {
-            None => None,
-            Some(h) => Some(Arc::new(compile_with(&h.finish, &options)?)),
-        };
+    /// The step of loop `l` over `args`, with its step graphs `compiled`
+    /// (by [`Compiled::new`] or [`compile_all`]).
+    pub(crate) fn new(l: LoopRef, args: Vec<Val>, compiled: Compiled) -> LoopStep {
         let spine = match l.spine {
             0 => vec![],
             _ => rlx_core::loops::schedule::spine(l.length, l.checkpoints),
         };
-        Ok(LoopStep {
+        let Compiled { body, vjp, finish } = compiled;
+        LoopStep {
             l,
             body,
             vjp,
@@ -101,7 +84,7 @@ impl LoopStep {
             spine,
             args,
             buffers: Pool::default(),
-        })
+        }
     }
 
     /// Runs the loop on the values of `env` into `out`.
@@ -127,6 +110,99 @@ impl LoopStep {
         }
         res
     }
+}
+
+/// The graphs a loop's plan step runs, in the order of [`Compiled`]'s
+/// fields: the first of [`LoopOp::step_graphs`](rlx_core::LoopOp::step_graphs),
+/// the second, and for an adjoint with hoisted products their finishing
+/// graph (a scan shares its adjoint's split step, but never finishes).
+fn step_graphs(l: &LoopOp) -> [Option<&Graph>; 3] {
+    let (body, vjp) = l.step_graphs();
+    let finish = match l.kind {
+        LoopKind::Scan => None,
+        LoopKind::Adjoint { .. } => l
+            .residuals
+            .as_ref()
+            .and_then(|r| r.hoisted.as_ref())
+            .map(|h| &h.finish),
+    };
+    [Some(body), vjp, finish]
+}
+
+/// A loop's step graphs, compiled.
+pub(crate) struct Compiled {
+    body: Arc<Executable>,
+    vjp: Option<Arc<Executable>>,
+    finish: Option<Arc<Executable>>,
+}
+
+/// How loop steps are compiled: `options` without scalarised plans. The
+/// steps run the bodies' general plans on storages (`Warm`), which a
+/// scalarised executable does not have, and generating the native element
+/// program of a small body (64 pendula) cost ~50 ms at every first call
+/// (the loop's target is 10 ms), while its plan runs a step about as fast.
+fn step_options(options: &Options) -> Options {
+    Options {
+        scalarize: false,
+        ..options.clone()
+    }
+}
+
+impl Compiled {
+    /// Compiles the step graphs of `l` on this thread.
+    pub(crate) fn new(l: &LoopOp, options: &Options) -> Result<Compiled> {
+        let options = step_options(options);
+        Compiled::from_parts(step_graphs(l).map(|g| g.map(|g| compile_with(g, &options))))
+    }
+
+    /// The executables of [`step_graphs`] (`None` where a loop has no
+    /// such graph), or the first error among them.
+    fn from_parts(parts: [Option<Result<Executable>>; 3]) -> Result<Compiled> {
+        let [body, vjp, finish] = parts.map(|e| e.transpose().map(|e| e.map(Arc::new)));
+        Ok(Compiled {
+            body: body?.expect("every loop has a body graph (`step_graphs`)"),
+            vjp: vjp?,
+            finish: finish?,
+        })
+    }
+}
+
+/// The step graphs of every loop of `loops` compiled, each loop's result
+/// as [`Compiled::new`] gives it, with the graphs shared among the pool's
+/// threads ([`parallel::run`]): a gradient's forward scan and reverse
+/// sweep compile at once (their bodies are most of the compile time of
+/// an LSTM's gradient). One thread compiles them in order.
+pub(crate) fn compile_all(loops: &[&LoopOp], options: &Options) -> Vec<Result<Compiled>> {
+    let options = step_options(options);
+    let jobs: Vec<(usize, usize, &Graph)> = loops
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| {
+            step_graphs(l)
+                .into_iter()
+                .enumerate()
+                .filter_map(move |(k, g)| g.map(|g| (i, k, g)))
+        })
+        .collect();
+    // Largest first, so that the last graph taken is a small one.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&j| std::cmp::Reverse(jobs[j].2.len()));
+    let done: Vec<Mutex<Option<Result<Executable>>>> =
+        jobs.iter().map(|_| Mutex::new(None)).collect();
+    let parts = parallel::num_threads().min(jobs.len()).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    parallel::run(parts, &|_| loop {
+        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(&j) = order.get(n) else { break };
+        let exe = compile_with(jobs[j].2, &options);
+        *done[j].lock().unwrap_or_else(|e| e.into_inner()) = Some(exe);
+    });
+    let mut parts: Vec<[Option<Result<Executable>>; 3]> =
+        loops.iter().map(|_| [None, None, None]).collect();
+    for ((i, k, _), d) in jobs.iter().zip(done) {
+        parts[*i][*k] = d.into_inner().unwrap_or_else(|e| e.into_inner());
+    }
+    parts.into_iter().map(Compiled::from_parts).collect()
 }
 
 /// An executable with one of its states taken for many runs.

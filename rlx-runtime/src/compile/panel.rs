@@ -321,8 +321,12 @@ mod tests {
 
     /// The LSTM's products (`[4, 64]·[64, 128]` forward, `[4, 128]·[128,
     /// 64]ᵀ` backward, the tiny embedding and output ones) and ragged ones:
-    /// rows, columns and depths that are no multiple of 4 or 8.
-    const SHAPES: [(usize, usize, usize); 12] = [
+    /// rows, columns and depths that are no multiple of 4 or 8, and
+    /// columns that end in each of the kernels' narrower blocks (`rows`:
+    /// 4, 2 and 1 vectors, masked; `dots`: 16, then 8, then one at a time).
+    const SHAPES: [(usize, usize, usize); 14] = [
+        (5, 12, 27),
+        (8, 20, 88),
         (4, 64, 128),
         (4, 128, 64),
         (4, 16, 32),

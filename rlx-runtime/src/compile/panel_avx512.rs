@@ -119,6 +119,10 @@ macro_rules! rows512 {
             let mut j0 = 0;
             // SAFETY (every block): the rows and the block's columns are
             // inside the views.
+            while j0 + 4 * $w <= n {
+                unsafe { rows_block::<RR, 4, FUSED>(v, i0, j0, all) };
+                j0 += 4 * $w;
+            }
             while j0 + 2 * $w <= n {
                 unsafe { rows_block::<RR, 2, FUSED>(v, i0, j0, all) };
                 j0 += 2 * $w;
@@ -196,9 +200,6 @@ mod f32x16 {
         _mm512_fmadd_ps
     );
 
-    /// Columns of `B` per `dots` block: two groups of 4.
-    const J: usize = 8;
-
     /// The 4 × 4 transposes of `dots`: from the lane sums `acc[q]` of
     /// columns `j0 + q` (`q < 4`; 128-bit lane `r` holds row `i0 + r`),
     /// the sums of those columns (128-bit lane `r`, element `q`: `C[i0 +
@@ -219,14 +220,18 @@ mod f32x16 {
             .fold(_mm512_setzero_ps(), |s, &l| _mm512_add_ps(s, l))
     }
 
-    /// Dot products of rows `i0..i0 + 4` of `A` with columns `j0..j0 + 8`
-    /// of `B`.
+    /// Dot products of rows `i0..i0 + 4` of `A` with columns `j0..j0 +
+    /// J` of `B` (`J` a multiple of 4: `J / 4` groups of 4 columns).
     ///
     /// # Safety
     /// Those rows and columns inside the views (`rsb = csa = 1`).
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn dots_block<const FUSED: bool>(v: &mut Views<'_, '_, f32>, i0: usize, j0: usize) {
+    unsafe fn dots_block<const J: usize, const FUSED: bool>(
+        v: &mut Views<'_, '_, f32>,
+        i0: usize,
+        j0: usize,
+    ) {
         let (pa, pb) = (v.a.data.as_ptr(), v.b.data.as_ptr());
         let full_k = v.k - v.k % 4;
         let mut acc = [_mm512_setzero_ps(); J];
@@ -283,11 +288,20 @@ mod f32x16 {
     /// The CPU must support AVX-512F; the views in bounds.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn dots<const FUSED: bool>(v: &mut Views<'_, '_, f32>) {
-        let (full_m, full_n) = (v.m - v.m % R, v.n - v.n % J);
+        let full_m = v.m - v.m % R;
+        // Blocks of 16 columns (16 sums in flight, one `A` vector built
+        // per 16 products), then one of 8; the rest one at a time.
+        let full_n = v.n - v.n % 8;
         for i0 in (0..full_m).step_by(R) {
-            for j0 in (0..full_n).step_by(J) {
+            let mut j0 = 0;
+            while j0 + 16 <= v.n {
+                // SAFETY: rows `i0..i0 + 4`, columns `j0..j0 + 16` inside.
+                unsafe { dots_block::<16, FUSED>(v, i0, j0) }
+                j0 += 16;
+            }
+            if j0 < full_n {
                 // SAFETY: rows `i0..i0 + 4`, columns `j0..j0 + 8` inside.
-                unsafe { dots_block::<FUSED>(v, i0, j0) }
+                unsafe { dots_block::<8, FUSED>(v, i0, j0) }
             }
         }
         for i in 0..v.m {

@@ -59,6 +59,10 @@ pub(super) struct Builder<'a> {
     pub(super) jit: bool,
     /// How loop bodies are compiled.
     pub(super) options: crate::compile::options::Options,
+    /// The step graphs of the loop nodes, by node, compiled before
+    /// planning (see `looping::compile_all`); each is taken by its step.
+    pub(super) loops:
+        std::collections::HashMap<usize, rlx_core::Result<crate::compile::looping::Compiled>>,
 }
 
 /// Compiles every scalar region of `steps` of at least [`JIT_MIN_INSTRS`]

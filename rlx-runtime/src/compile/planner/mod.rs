@@ -404,6 +404,21 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
     // The declared types, and the sizes and counts of a plan with no
     // steps, which the builder grows.
     let base = Plan::types_only(g);
+    // Every loop's step graphs, compiled at once on the pool's threads.
+    let loop_nodes: Vec<(usize, &rlx_core::LoopOp)> = nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| match &n.op {
+            Op::Loop(l) if live[i] => Some((i, &**l)),
+            _ => None,
+        })
+        .collect();
+    let ops: Vec<&rlx_core::LoopOp> = loop_nodes.iter().map(|&(_, l)| l).collect();
+    let loops = loop_nodes
+        .iter()
+        .map(|&(i, _)| i)
+        .zip(crate::compile::looping::compile_all(&ops, options))
+        .collect();
     let mut b = Builder {
         g,
         root: &root,
@@ -427,6 +442,7 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
         stats: base.stats,
         jit: options.jit,
         options: options.clone(),
+        loops,
     };
 
     // Locations known up front: inputs, constants, outputs.

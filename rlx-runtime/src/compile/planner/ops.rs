@@ -185,7 +185,11 @@ impl Builder<'_> {
             }
             Op::Loop(l) => {
                 let args: Vec<Val> = n.inputs.iter().map(|p| self.root[p.index()]).collect();
-                let step = crate::compile::looping::LoopStep::new(l.clone(), args.clone(), &self.options)?;
+                let compiled = match self.loops.remove(&i) {
+                    Some(c) => c?,
+                    None => crate::compile::looping::Compiled::new(l, &self.options)?,
+                };
+                let step = crate::compile::looping::LoopStep::new(l.clone(), args.clone(), compiled);
                 self.push(i, StepKind::Loop(step), args);
             }
             Op::Custom(c) => {
