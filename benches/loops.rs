@@ -19,8 +19,9 @@
 //!   each layer's weight gradient computed as one product over all steps
 //!   after the sweep (how far a better hand-written version gets). Before
 //!   criterion, the bench prints the fastest of 15 alternating runs of the
-//!   warm gradient and both hand-written versions (`common/batches.rs`:
-//!   criterion's means wander with the machine's load).
+//!   first gradient, the warm gradient and both hand-written versions
+//!   (`common/batches.rs`: criterion's means wander with the machine's
+//!   load).
 //! - `lstm_f32_first_gradient`: the same LSTM and hand-written code in
 //!   `f32` (JAX's default dtype), reported apart from the `f64` rows.
 
@@ -656,8 +657,12 @@ fn lstm<T: Real>(c: &mut Criterion, name: &str, tol: f64) {
             batched,
         )
     };
-    let [warm, by_hand, batched] = batches::fastest(
+    let [first, warm, by_hand, batched] = batches::fastest(
         &mut [
+            &mut || {
+                let exe = lstm_gradient_plan(black_box(&inputs));
+                drop(black_box(exe.run(black_box(&refs)).unwrap()))
+            },
             &mut || drop(black_box(exe.run(black_box(&refs)).unwrap())),
             &mut || drop(black_box(hand(false))),
             &mut || drop(black_box(hand(true))),
@@ -667,8 +672,9 @@ fn lstm<T: Real>(c: &mut Criterion, name: &str, tol: f64) {
     )
     .map(|t| t * 1e3);
     println!(
-        "{name}, fastest of 15 alternating runs (ms): rlx warm gradient {warm:.1}, \
-         hand-written {by_hand:.1} ({:.2}x), weight gradients batched {batched:.1} ({:.2}x)",
+        "{name}, fastest of 15 alternating runs (ms): rlx first gradient (trace + grad + \
+         compile + run) {first:.1}, rlx warm gradient {warm:.1}, hand-written {by_hand:.1} \
+         ({:.2}x), weight gradients batched {batched:.1} ({:.2}x)",
         warm / by_hand,
         warm / batched
     );

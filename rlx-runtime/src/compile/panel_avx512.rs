@@ -235,6 +235,10 @@ mod f32x16 {
         let (pa, pb) = (v.a.data.as_ptr(), v.b.data.as_ptr());
         let full_k = v.k - v.k % 4;
         let mut acc = [_mm512_setzero_ps(); J];
+        // Where each column starts, computed once: the loads below then
+        // address every column from its own base, with no chain of
+        // additions from one column to the next within a step.
+        let cols: [usize; J] = std::array::from_fn(|q| v.b.off + (j0 + q) * v.b.cs);
         for p0 in (0..full_k).step_by(4) {
             let row = |r: usize| v.a.off + (i0 + r) * v.a.rs + p0;
             // SAFETY: `p0 + 4 ≤ k`, rows `i0 + r < m`, columns `j0 + q <
@@ -247,9 +251,7 @@ mod f32x16 {
             };
             for (q, o) in acc.iter_mut().enumerate() {
                 // SAFETY: as above.
-                let y = unsafe {
-                    _mm512_broadcast_f32x4(_mm_loadu_ps(pb.add(v.b.off + (j0 + q) * v.b.cs + p0)))
-                };
+                let y = unsafe { _mm512_broadcast_f32x4(_mm_loadu_ps(pb.add(cols[q] + p0))) };
                 *o = madd::<FUSED>(*o, x, y);
             }
         }
