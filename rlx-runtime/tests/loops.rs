@@ -265,12 +265,12 @@ fn weight_gradient_products_are_hoisted_out_of_the_reverse_sweep() {
     let x = recurrent_inputs(&mut rng, rows, steps);
     let g = recurrent(rows, steps, None);
     let vg = value_and_grad(&g, &[0, 1, 2, 3, 4]).unwrap();
-    // W̄ and Ū are all products (computed after the sweep, nothing left
-    // per step); b̄ is a sum of rows, kept per step. Four factors: h and
-    // z̄ for W, x and z̄ for U, z̄ once.
+    // W̄ and Ū are all products and b̄ a sum of z̄'s rows, all computed
+    // after the sweep (nothing left per step). Three factors: h and z̄
+    // for W, x and z̄ for U, z̄ for b (z̄ stored once).
     let h = hoisted_of(&vg).expect("hoisted products");
-    assert_eq!(h.per_step, vec![false, false, true]);
-    assert_eq!(h.targets, vec![0, 1]);
+    assert_eq!(h.per_step, vec![false, false, false]);
+    assert_eq!(h.targets, vec![0, 1, 2]);
     assert_eq!(h.factors, 3);
     // Interpreter (the unsplit reverse step), compiled plan (hoisted) and
     // plain math agree (`run` checks them against each other).

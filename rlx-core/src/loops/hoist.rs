@@ -27,6 +27,9 @@
 //!
 //! A product is hoisted when both its factors change from step to step and
 //! storing them takes less than the product itself (`b·(m + n) < m·n`).
+//! So is a sum over the rows of a matrix that is already a factor (a
+//! bias's cotangent, `b̄ += Σ_rows Z̄`): after the sweep it is one sum over
+//! the rows of the group's stack, `Σ_t Σ_rows Z̄_t`, again linear.
 //!
 //! The factors are not stacked over all `T` steps at once: that would be
 //! memory of the stored residuals' size (17 MB for a 1024-step LSTM in
@@ -39,7 +42,7 @@
 //! them). A loop whose factors all fit takes one group of `T` steps.
 
 use super::LoopOp;
-use crate::{BinaryOp, Error, Graph, NodeId, Op, Result, Shape, TensorType};
+use crate::{BinaryOp, Error, Graph, NodeId, Op, ReduceOp, Result, Shape, TensorType};
 
 /// The bytes of stacked factors a reverse sweep keeps at once (see the
 /// module docs): 512 KiB, about a core's second-level cache.
@@ -66,6 +69,11 @@ pub struct Hoisted {
     /// For each output of `finish`, the floating-point invariant (its
     /// position among them) whose summed cotangent it is added to.
     pub targets: Vec<usize>,
+}
+
+/// Whether `n` sums a matrix over its rows (`sum axes=[0]`).
+fn row_sum(n: &crate::Node) -> bool {
+    matches!(&n.op, Op::Reduce { op: ReduceOp::Sum, axes } if axes[..] == [0])
 }
 
 /// Ops through which a product's contribution stays linear and separable.
@@ -190,6 +198,10 @@ pub fn hoist_grouped(
         }
     }
     let matrix = |id: NodeId| b.shape(id).rank() == 2;
+    let source = |x: NodeId| match &nodes[x.index()].op {
+        Op::Transpose { perm } if perm[..] == [1, 0] => nodes[x.index()].inputs[0],
+        _ => x,
+    };
     let mut hoisted: Vec<bool> = nodes
         .iter()
         .enumerate()
@@ -205,6 +217,22 @@ pub fn hoist_grouped(
             kk.saturating_mul(m + nn) < m.saturating_mul(nn)
         })
         .collect();
+    // A sum over the rows of a per-step matrix that is already a factor
+    // (a bias's cotangent `Σ_rows z̄`): after the sweep, one sum over the
+    // rows of its group's stack, instead of a sum and an addition per
+    // step (its rows are stored anyway).
+    let mut factor_rows = vec![false; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if hoisted[i] {
+            factor_rows[source(n.inputs[0]).index()] = true;
+            factor_rows[n.inputs[1].index()] = true;
+        }
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        if live[i] && row_sum(n) && factor_rows[n.inputs[0].index()] && matrix(n.inputs[0]) {
+            hoisted[i] = true;
+        }
+    }
     // The cone of the hoisted products: linear ops over them. A product
     // whose cone reaches anything else (a non-linear use, a carry's or a
     // per-step input's cotangent, a broadcasting sum) is not hoisted.
@@ -291,20 +319,20 @@ pub fn hoist_grouped(
         }
         new_outs.push(got.ok_or_else(|| unmapped(adj, o.index()))?);
     }
-    // Factors: each operand of each product once, in node order; a
-    // transposed left operand `Rᵀ` (the usual `Xᵀ·Z̄`) as its `R`, which
-    // the product after the sweep reads transposed in place.
-    let source = |x: NodeId| match &nodes[x.index()].op {
-        Op::Transpose { perm } if perm[..] == [1, 0] => nodes[x.index()].inputs[0],
-        _ => x,
-    };
+    // Factors: each operand of each product (and row sum) once, in node
+    // order; a transposed left operand `Rᵀ` (the usual `Xᵀ·Z̄`) as its
+    // `R`, which the product after the sweep reads transposed in place.
     let mut factor_of: Vec<Option<usize>> = vec![None; nodes.len()];
     let mut factors: Vec<NodeId> = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
         if !hoisted[i] {
             continue;
         }
-        for j in [source(n.inputs[0]), n.inputs[1]] {
+        let operands = match n.op {
+            Op::MatMul => vec![source(n.inputs[0]), n.inputs[1]],
+            _ => vec![n.inputs[0]],
+        };
+        for j in operands {
             if factor_of[j.index()].is_none() {
                 factor_of[j.index()] = Some(factors.len());
                 factors.push(j);
@@ -337,8 +365,16 @@ pub fn hoist_grouped(
         if !cone[i] {
             continue;
         }
+        let stack = |q: NodeId| stacks[factor_of[q.index()].expect("a factor")];
+        if hoisted[i] && row_sum(n) {
+            // Z: [T, b, n] → [T·b, n], summed over its rows.
+            let z = n.inputs[0];
+            let (rows, cols) = (b.shape(z).dim(0), b.shape(z).dim(1));
+            let flat = f.reshape(stack(z), [t * rows, cols])?;
+            sum[i] = Some(f.sum(flat, &[0])?);
+            continue;
+        }
         if hoisted[i] {
-            let stack = |q: NodeId| stacks[factor_of[q.index()].expect("a factor")];
             let (x, y) = (n.inputs[0], n.inputs[1]);
             let (m, kk, nn) = (b.shape(x).dim(0), b.shape(x).dim(1), b.shape(y).dim(1));
             // A: [T, kk, m] (of R) → [T·kk, m] → [m, T·kk], or
