@@ -69,7 +69,7 @@ impl Pool {
 
 impl LoopStep {
     /// The step of loop `l` over `args`, with its step graphs `compiled`
-    /// (by [`Compiled::new`] or [`compile_all`]).
+    /// (by [`compile_all`]).
     pub(crate) fn new(l: LoopRef, args: Vec<Val>, compiled: Compiled) -> LoopStep {
         let spine = match l.spine {
             0 => vec![],
@@ -136,25 +136,7 @@ pub(crate) struct Compiled {
     finish: Option<Arc<Executable>>,
 }
 
-/// How loop steps are compiled: `options` without scalarised plans. The
-/// steps run the bodies' general plans on storages (`Warm`), which a
-/// scalarised executable does not have, and generating the native element
-/// program of a small body (64 pendula) cost ~50 ms at every first call
-/// (the loop's target is 10 ms), while its plan runs a step about as fast.
-fn step_options(options: &Options) -> Options {
-    Options {
-        scalarize: false,
-        ..options.clone()
-    }
-}
-
 impl Compiled {
-    /// Compiles the step graphs of `l` on this thread.
-    pub(crate) fn new(l: &LoopOp, options: &Options) -> Result<Compiled> {
-        let options = step_options(options);
-        Compiled::from_parts(step_graphs(l).map(|g| g.map(|g| compile_with(g, &options))))
-    }
-
     /// The executables of [`step_graphs`] (`None` where a loop has no
     /// such graph), or the first error among them.
     fn from_parts(parts: [Option<Result<Executable>>; 3]) -> Result<Compiled> {
@@ -167,13 +149,22 @@ impl Compiled {
     }
 }
 
-/// The step graphs of every loop of `loops` compiled, each loop's result
-/// as [`Compiled::new`] gives it, with the graphs shared among the pool's
-/// threads ([`parallel::run`]): a gradient's forward scan and reverse
-/// sweep compile at once (their bodies are most of the compile time of
-/// an LSTM's gradient). One thread compiles them in order.
+/// The step graphs of every loop of `loops` compiled (each loop's
+/// executables, or the first error among them), with the graphs shared
+/// among the pool's threads ([`parallel::run`]): a gradient's forward scan
+/// and reverse sweep compile at once (their bodies are most of the compile
+/// time of an LSTM's gradient). One thread compiles them in order.
+///
+/// Bodies are not scalarised: the steps run the bodies' general plans on
+/// storages (`Warm`), which a scalarised executable does not have, and
+/// generating the native element program of a small body (64 pendula)
+/// cost ~50 ms at every first call (the loop's target is 10 ms), while its
+/// plan runs a step about as fast.
 pub(crate) fn compile_all(loops: &[&LoopOp], options: &Options) -> Vec<Result<Compiled>> {
-    let options = step_options(options);
+    let options = Options {
+        scalarize: false,
+        ..options.clone()
+    };
     let jobs: Vec<(usize, usize, &Graph)> = loops
         .iter()
         .enumerate()
@@ -197,12 +188,12 @@ pub(crate) fn compile_all(loops: &[&LoopOp], options: &Options) -> Vec<Result<Co
         let exe = compile_with(jobs[j].2, &options);
         *done[j].lock().unwrap_or_else(|e| e.into_inner()) = Some(exe);
     });
-    let mut parts: Vec<[Option<Result<Executable>>; 3]> =
+    let mut by_loop: Vec<[Option<Result<Executable>>; 3]> =
         loops.iter().map(|_| [None, None, None]).collect();
     for ((i, k, _), d) in jobs.iter().zip(done) {
-        parts[*i][*k] = d.into_inner().unwrap_or_else(|e| e.into_inner());
+        by_loop[*i][*k] = d.into_inner().unwrap_or_else(|e| e.into_inner());
     }
-    parts.into_iter().map(Compiled::from_parts).collect()
+    by_loop.into_iter().map(Compiled::from_parts).collect()
 }
 
 /// An executable with one of its states taken for many runs.

@@ -57,8 +57,6 @@ pub(super) struct Builder<'a> {
     /// Compile scalar regions to native code (feature `jit`).
     #[cfg_attr(not(feature = "jit"), allow(dead_code))]
     pub(super) jit: bool,
-    /// How loop bodies are compiled.
-    pub(super) options: crate::compile::options::Options,
     /// The step graphs of the loop nodes, by node, compiled before
     /// planning (see `looping::compile_all`); each is taken by its step.
     pub(super) loops:

@@ -441,7 +441,6 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
         solve: base.solve,
         stats: base.stats,
         jit: options.jit,
-        options: options.clone(),
         loops,
     };
 

@@ -185,10 +185,10 @@ impl Builder<'_> {
             }
             Op::Loop(l) => {
                 let args: Vec<Val> = n.inputs.iter().map(|p| self.root[p.index()]).collect();
-                let compiled = match self.loops.remove(&i) {
-                    Some(c) => c?,
-                    None => crate::compile::looping::Compiled::new(l, &self.options)?,
-                };
+                let compiled = self
+                    .loops
+                    .remove(&i)
+                    .expect("`build_verified` compiles every live loop node's graphs")?;
                 let step = crate::compile::looping::LoopStep::new(l.clone(), args.clone(), compiled);
                 self.push(i, StepKind::Loop(step), args);
             }
