@@ -73,8 +73,9 @@ fn dense_solve(a: &SparseMatrix, b: &[f64], transpose: bool) -> Vec<f64> {
         x.swap(j, p);
         for r in j + 1..n {
             let f = m[r][j] / m[j][j];
-            for c in j..n {
-                m[r][c] -= f * m[j][c];
+            let (top, bottom) = m.split_at_mut(r);
+            for (x, p) in bottom[0][j..].iter_mut().zip(&top[j][j..]) {
+                *x -= f * p;
             }
             x[r] -= f * x[j];
         }
