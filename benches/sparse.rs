@@ -5,11 +5,13 @@
 //!     vs filling the analytic tridiagonal Jacobian into the same CSC arrays;
 //! (b) `stencil_100x100`: the sparse Jacobian of a 5-point-stencil
 //!     nonlinear residual `Δu - u³` on a 100 × 100 grid vs the hand fill;
-//! (c) `newton_20000`: one Newton step on the 142 × 142 resistor–diode
-//!     grid of `examples/circuit.rs` (20 164 unknowns): residual and sparse
-//!     Jacobian from one execution, numeric LU refactorisation and solve
-//!     (faer, symbolic factorisation reused), vs the hand-written residual
-//!     and analytic Jacobian solved by the same LU;
+//! (c) `newton_196`, `newton_2025`, `newton_20164`: one Newton step on the
+//!     k × k resistor–diode grid of `examples/circuit.rs` (k = 14, 45, 142):
+//!     residual and sparse Jacobian from one execution, `SparseLu`
+//!     refactorisation and solve, vs the hand-written residual and analytic
+//!     Jacobian solved by hand-written faer (`HandLu`: faer's low-level LU,
+//!     everything reused); `lu_196` .. `lu_20164`: the factor + solve
+//!     alone, `SparseLu` vs `HandLu`;
 //! (d) `first_call_20000`: the first call of `sparse_jacobian_grid` for a
 //!     new signature (trace, pattern, colouring, compressed program,
 //!     compile, run), each iteration with a fresh signature;
@@ -27,9 +29,12 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use faer_baseline as faer;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use rlx::prelude::*;
 use rlx::sparse::Pattern;
+use rlx::SparseMatrix;
 
 #[path = "common/arrow.rs"]
 mod arrow;
@@ -200,48 +205,134 @@ fn bench_arrow(c: &mut Criterion) {
     group.finish();
 }
 
+/// The fastest straightforward hand-written faer factor + solve: faer's
+/// low-level sparse LU with everything reused across calls (the symbolic
+/// factorisation, the `NumericLu` storage, one scratch buffer sized from
+/// the symbolic's requirements), faer's default choice between its
+/// simplicial and supernodal factorisations, sequential (this build has
+/// no rayon). faer's high-level `Lu::try_new_with_symbolic`, which builds a
+/// new numeric factor each call, measured 1.2–1.3x slower on these grids.
+struct HandLu {
+    symbolic: faer::sparse::linalg::lu::SymbolicLu<usize>,
+    numeric: faer::sparse::linalg::lu::NumericLu<usize, f64>,
+    scratch: faer::dyn_stack::MemBuffer,
+}
+
+impl HandLu {
+    fn new(a: &SparseMatrix) -> HandLu {
+        use faer::sparse::linalg::lu::{factorize_symbolic_lu, NumericLu};
+        let symbolic = factorize_symbolic_lu(a.as_faer().symbolic(), Default::default()).unwrap();
+        let req = symbolic
+            .factorize_numeric_lu_scratch::<f64>(faer::Par::Seq, Default::default())
+            .or(symbolic.solve_in_place_scratch::<f64>(1, faer::Par::Seq));
+        HandLu {
+            symbolic,
+            numeric: NumericLu::new(),
+            scratch: faer::dyn_stack::MemBuffer::new(req),
+        }
+    }
+
+    fn factor_and_solve(&mut self, a: &SparseMatrix, b: &mut [f64]) {
+        use faer::dyn_stack::MemStack;
+        let lu = self
+            .symbolic
+            .factorize_numeric_lu(
+                &mut self.numeric,
+                a.as_faer(),
+                faer::Par::Seq,
+                MemStack::new(&mut self.scratch),
+                Default::default(),
+            )
+            .unwrap();
+        let n = b.len();
+        lu.solve_in_place_with_conj(
+            faer::Conj::No,
+            faer::MatMut::from_column_major_slice_mut(b, n, 1),
+            faer::Par::Seq,
+            MemStack::new(&mut self.scratch),
+        );
+    }
+}
+
+/// One Newton step on the `k × k` resistor–diode grid of
+/// `examples/circuit.rs` (k = 14, 45, 142: 196, 2 025, 20 164 unknowns):
+/// residual and sparse Jacobian from one execution, `SparseLu` factor and
+/// solve, vs the hand-written residual and analytic Jacobian solved by
+/// hand-written faer ([`HandLu`]); then factor + solve alone, `SparseLu`
+/// vs [`HandLu`], on the same matrix.
 fn bench_newton(c: &mut Criterion) {
-    let k = 142;
-    let n = k * k;
-    let vs = 5.0;
-    let src: Vec<f64> = (0..n)
-        .map(|m| 2e-4 * (1.0 + (m % 7) as f64 / 7.0))
-        .collect();
-    let i_src = Tensor::from_slice(&src, [k, k]);
-    let v: Vec<f64> = (0..n)
-        .map(|m| 0.55 + 0.05 * (m as f64 * 0.1).sin())
-        .collect();
-    let vt = Tensor::from_slice(&v, [k, k]);
-    let mut jac = sparse_jacobian_grid(&vt, vs, &i_src, k, 0).unwrap();
-    report("newton_20000", jac.pattern());
-    let mut lu = SparseLu::new(jac.pattern()).unwrap();
-    let (mut f, mut dv) = (vec![0.0; n], vec![0.0; n]);
-    let mut hand_j = jac.clone();
-    let mut hand_f = vec![0.0; n];
-    value_and_sparse_jacobian_into_grid(&vt, vs, &i_src, k, 0, &mut f, &mut jac).unwrap();
-    grid_hand(&v, vs, &src, k, &mut hand_f, hand_j.values_mut());
-    assert_close(jac.values(), hand_j.values());
-    assert_close(&f, &hand_f);
-    let mut group = c.benchmark_group("newton_20000");
-    group.sample_size(20);
-    group.bench_function("rlx residual + sparse Jacobian + LU", |b| {
-        b.iter(|| {
-            value_and_sparse_jacobian_into_grid(black_box(&vt), vs, &i_src, k, 0, &mut f, &mut jac)
+    for k in [14, 45, 142] {
+        let n = k * k;
+        let vs = 5.0;
+        let src: Vec<f64> = (0..n)
+            .map(|m| 2e-4 * (1.0 + (m % 7) as f64 / 7.0))
+            .collect();
+        let i_src = Tensor::from_slice(&src, [k, k]);
+        let v: Vec<f64> = (0..n)
+            .map(|m| 0.55 + 0.05 * (m as f64 * 0.1).sin())
+            .collect();
+        let vt = Tensor::from_slice(&v, [k, k]);
+        let mut jac = sparse_jacobian_grid(&vt, vs, &i_src, k, 0).unwrap();
+        report(&format!("newton_{n}"), jac.pattern());
+        let mut lu = SparseLu::new(jac.pattern()).unwrap();
+        let mut hand_lu = HandLu::new(&jac);
+        let (mut f, mut dv) = (vec![0.0; n], vec![0.0; n]);
+        let mut hand_j = jac.clone();
+        let (mut hand_f, mut hand_dv) = (vec![0.0; n], vec![0.0; n]);
+        value_and_sparse_jacobian_into_grid(&vt, vs, &i_src, k, 0, &mut f, &mut jac).unwrap();
+        grid_hand(&v, vs, &src, k, &mut hand_f, hand_j.values_mut());
+        assert_close(jac.values(), hand_j.values());
+        assert_close(&f, &hand_f);
+        lu.factor(&jac).unwrap();
+        dv.copy_from_slice(&f);
+        lu.solve_in_place(&mut dv).unwrap();
+        hand_dv.copy_from_slice(&f);
+        hand_lu.factor_and_solve(&jac, &mut hand_dv);
+        assert_eq!(dv, hand_dv, "SparseLu and hand faer differ");
+        let mut group = c.benchmark_group(format!("newton_{n}"));
+        group.sample_size(if n > 10_000 { 20 } else { 50 });
+        group.bench_function("rlx residual + sparse Jacobian + SparseLu", |b| {
+            b.iter(|| {
+                value_and_sparse_jacobian_into_grid(
+                    black_box(&vt),
+                    vs,
+                    &i_src,
+                    k,
+                    0,
+                    &mut f,
+                    &mut jac,
+                )
                 .unwrap();
-            lu.factor(&jac).unwrap();
-            dv.copy_from_slice(&f);
-            lu.solve_in_place(&mut dv).unwrap();
-        })
-    });
-    group.bench_function("hand residual + analytic Jacobian + LU", |b| {
-        b.iter(|| {
-            grid_hand(black_box(&v), vs, &src, k, &mut hand_f, hand_j.values_mut());
-            lu.factor(&hand_j).unwrap();
-            dv.copy_from_slice(&hand_f);
-            lu.solve_in_place(&mut dv).unwrap();
-        })
-    });
-    group.finish();
+                lu.factor(&jac).unwrap();
+                dv.copy_from_slice(&f);
+                lu.solve_in_place(&mut dv).unwrap();
+            })
+        });
+        group.bench_function("hand residual + analytic Jacobian + faer LU", |b| {
+            b.iter(|| {
+                grid_hand(black_box(&v), vs, &src, k, &mut hand_f, hand_j.values_mut());
+                hand_dv.copy_from_slice(&hand_f);
+                hand_lu.factor_and_solve(&hand_j, &mut hand_dv);
+            })
+        });
+        group.finish();
+        let mut group = c.benchmark_group(format!("lu_{n}"));
+        group.sample_size(if n > 10_000 { 20 } else { 50 });
+        group.bench_function("SparseLu factor + solve", |b| {
+            b.iter(|| {
+                lu.factor(black_box(&jac)).unwrap();
+                dv.copy_from_slice(&f);
+                lu.solve_in_place(&mut dv).unwrap();
+            })
+        });
+        group.bench_function("hand faer factor + solve", |b| {
+            b.iter(|| {
+                hand_dv.copy_from_slice(&f);
+                hand_lu.factor_and_solve(black_box(&jac), &mut hand_dv);
+            })
+        });
+        group.finish();
+    }
 }
 
 fn bench_first_call(c: &mut Criterion) {

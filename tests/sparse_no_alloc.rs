@@ -1,6 +1,6 @@
 //! The sparse companions' memory: a warm `*_into` call (Jacobian or
-//! Hessian) allocates nothing,
-//! and a 20 000-unknown sparse Jacobian (first call included: tracing,
+//! Hessian) allocates nothing, a warm `SparseLu` factor + solves of a
+//! 2 025-unknown grid allocate nothing, and a 20 000-unknown sparse Jacobian (first call included: tracing,
 //! pattern, colouring, compiling) never allocates anything of size n².
 
 #[path = "../rlx-runtime/tests/counting/mod.rs"]
@@ -83,4 +83,65 @@ fn a_20000_unknown_sparse_jacobian_never_allocates_n_squared() {
     // Values at a few entries, by hand: ∂y_i/∂x_i = -2 - cosh(0.1), 1 off the diagonal.
     assert!((j.get(7, 7) + 2.0 + 0.1f64.cosh()).abs() < 1e-14);
     assert_eq!((j.get(7, 8), j.get(8, 7), j.get(7, 9)), (1.0, 1.0, 0.0));
+}
+
+/// The 5-point pattern of a `k × k` grid with conductance-like values
+/// (the Jacobian pattern of the grid circuit): faer factors it simplicially.
+fn grid_matrix(k: usize, shift: f64) -> rlx::SparseMatrix {
+    let n = k * k;
+    let mut entries = Vec::new();
+    for c in 0..n {
+        let (i, j) = (c / k, c % k);
+        for (ok, r) in [
+            (i > 0, c.wrapping_sub(k)),
+            (j > 0, c.wrapping_sub(1)),
+            (true, c),
+            (j + 1 < k, c + 1),
+            (i + 1 < k, c + k),
+        ] {
+            if ok {
+                entries.push((r, c));
+            }
+        }
+    }
+    let p = rlx::sparse::Pattern::from_entries(n, n, &entries).unwrap();
+    let values = entries
+        .iter()
+        .map(|&(r, c)| {
+            if r == c {
+                0.09 + shift * (c as f64).sin().abs()
+            } else {
+                -0.02
+            }
+        })
+        .collect();
+    rlx::SparseMatrix::new(p, values).unwrap()
+}
+
+#[test]
+fn a_warm_sparse_lu_factor_and_solves_allocate_nothing() {
+    let k = 45;
+    let n = k * k;
+    let (a, b) = (grid_matrix(k, 0.1), grid_matrix(k, 0.3));
+    let mut lu = SparseLu::new(a.pattern()).unwrap();
+    let mut x = vec![1.0; n];
+    // Cold: the numeric storage grows to the factors' size.
+    lu.factor(&a).unwrap();
+    lu.solve_in_place(&mut x).unwrap();
+    let (count, _) = measure(|| {
+        for m in [&b, &a] {
+            lu.factor(m).unwrap();
+            x.fill(1.0);
+            lu.solve_in_place(&mut x).unwrap();
+            lu.solve_transpose_in_place(&mut x).unwrap();
+        }
+    });
+    assert_eq!(count, 0, "a warm factor + solve allocated");
+    // The last factor is `a`'s: `x` solves `a (aᵀ x) = 1`.
+    let at_x: Vec<f64> = (0..n)
+        .map(|c| a.pattern().col(c).iter().map(|&r| a.get(r, c) * x[r]).sum())
+        .collect();
+    for v in a.mul_vec(&at_x).unwrap() {
+        assert!((v - 1.0).abs() < 1e-10, "{v}");
+    }
 }

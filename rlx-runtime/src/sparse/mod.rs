@@ -16,6 +16,7 @@
 
 mod lu;
 mod matrix;
+mod pivots;
 mod run;
 
 pub use lu::SparseLu;
