@@ -461,6 +461,8 @@ fn fill(s: &mut Storage, f: impl Fn(usize) -> f64) {
         Storage::BF16(v) => go(v, f),
         Storage::I64(v) => go(v, f),
         Storage::Bool(v) => go(v, f),
+        Storage::C32(v) => go(v, f),
+        Storage::C64(v) => go(v, f),
     }
 }
 

@@ -287,6 +287,8 @@ fn lossless(from: DType, to: DType) -> bool {
         DType::F16 | DType::BF16 => matches!(to, DType::F32 | DType::F64),
         DType::F32 => to == DType::F64,
         DType::F64 | DType::I64 => false,
+        DType::C32 => to == DType::C64,
+        DType::C64 => false,
     }
 }
 

@@ -70,7 +70,7 @@ fn unary(op: UnaryOp, x: &Storage) -> Option<Storage> {
         Storage::F32(v) => go(op, v),
         Storage::F16(v) => go(op, v),
         Storage::BF16(v) => go(op, v),
-        Storage::I64(_) | Storage::Bool(_) => return None,
+        Storage::I64(_) | Storage::Bool(_) | Storage::C32(_) | Storage::C64(_) => return None,
     })
 }
 

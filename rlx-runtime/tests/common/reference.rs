@@ -89,8 +89,8 @@ pub fn broadcast_dims(shapes: &[&[usize]]) -> Vec<usize> {
 /// `v` as a value of `dt` holds it, widened back to `f64`.
 pub fn round(v: f64, dt: DType) -> f64 {
     match dt {
-        DType::F64 => v,
-        DType::F32 => v as f32 as f64,
+        DType::F64 | DType::C64 => v,
+        DType::F32 | DType::C32 => v as f32 as f64,
         DType::F16 => half::f16::from_f64(v).to_f64(),
         DType::BF16 => half::bf16::from_f64(v).to_f64(),
         // As Rust's `as i64`: NaN is 0, out of range saturates (the max of
