@@ -462,7 +462,10 @@ fn unary(u: UnaryOp, x: V, dt: DType) -> Option<V> {
         | UnaryOp::Gelu
         | UnaryOp::Silu
         | UnaryOp::Erf
-        | UnaryOp::Not => None,
+        | UnaryOp::Not
+        | UnaryOp::Conj
+        | UnaryOp::Real
+        | UnaryOp::Imag => None,
     };
     r.map(V::F)
 }
@@ -501,7 +504,7 @@ fn binary(b: BinaryOp, x: V, y: V, dt: DType) -> Option<V> {
         BinaryOp::Min | BinaryOp::Max if x.is_nan() || y.is_nan() || (x == 0.0 && y == 0.0) => None,
         BinaryOp::Min => Some(x.min(y)),
         BinaryOp::Max => Some(x.max(y)),
-        BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::And | BinaryOp::Or => None,
+        BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::And | BinaryOp::Or | BinaryOp::Complex => None,
     };
     r.map(V::F)
 }

@@ -4,6 +4,7 @@ use half::{bf16, f16};
 use num_complex::Complex;
 use rlx_core::{BinaryOp, CmpOp, Literal, Result, UnaryOp};
 
+use super::complex;
 use super::iter::{map1, zip2, zip3};
 use super::operand::{dtype_error, same_dtype, same_real, Operand};
 use super::scalar::{self, Float};
@@ -45,6 +46,10 @@ pub(super) fn unary(op: UnaryOp, x: Operand<'_>, out: &mut Storage) -> Result<()
         (Storage::BF16(a), Storage::BF16(o)) => float_unary(op, a, o),
         (Storage::I64(a), Storage::I64(o)) => map1(a, o, |v| scalar::unary_i64(op, v)),
         (Storage::Bool(a), Storage::Bool(o)) => map1(a, o, |v| scalar::unary_bool(op, v)),
+        (Storage::C32(a), Storage::C32(o)) => map1(a, o, |v| complex::unary_c32(op, v)),
+        (Storage::C64(a), Storage::C64(o)) => map1(a, o, |v| complex::unary_c64(op, v)),
+        (Storage::C32(a), Storage::F32(o)) => map1(a, o, |v| complex::parts_c32(op, v)),
+        (Storage::C64(a), Storage::F64(o)) => map1(a, o, |v| complex::parts_c64(op, v)),
         _ => return Err(err),
     }
     Ok(())
@@ -91,6 +96,22 @@ pub(super) fn binary(
             zip2(so, (x, sa), (y, sb), o, |p, q| {
                 scalar::binary_bool(op, p, q)
             })
+        }
+        (Storage::C32(x), Storage::C32(y), Storage::C32(o)) => {
+            zip2(so, (x, sa), (y, sb), o, |p, q| {
+                complex::binary_c32(op, p, q)
+            })
+        }
+        (Storage::C64(x), Storage::C64(y), Storage::C64(o)) => {
+            zip2(so, (x, sa), (y, sb), o, |p, q| {
+                complex::binary_c64(op, p, q)
+            })
+        }
+        (Storage::F32(x), Storage::F32(y), Storage::C32(o)) => {
+            zip2(so, (x, sa), (y, sb), o, Complex::new)
+        }
+        (Storage::F64(x), Storage::F64(y), Storage::C64(o)) => {
+            zip2(so, (x, sa), (y, sb), o, Complex::new)
         }
         _ => return Err(err),
     }
