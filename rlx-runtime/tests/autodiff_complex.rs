@@ -123,7 +123,7 @@ fn check(name: &str, ins: &[In], build: impl Fn(&mut Graph, &[NodeId]) -> NodeId
     let xs: Vec<NodeId> = ins
         .iter()
         .enumerate()
-        .map(|(i, t)| g.input(&format!("x{i}"), t.shape.to_vec(), t.dtype))
+        .map(|(i, t)| g.input(format!("x{i}"), t.shape.to_vec(), t.dtype))
         .collect();
     let out = build(&mut g, &xs);
     g.set_outputs(vec![out]);

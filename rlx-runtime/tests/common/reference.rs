@@ -175,6 +175,10 @@ pub fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Ceil => x.ceil(),
         UnaryOp::Round => x.round(),
         UnaryOp::Not => (x == 0.0) as u8 as f64,
+        // Real values: their own conjugate and real part, no imaginary
+        // part (complex values are checked in `autodiff_complex.rs`).
+        UnaryOp::Conj | UnaryOp::Real => x,
+        UnaryOp::Imag => 0.0,
     }
 }
 
@@ -210,6 +214,8 @@ pub fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
         }
         BinaryOp::And => (a != 0.0 && b != 0.0) as u8 as f64,
         BinaryOp::Or => (a != 0.0 || b != 0.0) as u8 as f64,
+        // The real part of `a + ib` (this reference is real-valued).
+        BinaryOp::Complex => a,
     }
 }
 
