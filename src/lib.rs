@@ -45,6 +45,8 @@
 //! facade, which re-exports all three. No crate imports one above it.
 #![deny(missing_docs)]
 
+/// The `num-complex` crate, whose `Complex<T>` is rlx's complex element type.
+pub use num_complex;
 pub use rlx_core::{
     autodiff, BinaryOp, CmpOp, DType, Error, Graph, Literal, NodeId, Op, ReduceOp, Result, Shape,
     TensorType, UnaryOp,
@@ -57,6 +59,10 @@ pub use rlx_runtime::{
     Tensor,
 };
 pub use rlx_runtime::{debug_nans, set_debug_nans, Arg, Value};
+/// Complex numbers: `C32`/`C64` (= `Complex32`/`Complex64`) are the
+/// elements of `DType::C32`/`DType::C64` tensors, the same types as faer's
+/// `c32`/`c64`.
+pub use rlx_runtime::{Complex, Complex32, Complex64, C32, C64};
 
 mod marked_loop;
 
@@ -67,7 +73,10 @@ pub use rlx_runtime as runtime;
 
 /// What most users import: `use rlx::prelude::*;`.
 pub mod prelude {
-    pub use crate::{differentiable, DType, Error, Result, Shape, SparseLu, SparseMatrix, Tensor};
+    pub use crate::{
+        differentiable, Complex32, Complex64, DType, Error, Result, Shape, SparseLu, SparseMatrix,
+        Tensor, C32, C64,
+    };
 }
 
 /// The README's examples, compiled and run as doctests.

@@ -84,6 +84,24 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
             message: "inputs and constants are created with `Graph::input` and `Graph::constant`"
                 .into(),
         }),
+        Op::Unary(u) if inputs[0].dtype.is_complex() || u.complex_only() => {
+            let x = inputs[0];
+            if !x.dtype.is_complex() {
+                return Err(Error::UnsupportedDType {
+                    op: name,
+                    dtype: x.dtype,
+                    expected: "a complex dtype (c32, c64)",
+                });
+            }
+            if !u.has_complex_kernel() {
+                return Err(no_complex_kernel(name, x.dtype));
+            }
+            let dtype = match u {
+                UnaryOp::Real | UnaryOp::Imag | UnaryOp::Abs => x.dtype.real(),
+                _ => x.dtype,
+            };
+            Ok(TensorType::new(x.shape.clone(), dtype))
+        }
         Op::Unary(u) => {
             let x = inputs[0];
             let ok = match u {
@@ -105,6 +123,42 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
                 });
             }
             Ok(x.clone())
+        }
+        Op::Binary(BinaryOp::Complex) => {
+            let (l, r) = (inputs[0], inputs[1]);
+            same_dtype(name, l, r)?;
+            let dtype = match l.dtype {
+                DType::F32 => DType::C32,
+                DType::F64 => DType::C64,
+                other => {
+                    return Err(Error::UnsupportedDType {
+                        op: name,
+                        dtype: other,
+                        expected: "real and imaginary parts of dtype f32 or f64",
+                    })
+                }
+            };
+            Ok(TensorType::new(broadcast(name, &l.shape, &r.shape)?, dtype))
+        }
+        Op::Binary(b) if inputs[0].dtype.is_complex() => {
+            let (l, r) = (inputs[0], inputs[1]);
+            same_dtype(name, l, r)?;
+            let ok = matches!(
+                b,
+                BinaryOp::Add
+                    | BinaryOp::Sub
+                    | BinaryOp::Mul
+                    | BinaryOp::Div
+                    | BinaryOp::Pow
+                    | BinaryOp::MulZero
+            );
+            if !ok {
+                return Err(no_complex_kernel(name, l.dtype));
+            }
+            Ok(TensorType::new(
+                broadcast(name, &l.shape, &r.shape)?,
+                l.dtype,
+            ))
         }
         Op::Binary(b) => {
             let (l, r) = (inputs[0], inputs[1]);
@@ -133,9 +187,12 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
                 l.dtype,
             ))
         }
-        Op::Compare(_) => {
+        Op::Compare(c) => {
             let (l, r) = (inputs[0], inputs[1]);
             same_dtype(name, l, r)?;
+            if l.dtype.is_complex() && !matches!(c, crate::CmpOp::Eq | crate::CmpOp::Ne) {
+                return Err(no_complex_kernel(name, l.dtype));
+            }
             Ok(TensorType::new(
                 broadcast(name, &l.shape, &r.shape)?,
                 DType::Bool,
@@ -158,6 +215,9 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
         Op::Reduce { op: r, axes } => {
             let x = inputs[0];
             check_axes(name, axes, x.shape.rank())?;
+            if x.dtype.is_complex() && matches!(r, crate::ReduceOp::Max | crate::ReduceOp::Min) {
+                return Err(no_complex_kernel(name, x.dtype));
+            }
             if x.dtype == DType::Bool {
                 return Err(Error::UnsupportedDType {
                     op: name,
@@ -165,7 +225,7 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
                     expected: "a numeric dtype",
                 });
             }
-            if matches!(r, crate::ReduceOp::Mean) && !x.dtype.is_float() {
+            if matches!(r, crate::ReduceOp::Mean) && !x.dtype.is_inexact() {
                 return Err(Error::UnsupportedDType {
                     op: name,
                     dtype: x.dtype,
@@ -185,11 +245,11 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
         Op::MatMul => {
             let (a, b) = (inputs[0], inputs[1]);
             same_dtype(name, a, b)?;
-            if !a.dtype.is_float() {
+            if !a.dtype.is_inexact() {
                 return Err(Error::UnsupportedDType {
                     op: name,
                     dtype: a.dtype,
-                    expected: "a float dtype (f32, f64, f16, bf16)",
+                    expected: "a float or complex dtype (f32, f64, f16, bf16, c32, c64)",
                 });
             }
             let expected = "operands of shapes [.., m, k] and [.., k, n] (rank >= 2, broadcasting batch dimensions)";
@@ -483,4 +543,16 @@ fn check_axes(op: &'static str, axes: &[usize], rank: usize) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The error for a complex operand of an op that has no complex kernel:
+/// orderings (`max`, `relu`, `floor`, comparisons other than `eq`/`ne`)
+/// and the real special functions. Complex values are never ordered by
+/// their real parts.
+fn no_complex_kernel(op: &'static str, dtype: DType) -> Error {
+    Error::UnsupportedDType {
+        op,
+        dtype,
+        expected: "a real dtype: the op has no complex kernel (complex values are not ordered; take `real`, `imag`, `abs` or `arg` first)",
+    }
 }

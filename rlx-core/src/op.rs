@@ -231,6 +231,12 @@ pub enum UnaryOp {
     Round,
     /// logical not (`Bool` only)
     Not,
+    /// complex conjugate `x − iy` (complex only)
+    Conj,
+    /// real part, a real value (complex only)
+    Real,
+    /// imaginary part, a real value (complex only)
+    Imag,
 }
 
 /// Element-wise binary ops.
@@ -260,6 +266,8 @@ pub enum BinaryOp {
     And,
     /// logical or (`Bool` only)
     Or,
+    /// `a + i b`: a complex value from real parts of one float dtype
+    Complex,
 }
 
 /// Element-wise comparisons.
@@ -473,11 +481,15 @@ impl UnaryOp {
             UnaryOp::Ceil => "ceil",
             UnaryOp::Round => "round",
             UnaryOp::Not => "not",
+            UnaryOp::Conj => "conj",
+            UnaryOp::Real => "real",
+            UnaryOp::Imag => "imag",
         }
     }
 
-    /// Every unary op (with `Powi(3)` standing for the `Powi` family), for
-    /// tests that walk the whole table.
+    /// Every unary op on real operands (with `Powi(3)` standing for the
+    /// `Powi` family), for tests that walk the whole table; the complex-only
+    /// ones are [`UnaryOp::COMPLEX_ONLY`].
     pub const ALL: [UnaryOp; 30] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
@@ -510,6 +522,59 @@ impl UnaryOp {
         UnaryOp::Round,
         UnaryOp::Not,
     ];
+
+    /// The unary ops defined on complex values only (not in [`UnaryOp::ALL`],
+    /// whose ops take real operands).
+    pub const COMPLEX_ONLY: [UnaryOp; 3] = [UnaryOp::Conj, UnaryOp::Real, UnaryOp::Imag];
+}
+
+impl UnaryOp {
+    /// Whether the op takes only complex operands (`conj`, `real`, `imag`).
+    pub fn complex_only(self) -> bool {
+        matches!(self, UnaryOp::Conj | UnaryOp::Real | UnaryOp::Imag)
+    }
+
+    /// Whether the op is defined on complex operands: the analytic
+    /// functions (`exp`, `ln`, `sqrt`, `sin`, ..., `powi`), `neg`, `recip`,
+    /// `square`, `conj`, `real`, `imag` and `abs` (a real result). The
+    /// others order values or are real special functions.
+    pub fn has_complex_kernel(self) -> bool {
+        match self {
+            UnaryOp::Neg
+            | UnaryOp::Exp
+            | UnaryOp::Ln
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Tan
+            | UnaryOp::Tanh
+            | UnaryOp::Sinh
+            | UnaryOp::Cosh
+            | UnaryOp::Asin
+            | UnaryOp::Acos
+            | UnaryOp::Atan
+            | UnaryOp::Sigmoid
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
+            | UnaryOp::Recip
+            | UnaryOp::Square
+            | UnaryOp::Powi(_)
+            | UnaryOp::Abs
+            | UnaryOp::Conj
+            | UnaryOp::Real
+            | UnaryOp::Imag => true,
+            UnaryOp::Expm1
+            | UnaryOp::Log1p
+            | UnaryOp::Sign
+            | UnaryOp::Relu
+            | UnaryOp::Gelu
+            | UnaryOp::Silu
+            | UnaryOp::Erf
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Round
+            | UnaryOp::Not => false,
+        }
+    }
 }
 
 impl BinaryOp {
@@ -527,10 +592,12 @@ impl BinaryOp {
             BinaryOp::MulZero => "mul_zero",
             BinaryOp::And => "and",
             BinaryOp::Or => "or",
+            BinaryOp::Complex => "complex",
         }
     }
 
-    /// Every binary op, for tests that walk the whole table.
+    /// Every binary op whose operands and result have one dtype, for tests
+    /// that walk the whole table (all but [`BinaryOp::Complex`]).
     pub const ALL: [BinaryOp; 11] = [
         BinaryOp::Add,
         BinaryOp::Sub,

@@ -120,6 +120,8 @@ pub(crate) fn first_non_finite(s: &Storage) -> Option<f64> {
         Storage::F64(v) => v.iter().find(|x| !x.is_finite()).copied(),
         Storage::F16(v) => v.iter().find(|x| !x.is_finite()).map(|x| x.to_f64()),
         Storage::BF16(v) => v.iter().find(|x| !x.is_finite()).map(|x| x.to_f64()),
+        Storage::C32(v) => v.iter().find(|x| !x.is_finite()).map(|x| f64::from(x.re)),
+        Storage::C64(v) => v.iter().find(|x| !x.is_finite()).map(|x| x.re),
         Storage::I64(_) | Storage::Bool(_) => None,
     }
 }

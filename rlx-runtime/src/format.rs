@@ -38,6 +38,8 @@ fn elem(f: &mut fmt::Formatter<'_>, s: &Storage, i: usize, style: Style) -> fmt:
         Storage::BF16(v) => put!(v[i].to_f32()),
         Storage::I64(v) => write!(f, "{}", v[i]),
         Storage::Bool(v) => write!(f, "{}", v[i]),
+        Storage::C32(v) => put!(v[i]),
+        Storage::C64(v) => put!(v[i]),
     }
 }
 

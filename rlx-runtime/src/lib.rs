@@ -53,10 +53,11 @@ mod value;
 pub use compile::{compile, num_threads, set_num_threads, Executable};
 pub use debug_nans::{debug_nans, set_debug_nans};
 pub use interp::interpret;
+pub use num_complex::{Complex, Complex32, Complex64};
 pub use rlx_core::{
     BinaryOp, CmpOp, DType, Error, Graph, NodeId, Op, ReduceOp, Result, Shape, UnaryOp,
 };
 pub use sparse::{SparseLu, SparseMatrix};
-pub use storage::{Element, Storage};
+pub use storage::{Element, Storage, C32, C64};
 pub use tensor::{FillValue, Tensor};
 pub use value::{Arg, Value, Values};

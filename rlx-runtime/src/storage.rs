@@ -5,7 +5,13 @@
 //! dispatches through it.
 
 use half::{bf16, f16};
+use num_complex::Complex;
 use rlx_core::{DType, Error, Shape};
+
+/// The element type of [`DType::C32`] tensors: faer's `c32`.
+pub type C32 = Complex<f32>;
+/// The element type of [`DType::C64`] tensors: faer's `c64`.
+pub type C64 = Complex<f64>;
 
 /// Values of one dtype, row-major.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +28,10 @@ pub enum Storage {
     I64(Vec<i64>),
     /// `bool` values.
     Bool(Vec<bool>),
+    /// Complex `f32` values (faer's `c32`).
+    C32(Vec<Complex<f32>>),
+    /// Complex `f64` values (faer's `c64`).
+    C64(Vec<Complex<f64>>),
 }
 
 /// Which cache [`Storage::prefetch`] asks to hold elements.
@@ -49,6 +59,8 @@ impl Storage {
                 Storage::F16(v) => (v.as_ptr().cast::<i8>(), v.len(), 2),
                 Storage::BF16(v) => (v.as_ptr().cast::<i8>(), v.len(), 2),
                 Storage::Bool(v) => (v.as_ptr().cast::<i8>(), v.len(), 1),
+                Storage::C32(v) => (v.as_ptr().cast::<i8>(), v.len(), 8),
+                Storage::C64(v) => (v.as_ptr().cast::<i8>(), v.len(), 16),
             };
             let end = from.saturating_add(n).min(len) * size;
             let mut at = from.min(len) * size;
@@ -80,6 +92,8 @@ impl Storage {
             Storage::BF16(_) => DType::BF16,
             Storage::I64(_) => DType::I64,
             Storage::Bool(_) => DType::Bool,
+            Storage::C32(_) => DType::C32,
+            Storage::C64(_) => DType::C64,
         }
     }
 
@@ -93,6 +107,8 @@ impl Storage {
             Storage::BF16(v) => v.len(),
             Storage::I64(v) => v.len(),
             Storage::Bool(v) => v.len(),
+            Storage::C32(v) => v.len(),
+            Storage::C64(v) => v.len(),
         }
     }
 
@@ -118,6 +134,8 @@ impl Storage {
             Storage::BF16(v) => a(v),
             Storage::I64(v) => a(v),
             Storage::Bool(v) => a(v),
+            Storage::C32(v) => a(v),
+            Storage::C64(v) => a(v),
         }
     }
 
@@ -130,6 +148,8 @@ impl Storage {
             DType::BF16 => Storage::BF16(vec![bf16::from_f64(value); len]),
             DType::I64 => Storage::I64(vec![value as i64; len]),
             DType::Bool => Storage::Bool(vec![value != 0.0; len]),
+            DType::C32 => Storage::C32(vec![Complex::new(value as f32, 0.0); len]),
+            DType::C64 => Storage::C64(vec![Complex::new(value, 0.0); len]),
         }
     }
 
@@ -153,6 +173,8 @@ impl Storage {
             DType::BF16 => Storage::BF16(try_filled(len, bf16::from_f64(value))?),
             DType::I64 => Storage::I64(try_filled(len, value as i64)?),
             DType::Bool => Storage::Bool(try_filled(len, value != 0.0)?),
+            DType::C32 => Storage::C32(try_filled(len, Complex::new(value as f32, 0.0))?),
+            DType::C64 => Storage::C64(try_filled(len, Complex::new(value, 0.0))?),
         })
     }
 
@@ -179,6 +201,8 @@ impl Storage {
             DType::BF16 => Storage::BF16(z(len).ok()?),
             DType::I64 => Storage::I64(z(len).ok()?),
             DType::Bool => Storage::Bool(z(len).ok()?),
+            DType::C32 => Storage::C32(z(len).ok()?),
+            DType::C64 => Storage::C64(z(len).ok()?),
         };
         s.advise_huge();
         Some(s)
@@ -193,6 +217,8 @@ impl Storage {
             Storage::BF16(v) => v.capacity(),
             Storage::I64(v) => v.capacity(),
             Storage::Bool(v) => v.capacity(),
+            Storage::C32(v) => v.capacity(),
+            Storage::C64(v) => v.capacity(),
         }
     }
 
@@ -212,6 +238,8 @@ impl Storage {
             Storage::BF16(v) => go(v, n),
             Storage::I64(v) => go(v, n),
             Storage::Bool(v) => go(v, n),
+            Storage::C32(v) => go(v, n),
+            Storage::C64(v) => go(v, n),
         }
     }
 
@@ -238,6 +266,8 @@ impl Storage {
                 Storage::BF16(v) => go(v, n),
                 Storage::I64(v) => go(v, n),
                 Storage::Bool(v) => go(v, n),
+                Storage::C32(v) => go(v, n),
+                Storage::C64(v) => go(v, n),
             }
         }
     }
@@ -258,6 +288,8 @@ impl Storage {
             Storage::BF16(v) => Storage::BF16(try_copy(v)?),
             Storage::I64(v) => Storage::I64(try_copy(v)?),
             Storage::Bool(v) => Storage::Bool(try_copy(v)?),
+            Storage::C32(v) => Storage::C32(try_copy(v)?),
+            Storage::C64(v) => Storage::C64(try_copy(v)?),
         })
     }
 
@@ -281,10 +313,13 @@ impl Storage {
             Storage::BF16(v) => go(v, n, bf16::ZERO),
             Storage::I64(v) => go(v, n, 0),
             Storage::Bool(v) => go(v, n, false),
+            Storage::C32(v) => go(v, n, Complex::new(0.0, 0.0)),
+            Storage::C64(v) => go(v, n, Complex::new(0.0, 0.0)),
         }
     }
 
-    /// Element `i` converted to `f64` (`true` is 1).
+    /// Element `i` converted to `f64` (`true` is 1; a complex element
+    /// gives its real part, as an explicit cast does).
     pub fn get_f64(&self, i: usize) -> f64 {
         match self {
             Storage::F32(v) => v[i] as f64,
@@ -293,6 +328,8 @@ impl Storage {
             Storage::BF16(v) => v[i].to_f64(),
             Storage::I64(v) => v[i] as f64,
             Storage::Bool(v) => v[i] as u8 as f64,
+            Storage::C32(v) => v[i].re as f64,
+            Storage::C64(v) => v[i].re,
         }
     }
 
@@ -311,6 +348,8 @@ impl Storage {
             DType::BF16 => Storage::BF16(it.map(bf16::from_f64).collect()),
             DType::I64 => Storage::I64(it.map(|v| v as i64).collect()),
             DType::Bool => Storage::Bool(it.map(|v| v != 0.0).collect()),
+            DType::C32 => Storage::C32(it.map(|v| Complex::new(v as f32, 0.0)).collect()),
+            DType::C64 => Storage::C64(it.map(|v| Complex::new(v, 0.0)).collect()),
         }
     }
 }
@@ -389,14 +428,26 @@ pub trait Element: Copy + Send + Sync + std::fmt::Debug + 'static {
     fn slice(s: &Storage) -> Option<&[Self]>;
     /// The mutable vector, if `s` holds this type.
     fn vec_mut(s: &mut Storage) -> Option<&mut Vec<Self>>;
-    /// Conversion from `f64` (used by constructors such as `full`).
+    /// Conversion from `f64` (used by constructors such as `full`; a
+    /// complex element gets a zero imaginary part).
     fn from_f64(v: f64) -> Self;
-    /// Conversion to `f64`.
+    /// Conversion to `f64` (a complex element gives its real part, as an
+    /// explicit cast does).
     fn to_f64(self) -> f64;
+    /// Conversion to a `Complex<f64>` (a real element gets a zero
+    /// imaginary part).
+    fn to_c64(self) -> Complex<f64> {
+        Complex::new(self.to_f64(), 0.0)
+    }
+    /// Conversion from a `Complex<f64>`: a complex element rounds each
+    /// part, a real one takes the real part (an explicit cast).
+    fn from_c64(v: Complex<f64>) -> Self {
+        Self::from_f64(v.re)
+    }
 }
 
 macro_rules! element {
-    ($t:ty, $variant:ident, $from:expr, $to:expr) => {
+    ($t:ty, $variant:ident, $from:expr, $to:expr $(, { $($extra:tt)* })?) => {
         impl Element for $t {
             const DTYPE: DType = DType::$variant;
             fn into_storage(v: Vec<Self>) -> Storage {
@@ -422,6 +473,7 @@ macro_rules! element {
                 let f: fn($t) -> f64 = $to;
                 f(self)
             }
+            $($($extra)*)?
         }
     };
 }
@@ -432,3 +484,26 @@ element!(f16, F16, f16::from_f64, f16::to_f64);
 element!(bf16, BF16, bf16::from_f64, bf16::to_f64);
 element!(i64, I64, |v| v as i64, |v| v as f64);
 element!(bool, Bool, |v| v != 0.0, |v| v as u8 as f64);
+
+element!(
+    Complex<f32>,
+    C32,
+    |v| Complex::new(v as f32, 0.0),
+    |v| v.re as f64,
+    {
+        fn to_c64(self) -> Complex<f64> {
+            Complex::new(self.re as f64, self.im as f64)
+        }
+        fn from_c64(v: Complex<f64>) -> Self {
+            Complex::new(v.re as f32, v.im as f32)
+        }
+    }
+);
+element!(Complex<f64>, C64, |v| Complex::new(v, 0.0), |v| v.re, {
+    fn to_c64(self) -> Complex<f64> {
+        self
+    }
+    fn from_c64(v: Complex<f64>) -> Self {
+        v
+    }
+});

@@ -382,9 +382,15 @@ impl Tensor {
         Ok(s[0])
     }
 
-    /// The values converted to `f64`, whatever the dtype.
+    /// The values converted to `f64`, whatever the real dtype; a complex
+    /// tensor is an error (its imaginary parts would be lost: read it with
+    /// [`Tensor::to_complex_vec`], or take `real()` first).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
-        Ok(self.storage()?.to_f64_vec())
+        let s = self.storage()?;
+        if s.dtype().is_complex() {
+            return Err(complex_read(self));
+        }
+        Ok(s.to_f64_vec())
     }
 
     /// The single value of a one-element tensor converted to `f64`,
@@ -400,6 +406,9 @@ impl Tensor {
     /// ```
     pub fn to_f64(&self) -> Result<f64> {
         let s = self.storage()?;
+        if s.dtype().is_complex() {
+            return Err(complex_read(self));
+        }
         if s.len() != 1 {
             return Err(Error::ReadMismatch {
                 wanted: "a single f64".into(),
@@ -461,6 +470,17 @@ fn fill(s: &mut Storage, f: impl Fn(usize) -> f64) {
         Storage::BF16(v) => go(v, f),
         Storage::I64(v) => go(v, f),
         Storage::Bool(v) => go(v, f),
+        Storage::C32(v) => go(v, f),
+        Storage::C64(v) => go(v, f),
+    }
+}
+
+/// The error for reading a complex tensor as real numbers.
+fn complex_read(t: &Tensor) -> Error {
+    Error::ReadMismatch {
+        wanted: "real values (a complex tensor is read with `to_complex_vec` or `item::<C64>`, or made real with `real`, `imag`, `abs` or `arg`)".into(),
+        got: t.dtype(),
+        shape: t.shape().clone(),
     }
 }
 

@@ -31,6 +31,8 @@ pub(crate) enum Factor {
     Guarding(NodeId),
     /// `select(c, v, 0)`.
     Select(NodeId),
+    /// `conj(v)`: the derivative of `conj`, forward and reverse.
+    Conj,
 }
 
 impl Factor {
@@ -46,13 +48,14 @@ impl Factor {
                 let z = konst(g, 0.0, v);
                 g.select(c, v, z)?
             }
+            Factor::Conj => g.conj(v)?,
         }))
     }
 }
 
 /// `d y / d x` for `y = op(x)`, emitted into `g`.
 pub(crate) fn unary(g: &mut Graph, op: UnaryOp, x: NodeId, y: NodeId) -> Result<Factor> {
-    if !g.dtype(x).is_float() {
+    if !g.dtype(x).is_inexact() {
         return Ok(Factor::Zero);
     }
     let one = |g: &mut Graph| konst(g, 1.0, x);
@@ -181,6 +184,13 @@ pub(crate) fn unary(g: &mut Graph, op: UnaryOp, x: NodeId, y: NodeId) -> Result<
         UnaryOp::Sign | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Not => {
             Factor::Zero
         }
+        UnaryOp::Conj => Factor::Conj,
+        UnaryOp::Real | UnaryOp::Imag => {
+            return Err(crate::Error::Unsupported(format!(
+                "`{}` has separate forward and reverse rules (autodiff::complex)",
+                op.name()
+            )))
+        }
     })
 }
 
@@ -192,7 +202,7 @@ pub(crate) fn binary(
     (a, b, y): (NodeId, NodeId, NodeId),
     (need_a, need_b): (bool, bool),
 ) -> Result<(Factor, Factor)> {
-    if !g.dtype(y).is_float() {
+    if !g.dtype(y).is_inexact() {
         return Ok((Factor::Zero, Factor::Zero));
     }
     let when = |need: bool, f: Factor| if need { f } else { Factor::Zero };
@@ -272,6 +282,11 @@ pub(crate) fn binary(
             when(need_b, Factor::Guarding(a)),
         ),
         BinaryOp::And | BinaryOp::Or => (Factor::Zero, Factor::Zero),
+        BinaryOp::Complex => {
+            return Err(crate::Error::Unsupported(
+                "`complex` has separate forward and reverse rules (autodiff::complex)".into(),
+            ))
+        }
     })
 }
 

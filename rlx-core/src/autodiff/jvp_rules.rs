@@ -16,10 +16,10 @@
 //!   graph is inlined and differentiated in place.
 //! - `loop`: see [`loop_rules`](super::loop_rules) (a loop of the JVP).
 
-use super::derivs;
 use super::vjp_rules::{extremum_weights, prod_others};
+use super::{complex, derivs};
 use super::{expand, fit, proxy};
-use crate::{Graph, NodeId, Op, ReduceOp, Result};
+use crate::{BinaryOp, Graph, NodeId, Op, ReduceOp, Result};
 
 /// The JVP rule of `node` for operand `tangents`; see the module docs.
 pub fn jvp_rule(
@@ -28,7 +28,7 @@ pub fn jvp_rule(
     tangents: &[Option<NodeId>],
 ) -> Result<Option<NodeId>> {
     let n = g.try_node(node)?.clone();
-    if !n.dtype.is_float() {
+    if !n.dtype.is_inexact() {
         return Ok(None);
     }
     let x = &n.inputs;
@@ -37,6 +37,11 @@ pub fn jvp_rule(
     let t_or_zero = |g: &mut Graph, i: usize| t(i).unwrap_or_else(|| g.zeros_like(x[i]));
     let out = match &n.op {
         Op::Input { .. } | Op::Constant(_) => None,
+        Op::Unary(u) if complex::crosses(g, *u, x[0]) => match t(0) {
+            Some(tx) => Some(complex::jvp_unary(g, *u, x[0], node, tx)?),
+            None => None,
+        },
+        Op::Binary(BinaryOp::Complex) => complex::jvp_complex(g, (x[0], x[1]), (t(0), t(1)))?,
         Op::Unary(u) => match t(0) {
             Some(tx) => derivs::unary(g, *u, x[0], node)?.apply(g, tx)?,
             None => None,
@@ -65,7 +70,7 @@ pub fn jvp_rule(
             }
         }
         Op::Cast(d) => match t(0) {
-            Some(tx) if g.dtype(x[0]).is_float() => Some(g.cast(tx, *d)?),
+            Some(tx) if g.dtype(x[0]).is_inexact() => Some(g.cast(tx, *d)?),
             _ => None,
         },
         Op::Reduce { op, axes } => match t(0) {

@@ -135,7 +135,7 @@ fn jvp_scan(
 ) -> Result<(LoopRef, Vec<NodeId>)> {
     let (c, k) = (l.carries, l.xs);
     let n_in = l.body.inputs().len();
-    let float = |i: usize| g.dtype(x[i]).is_float();
+    let float = |i: usize| g.dtype(x[i]).is_inexact();
     let with_t = |i: usize| float(i) && tangents[i].is_some();
     let tx: Vec<usize> = (c..c + k).filter(|&i| with_t(i)).collect();
     let tk: Vec<usize> = (c + k..n_in).filter(|&i| with_t(i)).collect();

@@ -43,6 +43,7 @@ pub mod loop_rules;
 pub mod transforms;
 pub mod vjp_rules;
 
+mod complex;
 mod derivs;
 mod slices;
 
@@ -215,7 +216,7 @@ pub(crate) fn backward(
     }
     let mut ct: Vec<Option<NodeId>> = vec![None; n];
     for (&o, &c) in outputs.iter().zip(cotangents) {
-        if depends[o.index()] && g.dtype(o).is_float() {
+        if depends[o.index()] && g.dtype(o).is_inexact() {
             accumulate(g, &mut ct, o, c)?;
         }
     }
@@ -233,7 +234,7 @@ pub(crate) fn backward(
         let inputs = g.node(id).inputs.clone();
         let needs: Vec<bool> = inputs
             .iter()
-            .map(|j| depends[j.index()] && g.dtype(*j).is_float())
+            .map(|j| depends[j.index()] && g.dtype(*j).is_inexact())
             .collect();
         if !needs.iter().any(|&b| b) {
             continue;
@@ -299,7 +300,7 @@ pub(crate) fn forward(
     for (&l, &t) in leaves.iter().zip(tangents) {
         is_leaf[l.index()] = true;
         if let Some(t) = t {
-            if g.dtype(l).is_float() {
+            if g.dtype(l).is_inexact() {
                 accumulate(g, &mut tan, l, t)?;
             }
         }
@@ -312,7 +313,7 @@ pub(crate) fn forward(
         }
         let id = NodeId(i as u32);
         let node = g.node(id);
-        if !node.dtype.is_float() {
+        if !node.dtype.is_inexact() {
             continue;
         }
         let ins: Vec<Option<NodeId>> = node.inputs.iter().map(|j| tan[j.index()]).collect();

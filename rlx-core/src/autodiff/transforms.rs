@@ -407,13 +407,7 @@ fn jac_rev_core(g: &Graph, wrt: &[usize], op: &'static str) -> Result<Graph> {
     let o = out0(g, op)?;
     let os = g.shape(o).clone();
     let dt = g.dtype(o);
-    if !dt.is_float() {
-        return Err(Error::UnsupportedDType {
-            op,
-            dtype: dt,
-            expected: "a float output to differentiate",
-        });
-    }
+    check_real_out(dt, op)?;
     let p = os.numel();
     let mut r = g.clone();
     let mut blocks = Vec::new();
@@ -603,14 +597,28 @@ pub(crate) fn scalar_out0(g: &Graph, op: &'static str) -> Result<NodeId> {
             shape: g.shape(o).clone(),
         });
     }
-    if !g.dtype(o).is_float() {
+    check_real_out(g.dtype(o), op)?;
+    Ok(o)
+}
+
+/// A gradient or Jacobian needs a real float output: a complex one is an
+/// error that points to the companions defined for it.
+fn check_real_out(dt: DType, op: &'static str) -> Result<()> {
+    if dt.is_complex() {
         return Err(Error::UnsupportedDType {
             op,
-            dtype: g.dtype(o),
+            dtype: dt,
+            expected: "a real output: the gradient and Jacobian of a complex-valued output need the holomorphic option; `vjp_` and `jvp_` are defined for complex outputs",
+        });
+    }
+    if !dt.is_float() {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: dt,
             expected: "a float output to differentiate",
         });
     }
-    Ok(o)
+    Ok(())
 }
 
 pub(crate) fn float_wrt(g: &Graph, w: NodeId, op: &'static str) -> Result<()> {

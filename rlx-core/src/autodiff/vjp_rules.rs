@@ -22,9 +22,9 @@
 //!   is inlined and differentiated in place.
 //! - `loop`: see [`loop_rules`](super::loop_rules) (a reverse loop).
 
-use super::derivs;
+use super::{complex, derivs};
 use super::{expand, konst, proxy};
-use crate::{CmpOp, Graph, NodeId, Op, ReduceOp, Result, Shape};
+use crate::{BinaryOp, CmpOp, Graph, NodeId, Op, ReduceOp, Result, Shape};
 
 /// The VJP rule of `node` for cotangent `ct`; see the module docs.
 pub fn vjp_rule(
@@ -39,9 +39,26 @@ pub fn vjp_rule(
     let shape_of = |g: &Graph, i: usize| g.shape(x[i]).clone();
     Ok(match &n.op {
         Op::Input { .. } | Op::Constant(_) => vec![],
+        Op::Unary(u) if complex::crosses(g, *u, x[0]) => {
+            vec![Some(complex::vjp_unary(g, *u, x[0], node, ct)?)]
+        }
         Op::Unary(u) => {
             let f = derivs::unary(g, *u, x[0], node)?;
             vec![f.apply(g, ct)?]
+        }
+        Op::Binary(BinaryOp::Complex) => {
+            let (a, b) = complex::vjp_complex(g, ct, (need(0), need(1)))?;
+            let mut out = Vec::with_capacity(2);
+            for (i, v) in [a, b].into_iter().enumerate() {
+                out.push(match v {
+                    Some(v) => {
+                        let s = shape_of(g, i);
+                        Some(g.sum_to(v, &s)?)
+                    }
+                    None => None,
+                });
+            }
+            out
         }
         Op::Binary(b) => {
             let (fa, fb) = derivs::binary(g, *b, (x[0], x[1], node), (need(0), need(1)))?;
@@ -78,7 +95,7 @@ pub fn vjp_rule(
             out
         }
         Op::Cast(_) => {
-            if g.dtype(x[0]).is_float() && n.dtype.is_float() {
+            if g.dtype(x[0]).is_inexact() && n.dtype.is_inexact() {
                 let dt = g.dtype(x[0]);
                 vec![Some(g.cast(ct, dt)?)]
             } else {
@@ -236,7 +253,7 @@ fn reduce_vjp(
     ct: NodeId,
     xs: &Shape,
 ) -> Result<Option<NodeId>> {
-    if !g.dtype(x).is_float() {
+    if !g.dtype(x).is_inexact() {
         return Ok(None);
     }
     Ok(Some(match op {

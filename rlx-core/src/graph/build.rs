@@ -11,8 +11,50 @@ impl Graph {
     }
 
     /// Element-wise binary op with broadcasting.
+    ///
+    /// A real float operand of a complex one is first cast to the complex
+    /// dtype (real -> complex promotion; `f64` with `c32` is an error, as
+    /// it would round).
     pub fn binary(&mut self, op: BinaryOp, a: NodeId, b: NodeId) -> Result<NodeId> {
+        let (a, b) = match op {
+            BinaryOp::Complex => (a, b),
+            _ => self.promote(op.name(), a, b)?,
+        };
         self.push(Op::Binary(op), &[a, b])
+    }
+
+    /// `a` and `b` with a real float operand of a complex one cast to the
+    /// complex dtype; others unchanged (`infer` then judges them).
+    fn promote(&mut self, op: &'static str, a: NodeId, b: NodeId) -> Result<(NodeId, NodeId)> {
+        let (da, db) = (self.try_node(a)?.dtype, self.try_node(b)?.dtype);
+        let widens = |real: DType, complex: DType| {
+            real.is_float() && (complex == DType::C64 || real.complex() == Some(complex))
+        };
+        match (da.is_complex(), db.is_complex()) {
+            (true, false) if db.is_float() => match widens(db, da) {
+                true => Ok((a, self.cast(b, da)?)),
+                false => Err(crate::Error::DTypeMismatch {
+                    op,
+                    lhs: da,
+                    rhs: db,
+                }),
+            },
+            (false, true) if da.is_float() => match widens(da, db) {
+                true => Ok((self.cast(a, db)?, b)),
+                false => Err(crate::Error::DTypeMismatch {
+                    op,
+                    lhs: da,
+                    rhs: db,
+                }),
+            },
+            _ => Ok((a, b)),
+        }
+    }
+
+    /// `re + i im`: a complex value from real parts of one dtype (`f32`
+    /// gives `c32`, `f64` gives `c64`), with broadcasting.
+    pub fn complex(&mut self, re: NodeId, im: NodeId) -> Result<NodeId> {
+        self.binary(BinaryOp::Complex, re, im)
     }
 
     /// Element-wise comparison with broadcasting, giving `Bool`.
@@ -52,7 +94,9 @@ impl Graph {
     }
 
     /// Batched, broadcasting matrix product.
+    /// A real operand of a complex one is promoted as in [`Graph::binary`].
     pub fn matmul(&mut self, a: NodeId, b: NodeId) -> Result<NodeId> {
+        let (a, b) = self.promote("matmul", a, b)?;
         self.push(Op::MatMul, &[a, b])
     }
 
@@ -321,6 +365,12 @@ unary_builders! {
     round => UnaryOp::Round;
     /// Logical not.
     not => UnaryOp::Not;
+    /// Complex conjugate (complex operands only).
+    conj => UnaryOp::Conj;
+    /// Real part, a real value (complex operands only).
+    real => UnaryOp::Real;
+    /// Imaginary part, a real value (complex operands only).
+    imag => UnaryOp::Imag;
 }
 
 macro_rules! binary_builders {

@@ -307,7 +307,7 @@ impl LoopOp {
             }
         }
         let d = self.dtype();
-        if !d.is_float() {
+        if !d.is_inexact() {
             return Err(self.err(format!(
                 "carries and per-step outputs must be floating-point, got {d}"
             )));
@@ -319,7 +319,7 @@ impl LoopOp {
             .map(|t| ("a carry or per-step output", t))
             .chain(self.input_types().into_iter().map(|t| ("an input", t)))
         {
-            if t.dtype != d && (what != "an input" || t.dtype.is_float()) {
+            if t.dtype != d && (what != "an input" || t.dtype.is_inexact()) {
                 return Err(self.err(format!(
                     "{what} has dtype {} but the loop's values are {d}\n  = help: cast every floating-point carry, per-step input and output of the loop to one dtype",
                     t.dtype
@@ -483,13 +483,13 @@ impl LoopOp {
     /// Indices (among the per-step inputs) of the floating-point ones.
     pub fn float_xs(&self) -> Vec<usize> {
         let t = self.x_types();
-        (0..t.len()).filter(|&j| t[j].dtype.is_float()).collect()
+        (0..t.len()).filter(|&j| t[j].dtype.is_inexact()).collect()
     }
 
     /// Indices (among the invariants) of the floating-point ones.
     pub fn float_consts(&self) -> Vec<usize> {
         let t = self.const_types();
-        (0..t.len()).filter(|&j| t[j].dtype.is_float()).collect()
+        (0..t.len()).filter(|&j| t[j].dtype.is_inexact()).collect()
     }
 
     /// The number of operands of the loop node.

@@ -97,6 +97,10 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId], limit: usize) -> Option<
         }
     }
     let dt = node.dtype;
+    // A literal holds real values: complex results are never folded.
+    if dt.is_complex() || ops.iter().any(|o| o.2.is_complex()) {
+        return None;
+    }
     let shape = &node.shape;
     match &node.op {
         Op::Input { .. } | Op::Constant(_) => None,
@@ -402,7 +406,7 @@ fn at_precision(
         DType::F32 => Some(f64::from(f32op(&x32()))),
         DType::F16 => Some(f16::from_f32(f32op(&x32())).to_f64()),
         DType::BF16 => Some(bf16::from_f32(f32op(&x32())).to_f64()),
-        DType::I64 | DType::Bool => None,
+        DType::I64 | DType::Bool | DType::C32 | DType::C64 => None,
     }
 }
 
@@ -458,7 +462,10 @@ fn unary(u: UnaryOp, x: V, dt: DType) -> Option<V> {
         | UnaryOp::Gelu
         | UnaryOp::Silu
         | UnaryOp::Erf
-        | UnaryOp::Not => None,
+        | UnaryOp::Not
+        | UnaryOp::Conj
+        | UnaryOp::Real
+        | UnaryOp::Imag => None,
     };
     r.map(V::F)
 }
@@ -497,7 +504,7 @@ fn binary(b: BinaryOp, x: V, y: V, dt: DType) -> Option<V> {
         BinaryOp::Min | BinaryOp::Max if x.is_nan() || y.is_nan() || (x == 0.0 && y == 0.0) => None,
         BinaryOp::Min => Some(x.min(y)),
         BinaryOp::Max => Some(x.max(y)),
-        BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::And | BinaryOp::Or => None,
+        BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::And | BinaryOp::Or | BinaryOp::Complex => None,
     };
     r.map(V::F)
 }
@@ -564,7 +571,7 @@ fn cmp<T: PartialOrd>(c: CmpOp, a: T, b: T) -> bool {
 /// `v` rounded to float dtype `dt` (round to nearest even).
 fn round_to(dt: DType, v: f64) -> f64 {
     match dt {
-        DType::F64 | DType::I64 | DType::Bool => v,
+        DType::F64 | DType::I64 | DType::Bool | DType::C32 | DType::C64 => v,
         DType::F32 => f64::from(v as f32),
         DType::F16 => f16::from_f64(v).to_f64(),
         DType::BF16 => bf16::from_f64(v).to_f64(),
@@ -578,6 +585,7 @@ fn cast(from: DType, to: DType, v: V) -> Option<V> {
         V::I(i) => match to {
             DType::I64 => Some(V::I(i)),
             DType::Bool => Some(V::F(f64::from(u8::from(i != 0)))),
+            DType::C32 | DType::C64 => None,
             DType::F64 | DType::F32 | DType::F16 | DType::BF16 => {
                 // i64 -> f64 is one rounding; narrower targets only when exact.
                 let x = i as f64;
@@ -589,7 +597,7 @@ fn cast(from: DType, to: DType, v: V) -> Option<V> {
             DType::Bool if x.is_nan() => None,
             DType::Bool => Some(V::F(f64::from(u8::from(x != 0.0)))),
             DType::I64 if x.is_finite() && x.abs() < 9.2e18 => Some(V::I(x.trunc() as i64)),
-            DType::I64 => None,
+            DType::I64 | DType::C32 | DType::C64 => None,
             DType::F64 | DType::F32 | DType::F16 | DType::BF16 => {
                 let r = round_to(to, x);
                 let single_rounding = matches!(

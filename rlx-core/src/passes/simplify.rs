@@ -171,7 +171,10 @@ fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>>
                 | UnaryOp::Floor
                 | UnaryOp::Ceil
                 | UnaryOp::Round
-                | UnaryOp::Not => Ok(None),
+                | UnaryOp::Not
+                | UnaryOp::Conj
+                | UnaryOp::Real
+                | UnaryOp::Imag => Ok(None),
             }
         }
         Op::Compare(_) => Ok(None),
@@ -287,6 +290,8 @@ fn lossless(from: DType, to: DType) -> bool {
         DType::F16 | DType::BF16 => matches!(to, DType::F32 | DType::F64),
         DType::F32 => to == DType::F64,
         DType::F64 | DType::I64 => false,
+        DType::C32 => to == DType::C64,
+        DType::C64 => false,
     }
 }
 
@@ -371,7 +376,7 @@ fn binary_rule(
             (_, Some(_)) | (Some(_), _) => Ok(filled(out, node, 1.0)),
             (None, None) => Ok(None),
         },
-        BinaryOp::Min | BinaryOp::Max | BinaryOp::Atan2 => Ok(None),
+        BinaryOp::Min | BinaryOp::Max | BinaryOp::Atan2 | BinaryOp::Complex => Ok(None),
     }
 }
 

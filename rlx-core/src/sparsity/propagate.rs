@@ -99,6 +99,7 @@ fn unary_shape(u: UnaryOp) -> Shape1 {
             Shape1::Flat
         }
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => Shape1::Linear,
+        UnaryOp::Conj | UnaryOp::Real | UnaryOp::Imag => Shape1::Linear,
         UnaryOp::Powi(0) => Shape1::Flat,
         UnaryOp::Powi(1) => Shape1::Linear,
         UnaryOp::Powi(_)
@@ -140,7 +141,7 @@ fn node_deps(
     let x = &n.inputs;
     let d = |i: usize| deps[x[i].index()].as_ref();
     let xdims = |i: usize| g.shape(x[i]).dims();
-    if !n.dtype.is_float() {
+    if !n.dtype.is_inexact() {
         return Ok(None);
     }
     let out = match &n.op {
@@ -173,7 +174,8 @@ fn node_deps(
                         | BinaryOp::Min
                         | BinaryOp::Max
                         | BinaryOp::And
-                        | BinaryOp::Or => {}
+                        | BinaryOp::Or
+                        | BinaryOp::Complex => {}
                         BinaryOp::Mul | BinaryOp::MulZero => product(p, a, bb),
                         BinaryOp::Div => product(p, s.get(k), bb),
                         BinaryOp::Pow | BinaryOp::Atan2 => product(p, s.get(k), s.get(k)),

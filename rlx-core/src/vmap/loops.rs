@@ -32,7 +32,7 @@ pub(super) fn batch_loop(
     let mut ops = Vec::with_capacity(args.len());
     let mut flags = Vec::with_capacity(args.len());
     for (i, &a) in args.iter().enumerate() {
-        let float = out.dtype(a.0).is_float();
+        let float = out.dtype(a.0).is_inexact();
         // Per-step values (stepped inputs, an adjoint's output cotangents)
         // step along axis 1 once batched.
         let stepped = (c..c + k).contains(&i) || i >= n_in + c;

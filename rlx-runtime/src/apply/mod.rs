@@ -24,8 +24,17 @@ impl Tensor {
     /// Errors name the op and the operand shapes. In traced code the error
     /// is also recorded in the trace, with the caller's source location, so
     /// that the companion function returns it.
+    ///
+    /// A binary op or matrix product of a real float and a complex operand
+    /// first casts the real one to the complex dtype.
     #[track_caller]
     pub fn apply(op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
+        if let Some((k, dtype)) = crate::ops::complex::promotion(&op, inputs) {
+            let cast = Tensor::apply(Op::Cast(dtype), &[inputs[k]])?;
+            let mut promoted = [inputs[0], inputs[1]];
+            promoted[k] = &cast;
+            return Tensor::apply(op, &promoted);
+        }
         if inputs.iter().any(|t| t.is_traced()) {
             trace::record(op, inputs, Location::caller())
         } else {

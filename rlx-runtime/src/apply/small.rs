@@ -39,10 +39,12 @@ pub(super) fn eval_small(op: &Op, inputs: &[&Concrete]) -> Option<(Buffer, Shape
             let ok = shape.fits(x.storage.dtype()) && shape.numel() == x.shape.numel();
             ok.then(|| (x.storage.clone(), shape.clone()))
         }
-        (Op::Unary(u), [x]) if !matches!(u, UnaryOp::Not) => {
+        (Op::Unary(u), [x]) if !matches!(u, UnaryOp::Not) && !u.complex_only() => {
             Some((Buffer::new(unary(*u, &x.storage)?), x.shape.clone()))
         }
-        (Op::Binary(b), [x, y]) if !matches!(b, BinaryOp::And | BinaryOp::Or) => {
+        (Op::Binary(b), [x, y])
+            if !matches!(b, BinaryOp::And | BinaryOp::Or | BinaryOp::Complex) =>
+        {
             let (values, shape) = binary(*b, x, y)?;
             Some((Buffer::new(values), shape.clone()))
         }
@@ -70,7 +72,7 @@ fn unary(op: UnaryOp, x: &Storage) -> Option<Storage> {
         Storage::F32(v) => go(op, v),
         Storage::F16(v) => go(op, v),
         Storage::BF16(v) => go(op, v),
-        Storage::I64(_) | Storage::Bool(_) => return None,
+        Storage::I64(_) | Storage::Bool(_) | Storage::C32(_) | Storage::C64(_) => return None,
     })
 }
 

@@ -170,6 +170,8 @@ fn advise_room(s: &mut Storage) {
         Storage::BF16(v) => a(v.spare_capacity_mut()),
         Storage::I64(v) => a(v.spare_capacity_mut()),
         Storage::Bool(v) => a(v.spare_capacity_mut()),
+        Storage::C32(v) => a(v.spare_capacity_mut()),
+        Storage::C64(v) => a(v.spare_capacity_mut()),
     }
 }
 

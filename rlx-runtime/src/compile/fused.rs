@@ -564,7 +564,7 @@ fn exec<'e>(
             match dtype {
                 DType::F16 => v.iter_mut().for_each(|x| *x = f16::from_f32(*x).to_f32()),
                 DType::BF16 => v.iter_mut().for_each(|x| *x = bf16::from_f32(*x).to_f32()),
-                DType::F32 | DType::F64 | DType::I64 | DType::Bool => {}
+                DType::F32 | DType::F64 | DType::I64 | DType::Bool | DType::C32 | DType::C64 => {}
             }
         }
         Instr::Store { src, target } => {

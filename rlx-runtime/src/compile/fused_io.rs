@@ -351,6 +351,9 @@ pub(crate) fn load(
         Storage::F64(v) => get!(v, f64, |x| x, same),
         Storage::I64(v) => get!(v, i64, |x| x, same),
         Storage::Bool(v) => get!(v, bool, |x| x, same),
+        Storage::C32(_) | Storage::C64(_) => {
+            unreachable!("complex values run through kernel steps")
+        }
     }
 }
 
@@ -364,6 +367,9 @@ pub(crate) fn fill(regs: &mut Registers, r: Reg, src: &Storage, off: usize, lane
         Storage::F64(v) => reg_mut(&mut regs.f64, r)[..lanes].fill(v[off]),
         Storage::I64(v) => reg_mut(&mut regs.i64, r)[..lanes].fill(v[off]),
         Storage::Bool(v) => reg_mut(&mut regs.bool, r)[..lanes].fill(v[off]),
+        Storage::C32(_) | Storage::C64(_) => {
+            unreachable!("complex values run through kernel steps")
+        }
     }
 }
 

@@ -51,6 +51,10 @@ macro_rules! each_unary {
             UnaryOp::Ceil => $body!(UnaryOp::Ceil),
             UnaryOp::Round => $body!(UnaryOp::Round),
             UnaryOp::Not => $body!(UnaryOp::Not),
+            // Complex operands run through the reference kernels' steps.
+            UnaryOp::Conj | UnaryOp::Real | UnaryOp::Imag => {
+                unreachable!("complex values run through kernel steps")
+            }
         }
     };
 }
@@ -69,6 +73,7 @@ macro_rules! each_binary {
             BinaryOp::Atan2 => $body!(BinaryOp::Atan2),
             BinaryOp::MulZero => $body!(BinaryOp::MulZero),
             BinaryOp::And => $body!(BinaryOp::And),
+            BinaryOp::Complex => unreachable!("complex values run through kernel steps"),
             BinaryOp::Or => $body!(BinaryOp::Or),
         }
     };

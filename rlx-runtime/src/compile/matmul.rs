@@ -437,7 +437,9 @@ impl MatMulStep {
     pub(crate) fn half_scratch(&self) -> (usize, usize, usize) {
         match self.dtype {
             DType::F16 | DType::BF16 => (self.m * self.k, self.k * self.n, self.m * self.n),
-            DType::F32 | DType::F64 | DType::I64 | DType::Bool => (0, 0, 0),
+            DType::F32 | DType::F64 | DType::I64 | DType::Bool | DType::C32 | DType::C64 => {
+                (0, 0, 0)
+            }
         }
     }
 

@@ -262,7 +262,7 @@ pub(crate) fn compile_owned(g: &Graph, options: &Options) -> Result<Executable> 
     // A graph of small values runs as one scalar program over its elements
     // (`small`); the general plan is then never built. A graph whose values
     // are all 0-d is already one scalar program in the general plan.
-    if options.scalarize && !all_scalar(&g) {
+    if options.scalarize && !all_scalar(&g) && !planner::has_complex(&g) {
         if let Some(small) = small::Small::build(&g, options) {
             let mut exe = Executable::from_plan(plan::Plan::types_only(&g))?;
             exe.small = Some(Box::new(small));

@@ -165,6 +165,8 @@ impl CopyStep {
                 (Storage::BF16(s), Storage::BF16(d)) => p.copy(s, d, idx),
                 (Storage::I64(s), Storage::I64(d)) => p.copy(s, d, idx),
                 (Storage::Bool(s), Storage::Bool(d)) => p.copy(s, d, idx),
+                (Storage::C32(s), Storage::C32(d)) => p.copy(s, d, idx),
+                (Storage::C64(s), Storage::C64(d)) => p.copy(s, d, idx),
                 _ => unreachable!("copies keep the dtype (checked by shape inference)"),
             }
         }

@@ -313,6 +313,9 @@ impl RawTarget {
             Storage::BF16(v) => RawTarget::BF16(v.as_mut_ptr(), v.len()),
             Storage::I64(v) => RawTarget::I64(v.as_mut_ptr(), v.len()),
             Storage::Bool(v) => RawTarget::Bool(v.as_mut_ptr(), v.len()),
+            Storage::C32(_) | Storage::C64(_) => {
+                unreachable!("complex values run through kernel steps")
+            }
         }
     }
 
@@ -352,6 +355,9 @@ impl RawTarget {
             Storage::Bool(v) => {
                 let (p, n) = room(v, n);
                 RawTarget::Bool(p, n)
+            }
+            Storage::C32(_) | Storage::C64(_) => {
+                unreachable!("complex values run through kernel steps")
             }
         }
     }

@@ -324,6 +324,9 @@ impl ReduceStep {
             Storage::BF16(v) => self.fold_split(v, |v| v.to_f64(), acc, idx),
             Storage::I64(v) => self.fold_split(v, |v| v as f64, acc, idx),
             Storage::Bool(v) => self.fold_split(v, |v| v as u8 as f64, acc, idx),
+            Storage::C32(_) | Storage::C64(_) => {
+                unreachable!("complex values run through kernel steps")
+            }
         }
         let acc = &mut acc[..self.out_numel];
         if let ReduceOp::Mean = self.op {
@@ -378,6 +381,9 @@ pub(crate) fn write_f64(src: &[f64], out: &mut Storage, off: usize) {
         Storage::BF16(v) => put(src, v, off),
         Storage::I64(v) => put(src, v, off),
         Storage::Bool(v) => put(src, v, off),
+        Storage::C32(_) | Storage::C64(_) => {
+            unreachable!("complex values run through kernel steps")
+        }
     }
 }
 

@@ -26,6 +26,7 @@ impl Bank {
             DType::F64 => Bank::F64,
             DType::I64 => Bank::I64,
             DType::Bool => Bank::Bool,
+            DType::C32 | DType::C64 => unreachable!("complex values run through kernel steps"),
         }
     }
 

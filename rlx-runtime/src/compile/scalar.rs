@@ -258,6 +258,9 @@ impl ScalarIo for EnvIo<'_, '_> {
             Storage::BF16(s) => s[0] = bf16::from_f64(v),
             Storage::I64(s) => s[0] = v as i64,
             Storage::Bool(s) => s[0] = v != 0.0,
+            Storage::C32(_) | Storage::C64(_) => {
+                unreachable!("complex values run through kernel steps")
+            }
         }
     }
 }

@@ -20,7 +20,7 @@ pub(crate) enum SType {
 }
 
 impl SType {
-    /// The scalar type of `dtype`, or `None` for `I64`.
+    /// The scalar type of `dtype`, or `None` for `I64` and the complex dtypes.
     pub(crate) fn of(dtype: DType) -> Option<SType> {
         match dtype {
             DType::F64 => Some(SType::F64),
@@ -28,7 +28,7 @@ impl SType {
             DType::F16 => Some(SType::F16),
             DType::BF16 => Some(SType::BF16),
             DType::Bool => Some(SType::Bool),
-            DType::I64 => None,
+            DType::I64 | DType::C32 | DType::C64 => None,
         }
     }
 

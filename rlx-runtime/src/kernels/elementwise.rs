@@ -1,10 +1,12 @@
 //! Element-wise kernels: constant fill, unary, binary, compare, select, cast.
 
 use half::{bf16, f16};
+use num_complex::Complex;
 use rlx_core::{BinaryOp, CmpOp, Literal, Result, UnaryOp};
 
+use super::complex;
 use super::iter::{map1, zip2, zip3};
-use super::operand::{dtype_error, same_dtype, Operand};
+use super::operand::{dtype_error, same_dtype, same_real, Operand};
 use super::scalar::{self, Float};
 use crate::storage::{Element, Storage};
 
@@ -26,6 +28,8 @@ pub(super) fn constant(lit: &Literal, out: &mut Storage) {
             }
         }
         Storage::Bool(o) => fill(lit, o),
+        Storage::C32(o) => fill(lit, o),
+        Storage::C64(o) => fill(lit, o),
     }
 }
 
@@ -42,6 +46,10 @@ pub(super) fn unary(op: UnaryOp, x: Operand<'_>, out: &mut Storage) -> Result<()
         (Storage::BF16(a), Storage::BF16(o)) => float_unary(op, a, o),
         (Storage::I64(a), Storage::I64(o)) => map1(a, o, |v| scalar::unary_i64(op, v)),
         (Storage::Bool(a), Storage::Bool(o)) => map1(a, o, |v| scalar::unary_bool(op, v)),
+        (Storage::C32(a), Storage::C32(o)) => map1(a, o, |v| complex::unary_c32(op, v)),
+        (Storage::C64(a), Storage::C64(o)) => map1(a, o, |v| complex::unary_c64(op, v)),
+        (Storage::C32(a), Storage::F32(o)) => map1(a, o, |v| complex::parts_c32(op, v)),
+        (Storage::C64(a), Storage::F64(o)) => map1(a, o, |v| complex::parts_c64(op, v)),
         _ => return Err(err),
     }
     Ok(())
@@ -89,6 +97,22 @@ pub(super) fn binary(
                 scalar::binary_bool(op, p, q)
             })
         }
+        (Storage::C32(x), Storage::C32(y), Storage::C32(o)) => {
+            zip2(so, (x, sa), (y, sb), o, |p, q| {
+                complex::binary_c32(op, p, q)
+            })
+        }
+        (Storage::C64(x), Storage::C64(y), Storage::C64(o)) => {
+            zip2(so, (x, sa), (y, sb), o, |p, q| {
+                complex::binary_c64(op, p, q)
+            })
+        }
+        (Storage::F32(x), Storage::F32(y), Storage::C32(o)) => {
+            zip2(so, (x, sa), (y, sb), o, Complex::new)
+        }
+        (Storage::F64(x), Storage::F64(y), Storage::C64(o)) => {
+            zip2(so, (x, sa), (y, sb), o, Complex::new)
+        }
         _ => return Err(err),
     }
     Ok(())
@@ -106,8 +130,21 @@ pub(super) fn compare(
     };
     let err = dtype_error(op.name(), a.storage.dtype(), b.storage.dtype());
     let (sa, sb) = (a.dims(), b.dims());
-    // Every storage type's `PartialOrd` is the IEEE (or integer) order.
-    same_dtype!(Err(err); (a.storage, b.storage) => |x, y| {
+    // Complex values are never ordered: only `eq` and `ne` (`infer` rejects the others).
+    let equal = matches!(op, CmpOp::Eq);
+    match (a.storage, b.storage) {
+        (Storage::C32(x), Storage::C32(y)) => {
+            zip2(so, (x, sa), (y, sb), o, |p, q| (p == q) == equal);
+            return Ok(());
+        }
+        (Storage::C64(x), Storage::C64(y)) => {
+            zip2(so, (x, sa), (y, sb), o, |p, q| (p == q) == equal);
+            return Ok(());
+        }
+        _ => {}
+    }
+    // Every real storage type's `PartialOrd` is the IEEE (or integer) order.
+    same_real!(Err(err); (a.storage, b.storage) => |x, y| {
         zip2(so, (x, sa), (y, sb), o, |p, q| scalar::compare(op, p, q));
         Ok(())
     })
@@ -134,6 +171,10 @@ pub(super) fn select(
 /// Conversion between any two dtypes, through `f64` (exact for every float
 /// and bool; `i64 -> i64` is a copy). Floats to `i64` truncate toward zero
 /// and saturate (NaN gives 0); to `bool`, non-zero (and NaN) is `true`.
+/// A real value becomes a complex one with a zero imaginary part; a
+/// complex one becomes real by its real part (the explicit cast, the one
+/// way besides `real`, `imag`, `abs`, `arg` and `norm_sqr` to leave the
+/// complex numbers); between `c32` and `c64` each part is converted.
 pub(super) fn cast(x: Operand<'_>, out: &mut Storage) -> Result<()> {
     fn from<S: Element>(x: &[S], out: &mut Storage) {
         match out {
@@ -143,6 +184,8 @@ pub(super) fn cast(x: Operand<'_>, out: &mut Storage) -> Result<()> {
             Storage::BF16(o) => map1(x, o, |v| bf16::from_f64(v.to_f64())),
             Storage::I64(o) => map1(x, o, |v| v.to_f64() as i64),
             Storage::Bool(o) => map1(x, o, |v| v.to_f64() != 0.0),
+            Storage::C32(o) => map1(x, o, |v| Complex::<f32>::from_c64(v.to_c64())),
+            Storage::C64(o) => map1(x, o, |v| v.to_c64()),
         }
     }
     match x.storage {
@@ -155,6 +198,8 @@ pub(super) fn cast(x: Operand<'_>, out: &mut Storage) -> Result<()> {
             other => from(v, other),
         },
         Storage::Bool(v) => from(v, out),
+        Storage::C32(v) => from(v, out),
+        Storage::C64(v) => from(v, out),
     }
     Ok(())
 }

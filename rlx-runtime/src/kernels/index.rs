@@ -405,6 +405,12 @@ pub(crate) fn scatter_add_checked<I: Position>(
         (Storage::Bool(x), Storage::Bool(u), Storage::Bool(o)) => {
             copy_and_scatter(split, order, ix, x, u, o, |a, b| a || b);
         }
+        (Storage::C32(x), Storage::C32(u), Storage::C32(o)) => {
+            copy_and_scatter(split, order, ix, x, u, o, |a, b| a + b);
+        }
+        (Storage::C64(x), Storage::C64(u), Storage::C64(o)) => {
+            copy_and_scatter(split, order, ix, x, u, o, |a, b| a + b);
+        }
         _ => return Err(err),
     }
     Ok(())

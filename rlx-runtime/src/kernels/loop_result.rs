@@ -171,6 +171,8 @@ pub(super) fn fill_zero_range(s: &mut Storage, r: std::ops::Range<usize>) {
         Storage::BF16(v) => v[r].fill(half::bf16::ZERO),
         Storage::I64(v) => v[r].fill(0),
         Storage::Bool(v) => v[r].fill(false),
+        Storage::C32(v) => v[r].fill(num_complex::Complex::new(0.0, 0.0)),
+        Storage::C64(v) => v[r].fill(num_complex::Complex::new(0.0, 0.0)),
     }
 }
 
@@ -181,6 +183,8 @@ pub(super) fn add_into(acc: &mut Storage, v: &Storage) -> Result<()> {
         (Storage::F64(a), Storage::F64(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += b),
         (Storage::F16(a), Storage::F16(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += *b),
         (Storage::BF16(a), Storage::BF16(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += *b),
+        (Storage::C32(a), Storage::C32(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += b),
+        (Storage::C64(a), Storage::C64(b)) => a.iter_mut().zip(b).for_each(|(a, b)| *a += b),
         (a, b) => return Err(mismatch(a.dtype(), b.dtype())),
     }
     Ok(())

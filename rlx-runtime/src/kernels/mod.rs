@@ -15,6 +15,7 @@
 //! matrix) too. Except for `Solve` (see [`solve_into`] to keep its scratch
 //! warm), `Custom` and `Loop` (carries and checkpoints), kernels do not allocate.
 
+mod complex;
 mod elementwise;
 mod index;
 pub mod iter;

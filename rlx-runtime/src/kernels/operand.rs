@@ -46,6 +46,24 @@ macro_rules! same_dtype {
             ($(Storage::BF16($v),)+) => $body,
             ($(Storage::I64($v),)+) => $body,
             ($(Storage::Bool($v),)+) => $body,
+            ($(Storage::C32($v),)+) => $body,
+            ($(Storage::C64($v),)+) => $body,
+            #[allow(unreachable_patterns)]
+            _ => $err,
+        }
+    };
+}
+
+/// Like `same_dtype!` for the ordered (real and integer) dtypes: no complex.
+macro_rules! same_real {
+    ($err:expr; ($($s:expr),+) => |$($v:ident),+| $body:expr) => {
+        match ($($s,)+) {
+            ($(Storage::F32($v),)+) => $body,
+            ($(Storage::F64($v),)+) => $body,
+            ($(Storage::F16($v),)+) => $body,
+            ($(Storage::BF16($v),)+) => $body,
+            ($(Storage::I64($v),)+) => $body,
+            ($(Storage::Bool($v),)+) => $body,
             #[allow(unreachable_patterns)]
             _ => $err,
         }
@@ -66,4 +84,4 @@ macro_rules! same_float {
     };
 }
 
-pub(crate) use {same_dtype, same_float};
+pub(crate) use {same_dtype, same_float, same_real};

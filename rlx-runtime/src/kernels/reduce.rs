@@ -102,6 +102,44 @@ fn reduce_float<T: Float>(op: ReduceOp, s: &Split, x: &[T], out: &mut [T]) {
     }
 }
 
+/// Sums, means and products of complex values, accumulated in
+/// `Complex<f64>` (max and min are rejected by `infer`: complex values are
+/// not ordered; their arm gives NaN).
+fn reduce_complex<T: crate::storage::Element>(op: ReduceOp, s: &Split, x: &[T], out: &mut [T]) {
+    use num_complex::Complex;
+    let zero = Complex::new(0.0, 0.0);
+    match op {
+        ReduceOp::Sum => fold(s, x, out, zero, |a, v| a + v.to_c64(), T::from_c64),
+        ReduceOp::Mean => {
+            let n = s.count as f64;
+            fold(
+                s,
+                x,
+                out,
+                zero,
+                |a, v| a + v.to_c64(),
+                |a| T::from_c64(a / n),
+            )
+        }
+        ReduceOp::Prod => fold(
+            s,
+            x,
+            out,
+            Complex::new(1.0, 0.0),
+            |a, v| a * v.to_c64(),
+            T::from_c64,
+        ),
+        ReduceOp::Max | ReduceOp::Min => fold(
+            s,
+            x,
+            out,
+            zero,
+            |a, _| a,
+            |_| T::from_c64(Complex::new(f64::NAN, f64::NAN)),
+        ),
+    }
+}
+
 fn reduce_i64(op: ReduceOp, s: &Split, x: &[i64], out: &mut [i64]) {
     match op {
         ReduceOp::Sum => fold(s, x, out, 0i64, i64::wrapping_add, |a| a),
@@ -136,6 +174,14 @@ pub(super) fn reduce(
     }
     let s = split(dims, axes);
     match (x.storage, &mut *out) {
+        (Storage::C32(v), Storage::C32(o)) => {
+            reduce_complex(op, &s, v, o);
+            Ok(())
+        }
+        (Storage::C64(v), Storage::C64(o)) => {
+            reduce_complex(op, &s, v, o);
+            Ok(())
+        }
         (Storage::I64(v), Storage::I64(o)) => {
             reduce_i64(op, &s, v, o);
             Ok(())

@@ -301,6 +301,10 @@ pub fn unary<C: Real>(op: UnaryOp, x: C) -> C {
         UnaryOp::Ceil => x.ceil(),
         UnaryOp::Round => x.round(),
         UnaryOp::Not => truth(x == C::ZERO),
+        // A real value is its own conjugate and real part (`infer` takes
+        // these ops on complex values only; the table stays total).
+        UnaryOp::Conj | UnaryOp::Real => x,
+        UnaryOp::Imag => C::ZERO,
     }
 }
 
@@ -334,6 +338,9 @@ pub fn binary<C: Real>(op: BinaryOp, a: C, b: C) -> C {
         }
         BinaryOp::And => truth((a != C::ZERO) && (b != C::ZERO)),
         BinaryOp::Or => truth((a != C::ZERO) || (b != C::ZERO)),
+        // Complex results are computed by `kernels::complex` (`infer` gives
+        // `complex` a complex result); the real table stays total.
+        BinaryOp::Complex => a,
     }
 }
 
@@ -432,6 +439,8 @@ pub fn unary_i64(op: UnaryOp, x: i64) -> i64 {
             _ => 0,
         },
         UnaryOp::Not => (x == 0) as i64,
+        UnaryOp::Conj | UnaryOp::Real => x,
+        UnaryOp::Imag => 0,
         UnaryOp::Exp
         | UnaryOp::Expm1
         | UnaryOp::Ln
@@ -471,6 +480,7 @@ pub fn binary_i64(op: BinaryOp, a: i64, b: i64) -> i64 {
         BinaryOp::Max => a.max(b),
         BinaryOp::And => (a != 0 && b != 0) as i64,
         BinaryOp::Or => (a != 0 || b != 0) as i64,
+        BinaryOp::Complex => a,
         BinaryOp::Div | BinaryOp::Pow | BinaryOp::Atan2 => binary(op, a as f64, b as f64) as i64,
     }
 }

@@ -23,7 +23,8 @@ pub(crate) fn eps(d: DType) -> f64 {
         DType::F32 => f32::EPSILON as f64,
         DType::F16 => half::f16::EPSILON.to_f64(),
         DType::BF16 => half::bf16::EPSILON.to_f64(),
-        DType::F64 | DType::I64 | DType::Bool => f64::EPSILON,
+        DType::F64 | DType::I64 | DType::Bool | DType::C64 => f64::EPSILON,
+        DType::C32 => f32::EPSILON as f64,
     }
 }
 
@@ -265,6 +266,14 @@ fn store(out: &mut Storage, at: usize, x: &[f64]) {
             .for_each(|(d, &v)| *d = half::bf16::from_f64(v)),
         Storage::I64(o) => o[dst].iter_mut().zip(x).for_each(|(d, &v)| *d = v as i64),
         Storage::Bool(o) => o[dst].iter_mut().zip(x).for_each(|(d, &v)| *d = v != 0.0),
+        Storage::C32(o) => o[dst]
+            .iter_mut()
+            .zip(x)
+            .for_each(|(d, &v)| *d = num_complex::Complex::new(v as f32, 0.0)),
+        Storage::C64(o) => o[dst]
+            .iter_mut()
+            .zip(x)
+            .for_each(|(d, &v)| *d = num_complex::Complex::new(v, 0.0)),
     }
 }
 

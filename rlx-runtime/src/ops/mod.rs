@@ -10,9 +10,11 @@
 //! and comparisons), `shape` (layout and indexing), `reduce` (reductions,
 //! softmax, linear algebra), `composite` (built from primitives),
 //! `std_names` (the `f64` method names: `powf`, `atan2` with a number,
-//! `ln_1p`, `hypot`, ...) and `operators` (`std::ops`).
+//! `ln_1p`, `hypot`, ...), `complex` (complex tensors from parts, and
+//! the ways between real and complex values) and `operators` (`std::ops`).
 
 mod binary;
+pub(crate) mod complex;
 mod composite;
 mod operators;
 mod reduce;

@@ -172,7 +172,12 @@ fn copy(src: &Storage, dst: &mut [f64]) {
                 *d = f64::from(*s);
             }
         }
-        Storage::F16(_) | Storage::BF16(_) | Storage::I64(_) | Storage::Bool(_) => {
+        Storage::F16(_)
+        | Storage::BF16(_)
+        | Storage::I64(_)
+        | Storage::Bool(_)
+        | Storage::C32(_)
+        | Storage::C64(_) => {
             for (i, d) in dst.iter_mut().enumerate() {
                 *d = src.get_f64(i);
             }

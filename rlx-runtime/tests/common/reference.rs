@@ -89,8 +89,8 @@ pub fn broadcast_dims(shapes: &[&[usize]]) -> Vec<usize> {
 /// `v` as a value of `dt` holds it, widened back to `f64`.
 pub fn round(v: f64, dt: DType) -> f64 {
     match dt {
-        DType::F64 => v,
-        DType::F32 => v as f32 as f64,
+        DType::F64 | DType::C64 => v,
+        DType::F32 | DType::C32 => v as f32 as f64,
         DType::F16 => half::f16::from_f64(v).to_f64(),
         DType::BF16 => half::bf16::from_f64(v).to_f64(),
         // As Rust's `as i64`: NaN is 0, out of range saturates (the max of
@@ -175,6 +175,10 @@ pub fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Ceil => x.ceil(),
         UnaryOp::Round => x.round(),
         UnaryOp::Not => (x == 0.0) as u8 as f64,
+        // Real values: their own conjugate and real part, no imaginary
+        // part (complex values are checked in `autodiff_complex.rs`).
+        UnaryOp::Conj | UnaryOp::Real => x,
+        UnaryOp::Imag => 0.0,
     }
 }
 
@@ -210,6 +214,8 @@ pub fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
         }
         BinaryOp::And => (a != 0.0 && b != 0.0) as u8 as f64,
         BinaryOp::Or => (a != 0.0 || b != 0.0) as u8 as f64,
+        // The real part of `a + ib` (this reference is real-valued).
+        BinaryOp::Complex => a,
     }
 }
 

@@ -35,8 +35,8 @@ use rlx_runtime::{
 
 fn tol(dtype: DType) -> f64 {
     match dtype {
-        DType::F64 => 1e-12,
-        DType::F32 => 2e-6,
+        DType::F64 | DType::C64 => 1e-12,
+        DType::F32 | DType::C32 => 2e-6,
         DType::F16 => 2e-3,
         DType::BF16 => 2e-2,
         DType::I64 | DType::Bool => 0.0,

@@ -48,8 +48,8 @@ fn vals(t: &Tensor) -> Vec<f64> {
 /// result, with room for the f32 computation of f16/bf16.
 fn tol(d: DType) -> (f64, f64) {
     match d {
-        DType::F64 => (1e-11, 1e-12),
-        DType::F32 => (1e-5, 1e-6),
+        DType::F64 | DType::C64 => (1e-11, 1e-12),
+        DType::F32 | DType::C32 => (1e-5, 1e-6),
         DType::F16 => (2e-3, 1e-3),
         DType::BF16 => (1.6e-2, 1e-2),
         DType::I64 | DType::Bool => (0.0, 0.0),

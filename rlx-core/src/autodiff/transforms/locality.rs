@@ -130,7 +130,7 @@ fn analyze(g: &Graph, inputs: &[State], n: usize) -> Vec<State> {
         let s = match &node.op {
             Op::Input { index } => inputs.get(*index).copied().unwrap_or(State::Free),
             Op::Constant(_) => State::Free,
-            _ if !node.dtype.is_float() => State::Free,
+            _ if !node.dtype.is_inexact() => State::Free,
             Op::StopGradient => State::Free,
             _ if mixed => State::Mixed(upstream),
             _ if !any_row => State::Free,

@@ -39,6 +39,12 @@
 //!   `epilogue`);
 //! - every other node is its own step.
 //!
+//! A graph holding complex values is planned *plainly*: no fusion, views,
+//! windows, scalar regions or epilogues, every computing node a step of
+//! its reference kernel (which has the complex arithmetic; the fused and
+//! scalar paths are written for real registers). Real graphs never take
+//! this path, so their plans are unchanged.
+//!
 //! Values that outlive their step live in buffer slots. Slots are assigned
 //! by liveness (a slot is free after the last step reading it) and reused
 //! for later values of the same dtype; a slot's capacity is the largest
@@ -181,6 +187,12 @@ fn folds_into(
         .then_some(gid)
 }
 
+/// Whether a live value of `g` is complex (see the module docs: such a
+/// graph is planned plainly).
+pub(crate) fn has_complex(g: &Graph) -> bool {
+    g.nodes().iter().any(|n| n.dtype.is_complex())
+}
+
 /// Converts a literal to storage of `dtype` and `shape`; a splat of a
 /// shape too large for memory is an error, not an abort.
 fn literal_storage(lit: &Literal, dtype: DType, shape: &Shape) -> Result<Storage> {
@@ -227,6 +239,20 @@ pub(crate) fn build(g: &Graph, origins: &[NodeId], options: &Options) -> Result<
 /// checked `Graph` methods). Verifying it again re-validated every loop's
 /// step graphs: a tenth of the LSTM's trace + differentiate + compile.
 pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -> Result<Plan> {
+    let plain = has_complex(g);
+    let plain_options;
+    let options = match plain {
+        true => {
+            plain_options = Options {
+                scalarize: false,
+                fuse_movement: false,
+                epilogues: false,
+                ..options.clone()
+            };
+            &plain_options
+        }
+        false => options,
+    };
     let nodes = g.nodes();
     let nn = nodes.len();
     let live = g.live_nodes();
@@ -271,6 +297,7 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
     let virt: Vec<bool> = (0..nn)
         .map(|i| {
             matches!(nodes[i].op, Op::Transpose { .. })
+                && !plain
                 && live[i]
                 && !pinned[i]
                 && !users[i].is_empty()
@@ -279,8 +306,13 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
                     .all(|&u| matches!(nodes[u as usize].op, Op::MatMul))
         })
         .collect();
-    let indexed = indexed::indexed_gathers(g, &live, &users, &pinned, &root);
-    let windows = windows(g, &live, &users, &pinned, &virt);
+    let (indexed, windows) = match plain {
+        true => (vec![None; nn], vec![None; nn]),
+        false => (
+            indexed::indexed_gathers(g, &live, &users, &pinned, &root),
+            windows(g, &live, &users, &pinned, &virt),
+        ),
+    };
 
     let fuse = options.fuse_movement;
     let views = match fuse {
@@ -310,7 +342,7 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
         }
         // Region members are computed by their region's step: they read
         // operand groups from outside (sealing them) and join none.
-        let fusable = is_fusable(&n.op) && region[i].is_none();
+        let fusable = is_fusable(&n.op) && region[i].is_none() && !plain;
         let mut joined = None;
         let mut merge: Vec<u32> = Vec::new();
         let folded: Vec<u32> = n
@@ -490,7 +522,18 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
             }
             continue;
         }
-        b.op_step(i, n)?;
+        let computes = !matches!(
+            n.op,
+            Op::Input { .. }
+                | Op::Constant(_)
+                | Op::Reshape { .. }
+                | Op::StopGradient
+                | Op::Loop(_)
+        );
+        match plain && computes {
+            true => b.kernel_step(i, n),
+            false => b.op_step(i, n)?,
+        }
     }
     for (j, r) in copies {
         let n = &nodes[r as usize];

@@ -170,18 +170,7 @@ impl Builder<'_> {
                         return Ok(());
                     }
                 }
-                let args: Vec<(Val, Shape)> = n
-                    .inputs
-                    .iter()
-                    .map(|p| (self.root[p.index()], self.shape(p.index()).clone()))
-                    .collect();
-                let reads = args.iter().map(|a| a.0).collect();
-                let step = KernelStep {
-                    op: n.op.clone(),
-                    args,
-                    out_shape: n.shape.clone(),
-                };
-                self.push(i, StepKind::Kernel(step), reads);
+                self.kernel_step(i, n);
             }
             Op::Loop(l) => {
                 let args: Vec<Val> = n.inputs.iter().map(|p| self.root[p.index()]).collect();
@@ -200,6 +189,22 @@ impl Builder<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A step running node `i`'s reference kernel ([`crate::kernels::eval_into`]).
+    pub(super) fn kernel_step(&mut self, i: usize, n: &rlx_core::Node) {
+        let args: Vec<(Val, Shape)> = n
+            .inputs
+            .iter()
+            .map(|p| (self.root[p.index()], self.shape(p.index()).clone()))
+            .collect();
+        let reads = args.iter().map(|a| a.0).collect();
+        let step = KernelStep {
+            op: n.op.clone(),
+            args,
+            out_shape: n.shape.clone(),
+        };
+        self.push(i, StepKind::Kernel(step), reads);
     }
 
     /// The step of scatter-add `n` along `axis` when its indices are a
