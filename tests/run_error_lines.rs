@@ -60,7 +60,10 @@ fn a_gather_index_out_of_range_names_the_users_line() {
         assert!(msg.contains("index 7 is out of range"), "{msg}");
         assert!(msg.contains(&format!("--> {}", at("GATHER"))), "{msg}");
         // The cause is still the kernel's error.
-        assert!(matches!(e.root(), rlx::Error::IndexOutOfRange { .. }), "{e:?}");
+        assert!(
+            matches!(e.root(), rlx::Error::IndexOutOfRange { .. }),
+            "{e:?}"
+        );
     }
 }
 
@@ -69,10 +72,16 @@ fn a_scatter_add_index_out_of_range_names_the_users_line() {
     let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]);
     let idx = Tensor::from_slice(&[0i64, 1, -9], [3]);
     let e = jvp_spread(&x, &idx, &x).unwrap_err();
-    assert!(e.to_string().contains(&format!("--> {}", at("SCATTER"))), "{e}");
+    assert!(
+        e.to_string().contains(&format!("--> {}", at("SCATTER"))),
+        "{e}"
+    );
     let ct = Tensor::from_slice(&[1.0f64; 3], [3]);
     let e = vjp_spread(&x, &idx, &ct).unwrap_err();
-    assert!(e.to_string().contains(&format!("--> {}", at("SCATTER"))), "{e}");
+    assert!(
+        e.to_string().contains(&format!("--> {}", at("SCATTER"))),
+        "{e}"
+    );
 }
 
 #[test]
@@ -83,7 +92,10 @@ fn a_singular_solve_names_the_users_line() {
     let msg = e.to_string();
     assert!(msg.contains("singular"), "{msg}");
     assert!(msg.contains(&format!("--> {}", at("SOLVE"))), "{msg}");
-    assert!(matches!(e.root(), rlx::Error::SingularMatrix { .. }), "{e:?}");
+    assert!(
+        matches!(e.root(), rlx::Error::SingularMatrix { .. }),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -107,7 +119,10 @@ fn a_graph_traced_and_compiled_by_hand_names_the_line_too() {
     let xs = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]);
     let bad = Tensor::from_slice(&[3i64], [1]);
     let e = exe.run(&[&xs, &bad]).unwrap_err();
-    assert!(e.to_string().contains(&format!("--> {}", at("HAND"))), "{e}");
+    assert!(
+        e.to_string().contains(&format!("--> {}", at("HAND"))),
+        "{e}"
+    );
     // A graph built without tracing has no lines: the node alone.
     let mut h = rlx::Graph::new();
     let x = h.input("x", [3], DType::F64);
