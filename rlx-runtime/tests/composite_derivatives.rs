@@ -228,3 +228,58 @@ fn discarded_branches_leave_gradients_finite() {
         );
     }
 }
+
+/// `norm` over the range: against a sum of squares in `f64` scaled by
+/// hand, and its gradient `x / |x|` (finite at 0: the discarded `0/0`).
+#[test]
+fn norm_neither_overflows_nor_underflows_and_differentiates() {
+    for (xs, want) in [
+        (vec![3.0, 4.0], 5.0),
+        (vec![3e300, -4e300], 5e300),
+        (vec![3e-300, 4e-300], 5e-300),
+        (vec![1e200, 1e200, 1e200, 1e200], 2e200),
+        (vec![0.0, 0.0], 0.0),
+        (vec![f64::INFINITY, 1.0], f64::INFINITY),
+        (vec![], 0.0),
+    ] {
+        let x = Tensor::from_slice(&xs, [xs.len()]);
+        let got = x.norm().item::<f64>().unwrap();
+        assert!(
+            (got - want).abs() <= 4.0 * f64::EPSILON * want || got == want,
+            "norm({xs:?}) = {got:e}, want {want:e}"
+        );
+    }
+    assert!(Tensor::from_slice(&[f64::NAN, f64::INFINITY], [2])
+        .norm()
+        .item::<f64>()
+        .unwrap()
+        .is_nan());
+    for xs in [
+        vec![3e200, -4e200],
+        vec![0.5, -2.0, 1.5],
+        vec![2.0, 2.0],
+        vec![0.0, 0.0],
+    ] {
+        let n = xs.len();
+        let t = Trace::enter();
+        let tx = t.input("x", [n], DType::F64);
+        let s = tx.norm();
+        let g = t.finish(&[&s]).unwrap();
+        let x = Tensor::from_slice(&xs, [n]);
+        let grad = &run(&autodiff::grad(&g, &[0]).unwrap(), &[&x])[1];
+        let m = xs.iter().fold(0.0f64, |a: f64, v: &f64| a.max(v.abs()));
+        let norm = if m == 0.0 {
+            0.0
+        } else {
+            m * xs.iter().map(|v: &f64| (v / m).powi(2)).sum::<f64>().sqrt()
+        };
+        for (i, &v) in xs.iter().enumerate() {
+            let want = if norm == 0.0 { 0.0 } else { v / norm };
+            assert!(
+                (grad[i] - want).abs() <= 1e-14 * want.abs() + 1e-300,
+                "norm'({xs:?})[{i}] = {:e}, want {want:e}",
+                grad[i]
+            );
+        }
+    }
+}
