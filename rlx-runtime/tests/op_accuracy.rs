@@ -649,7 +649,7 @@ fn mul_add_within_its_stated_bound() {
     let a: Vec<f64> = p.iter().rev().copied().collect();
     let b: Vec<f64> = p.iter().skip(1).chain(&p[..1]).copied().collect();
     let t = |v: &[f64]| Tensor::from_slice(v, [n]);
-    let got = t(&p).mul_add(&t(&a), &t(&b)).to_vec::<f64>().unwrap();
+    let got = t(&p).mul_add(t(&a), t(&b)).to_vec::<f64>().unwrap();
     for i in 0..n {
         let want = p[i].mul_add(a[i], b[i]);
         let u = f64::EPSILON / 2.0;
