@@ -226,5 +226,6 @@ impl RunGraph for Warm<'_> {
             &Inputs::Storages(inputs),
             &mut Outputs::Storages(outputs),
         )
+        .map_err(|e| self.exe.with_line(e))
     }
 }

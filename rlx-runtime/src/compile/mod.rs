@@ -88,7 +88,7 @@ mod solve;
 
 use std::sync::{Arc, Mutex};
 
-use rlx_core::{Graph, NodeId, Result, TensorType};
+use rlx_core::{Graph, NodeId, Result, Source, TensorType};
 
 use crate::value::Arg;
 pub use flat::{flat_build, flat_locate, Flat, Located, Take};
@@ -137,6 +137,10 @@ pub struct Executable {
     /// results ([`crate::set_debug_nans`]; `None` for the executables a
     /// plan builds for itself).
     source: Option<Arc<Graph>>,
+    /// Where each node of the graph given to [`compile`] was traced (by
+    /// node index; empty for a graph without source lines): a run-time
+    /// error of a node gets its line ([`Executable::with_line`]).
+    lines: Arc<[Option<Source>]>,
     /// The native code of a plan that is one scalar program reading its
     /// inputs and writing its `F64` outputs in order, in one function
     /// (see [`Executable::run_direct`]).
@@ -258,6 +262,15 @@ pub fn compile_with(g: &Graph, options: &Options) -> Result<Executable> {
 /// non-finite results themselves (the plan caches of `function`, which
 /// keep the graph).
 pub(crate) fn compile_owned(g: &Graph, options: &Options) -> Result<Executable> {
+    let mut exe = compile_plan(g, options)?;
+    if (0..g.len()).any(|i| g.source(NodeId(i as u32)).is_some()) {
+        exe.lines = (0..g.len()).map(|i| g.source(NodeId(i as u32))).collect();
+    }
+    Ok(exe)
+}
+
+/// [`compile_owned`] without the source lines.
+fn compile_plan(g: &Graph, options: &Options) -> Result<Executable> {
     let (g, origins) = prepare(g)?;
     // A graph of small values runs as one scalar program over its elements
     // (`small`); the general plan is then never built. A graph whose values
@@ -334,6 +347,7 @@ impl Executable {
             small: None,
             items: None,
             source: None,
+            lines: Arc::from([]),
             #[cfg(feature = "jit")]
             direct,
         })

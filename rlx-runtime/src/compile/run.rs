@@ -57,7 +57,7 @@ impl Executable {
                 &mut env::Outputs::Tensors(outputs),
             );
             self.put_state(state);
-            res?;
+            res.map_err(|e| self.with_line(e))?;
         }
         if debug_nans() {
             let outs: Vec<Value> = outputs.iter().map(|t| Value::Tensor(t.clone())).collect();
@@ -65,6 +65,21 @@ impl Executable {
             self.check_finite(&args, &outs)?;
         }
         Ok(())
+    }
+
+    /// `e` at the source line of the node it names, when it is an
+    /// [`Error::AtNode`] of a node traced from the user's code (a node an
+    /// autodiff rule added has the line of the op it differentiates): so
+    /// a run-time error names the user's line as a trace-time error does.
+    #[cold]
+    pub(super) fn with_line(&self, e: Error) -> Error {
+        let Error::AtNode { node, .. } = &e else {
+            return e;
+        };
+        match self.lines.get(*node as usize).copied().flatten() {
+            Some(s) => e.at(s.line.file(), s.line.line(), s.line.column()),
+            None => e,
+        }
     }
 
     /// With the check of non-finite values on, `Err` naming the node of
@@ -236,6 +251,7 @@ impl Executable {
             },
             &mut env::Outputs::Storages(&mut outs),
         )
+        .map_err(|e| self.with_line(e))
         .and_then(|()| read(&mut outs));
         swap(&mut outs, &mut last);
         state.numbers = numbers;

@@ -8,7 +8,6 @@ use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
@@ -16,6 +15,7 @@ use rlx_core::{Error, Graph, Result, TensorType};
 
 use super::nth::NthPlan;
 use super::numbers::f32_mask;
+use super::panics;
 use super::plan::Plan;
 use super::transform::{Transform, TRANSFORMS};
 use crate::debug_nans::{all_finite, debug_nans};
@@ -472,18 +472,20 @@ impl Function {
             signature: self.signature(types),
             source: Box::new(e),
         };
-        match catch_unwind(AssertUnwindSafe(|| tracer(types, statics))) {
+        // A panic (an indexing bug in the body, a panicking tensor method)
+        // is this call's `Err`, naming the line that panicked, and prints
+        // nothing (see `panics`).
+        match panics::catch(|| tracer(types, statics)) {
             Ok(r) => r.map_err(wrap),
             Err(p) => {
-                let msg = p
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| p.downcast_ref::<&str>().copied())
-                    .unwrap_or("(no message)");
-                Err(wrap(Error::Unsupported(format!(
-                    "`{}` panicked while being traced: {msg}",
-                    self.name
-                ))))
+                let e = Error::Unsupported(format!(
+                    "`{}` panicked while being traced: {}",
+                    self.name, p.message
+                ));
+                Err(wrap(match p.location {
+                    Some((file, line, column)) => e.at(&file, line, column),
+                    None => e,
+                }))
             }
         }
     }

@@ -70,7 +70,8 @@
 //! plans), `numbers` (the number path), `tensors` (the small-tensor path), `nans` (the opt-in check of
 //! non-finite results), `nth` (the traced graph and `n`-th
 //! derivatives of a signature), `glue` (what generated code calls around a
-//! trace), `control` (rewritten comparisons, `&&`, `||` and `if`); this
+//! trace), `control` (rewritten comparisons, `&&`, `||` and `if`),
+//! `panics` (a panic while tracing, caught without the hook's report); this
 //! module only re-exports them.
 
 mod cache;
@@ -79,6 +80,7 @@ mod glue;
 mod nans;
 mod nth;
 mod numbers;
+mod panics;
 mod plan;
 mod tensors;
 mod transform;

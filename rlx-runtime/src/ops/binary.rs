@@ -44,13 +44,15 @@ binary_methods! {
     /// assert_eq!(a.add_scalar(1.0).to_vec::<f64>().unwrap(), vec![2.0, 3.0, 4.0, 5.0]);
     /// ```
     add, try_add, add_scalar => Op::Binary(BinaryOp::Add);
-    /// `a - b` with broadcasting.
+    /// `a - b` with broadcasting (exact: correctly rounded).
     sub, try_sub, sub_scalar => Op::Binary(BinaryOp::Sub);
-    /// `a * b` with broadcasting.
+    /// `a * b` with broadcasting (exact: correctly rounded).
     mul, try_mul, mul_scalar => Op::Binary(BinaryOp::Mul);
-    /// `a / b` with broadcasting.
+    /// `a / b` with broadcasting (exact: correctly rounded).
     div, try_div, div_scalar => Op::Binary(BinaryOp::Div);
-    /// `a ^ b` (real power) with broadcasting.
+    /// `a ^ b` (real power) with broadcasting: libm's `pow` (`f32`:
+    /// within 1 ulp), with its special cases (`0^0 = 1`, NaN for a
+    /// negative base and a non-integer exponent, ...).
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
@@ -58,9 +60,11 @@ binary_methods! {
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![2.0, 3.0]);
     /// ```
     pow, try_pow, pow_scalar => Op::Binary(BinaryOp::Pow);
-    /// Element-wise minimum (NaN if either is NaN).
+    /// Element-wise minimum (NaN if either is NaN, as IEEE 754-2019
+    /// `minimum` and unlike `f64::min`; exact).
     minimum, try_minimum, minimum_scalar => Op::Binary(BinaryOp::Min);
-    /// Element-wise maximum (NaN if either is NaN).
+    /// Element-wise maximum (NaN if either is NaN, as IEEE 754-2019
+    /// `maximum` and unlike `f64::max`; exact).
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
