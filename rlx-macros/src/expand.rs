@@ -3,10 +3,12 @@
 //!
 //! For `fn f(q: &Tensor, k: f64, n: usize) -> f64` it emits:
 //! - `fn __rlx_function_f() -> &'static Function`: the plan cache;
-//! - `fn __rlx_trace_f(types, &(usize,)) -> Result<Graph>`: enters a trace,
-//!   declares `q` and `k` as inputs, binds `k` as a 0-d `Tensor` and `n`
-//!   from the static tuple, runs the rewritten body in a closure and ends
-//!   the trace with its outputs;
+//! - `fn __rlx_statics_f(&usize) -> Statics<(usize,)>`: the plan-cache key
+//!   of the static arguments, and the one check of their types (`statics`);
+//! - `fn __rlx_trace_f(types, &Statics<(usize,)>) -> Result<Graph>`: enters
+//!   a trace, declares `q` and `k` as inputs, binds `k` as a 0-d `Tensor`
+//!   and `n` from the static key, runs the rewritten body in a closure and
+//!   ends the trace with its outputs;
 //! - `fn f(..) -> f64`: the plain call, running the cached plan;
 //! - `grad_f`, `value_and_grad_f`, `jvp_f`, `vjp_f`, `jacobian_f`,
 //!   `value_and_jacobian_f`, `hessian_f`, `hvp_f`, `batch_jacobian_f`, each
@@ -16,8 +18,13 @@
 //!   `value_and_sparse_jacobian_into_f`, `sparse_hessian_into_f` over
 //!   `Function::run_sparse_into`.
 //!
-//! Submodules: `companions` (which companions exist, their names, docs and
-//! results), `body` (the bodies of the plain call, the companions, `graph_f`
+//! Companions allow `dead_code` and name `f` (a zero-sized function item),
+//! so an unused private `f` is reported by its own name, and one used only
+//! through a companion is not.
+//!
+//! Submodules: `companions` (which companions exist, their names and
+//! results), `docs` (their doc comments), `statics` (the static
+//! parameters' key and check), `body` (the bodies of the plain call, the companions, `graph_f`
 //! and `nth_derivative_f`), `tokens` (shared token helpers).
 
 mod body;
