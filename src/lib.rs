@@ -29,14 +29,18 @@
 //!
 //! Parameters: `Tensor`/`&Tensor` and `f32`/`f64` are runtime inputs and
 //! differentiable; anything else is static configuration (`Clone + Eq +
-//! Hash + Send + Sync + 'static`), part of the plan-cache key. Companions:
-//! `grad_f`, `value_and_grad_f`, `jvp_f`, `vjp_f`, `jacobian_f`,
-//! `hessian_f`, `hvp_f`, `batch_jacobian_f`, `value_and_jacobian_f`, and the
-//! sparse ones `sparse_jacobian_f`, `value_and_sparse_jacobian_f`,
-//! `sparse_hessian_f` (a [`SparseMatrix`]) with `sparse_jacobian_into_f`,
+//! Hash + Send + Sync + 'static`), part of the plan-cache key. The
+//! companions, each returning [`Result`] and each documented in your
+//! crate's `cargo doc` with its signature and result shapes for your
+//! function: `grad_f`, `value_and_grad_f`, `jvp_f`, `vjp_f`, `jacobian_f`,
+//! `value_and_jacobian_f`, `hessian_f`, `hvp_f`, `batch_jacobian_f`,
+//! `nth_derivative_f` and `graph_f`, and the sparse ones
+//! `sparse_jacobian_f`, `value_and_sparse_jacobian_f`, `sparse_hessian_f`
+//! (a [`SparseMatrix`]) with `sparse_jacobian_into_f`,
 //! `value_and_sparse_jacobian_into_f` and `sparse_hessian_into_f` writing
-//! into caller-owned storage,
-//! each returning [`Result`].
+//! into caller-owned storage. [`differentiable`] lists what each computes
+//! and returns: with one differentiated parameter a bare value, with
+//! several a tuple (and for `hessian_f`, a tuple of rows of blocks).
 //!
 //! Crates, bottom to top: [`rlx_core`] (IR and transforms, graph to graph,
 //! no execution), [`rlx_runtime`] (tensors, tracing, compiler, kernels;
@@ -51,6 +55,42 @@ pub use rlx_core::{
     autodiff, BinaryOp, CmpOp, DType, Error, Graph, Literal, NodeId, Op, ReduceOp, Result, Shape,
     TensorType, UnaryOp,
 };
+
+/// Two parameters, one of them a float, and a static one: the shapes of
+/// what the companions return.
+///
+/// ```
+/// use rlx::prelude::*;
+///
+/// #[differentiable]
+/// fn energy(q: &Tensor, k: f64, n: i32) -> f64 {
+///     k * q.powi(n).sum_all()
+/// }
+///
+/// #[differentiable(wrt(q))]
+/// fn scaled(q: &Tensor, k: f64) -> f64 {
+///     k * q.square().sum_all()
+/// }
+///
+/// # fn main() -> rlx::Result<()> {
+/// let q = Tensor::from_slice(&[1.0, 2.0], [2]);
+/// // One gradient per parameter, shaped like it: a tuple.
+/// let (dq, dk): (Tensor, f64) = grad_energy(&q, 3.0, 2)?;
+/// assert_eq!(dq.to_vec::<f64>()?, vec![6.0, 12.0]);
+/// assert_eq!(dk, 5.0);
+/// // The Hessian: rows of blocks, `[2, 2]`, `[2]`, `[2]` and `[]`.
+/// let ((hqq, hqk), (hkq, hkk)) = hessian_energy(&q, 3.0, 2)?;
+/// assert_eq!(hqq.to_vec::<f64>()?, vec![6.0, 0.0, 0.0, 6.0]);
+/// assert_eq!(hqk.to_vec::<f64>()?, vec![2.0, 4.0]);
+/// assert_eq!(hkq.to_vec::<f64>()?, vec![2.0, 4.0]);
+/// assert_eq!(hkk.item::<f64>()?, 0.0);
+///
+/// // Differentiated with respect to `q` alone: a bare `Tensor`.
+/// let dq: Tensor = grad_scaled(&q, 3.0)?;
+/// assert_eq!(dq.to_vec::<f64>()?, vec![6.0, 12.0]);
+/// # Ok(())
+/// # }
+/// ```
 pub use rlx_macros::differentiable;
 pub use rlx_runtime::function::{plan_cache_capacity, set_plan_cache_capacity};
 pub use rlx_runtime::scan::{iterate, scan, Scan};
@@ -65,6 +105,7 @@ pub use rlx_runtime::{debug_nans, set_debug_nans, Arg, Value};
 pub use rlx_runtime::{Complex, Complex32, Complex64, C32, C64};
 
 mod marked_loop;
+mod static_params;
 
 /// The core crate (IR and transforms).
 pub use rlx_core as core;
@@ -91,11 +132,12 @@ pub mod __private {
         carry, extend_steps, scan_for, scan_range, step_outputs, steps_of, Carry, CollectSteps,
         StepOutput,
     };
+    pub use crate::static_params::{StaticOps, StaticParam, Statics};
     pub use rlx_core::{Graph, TensorType};
     pub use rlx_runtime::function::{
-        and, assert_static, companion, companion_at, eq, finish, flat, flat_build, flat_locate, ge,
-        gt, inputs, le, lt, ne, number, or, out_of_line, outputs, plain, plain_at, select, skip,
-        take, Arg, Flat, Function, Transform, Values,
+        and, companion, companion_at, eq, finish, flat, flat_build, flat_locate, ge, gt, inputs,
+        le, lt, ne, number, or, out_of_line, outputs, plain, plain_at, select, skip, take, Arg,
+        Flat, Function, Transform, Values,
     };
     pub use rlx_runtime::rewritten::{
         number_arg, number_of, operand, pass_number, scalar_param, Kind, NumberArg,

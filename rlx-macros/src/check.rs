@@ -42,6 +42,11 @@ pub fn check(f: &Func, errors: &mut Vec<syn::Error>) {
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         reject(sig.generics.span(), "a `#[differentiable]` function cannot have generic parameters: each companion caches compiled plans for one concrete signature\n  = help: use concrete types (`Tensor`, `f64`, ...); shapes and dtypes may still vary from call to call");
     }
+    for p in f.statics() {
+        if let Some(span) = borrowed(&p.ty) {
+            reject(span, "a static parameter cannot borrow: static parameters are stored with the compiled plans they select (they are part of the plan-cache key), so they must be `'static`\n  = help: take an owned value (`String` for `&str`, `Vec<T>` for `&[T]`) or a `&'static` reference");
+        }
+    }
     let mut v = Checker {
         taint: Taint::new(f.runtime().map(|p| &p.ident)),
         errors,
@@ -214,6 +219,30 @@ impl<'ast> Visit<'ast> for Checker<'_> {
     }
 
     fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+/// The span of a borrow in a static parameter's type that is not
+/// `'static` (a reference without a lifetime, or a lifetime other than
+/// `'static`), if any.
+fn borrowed(ty: &syn::Type) -> Option<proc_macro2::Span> {
+    #[derive(Default)]
+    struct Borrows(Option<proc_macro2::Span>);
+    impl<'ast> Visit<'ast> for Borrows {
+        fn visit_type_reference(&mut self, r: &'ast syn::TypeReference) {
+            if r.lifetime.is_none() && self.0.is_none() {
+                self.0 = Some(r.and_token.span);
+            }
+            syn::visit::visit_type_reference(self, r);
+        }
+        fn visit_lifetime(&mut self, l: &'ast syn::Lifetime) {
+            if l.ident != "static" && self.0.is_none() {
+                self.0 = Some(l.span());
+            }
+        }
+    }
+    let mut b = Borrows::default();
+    b.visit_type(ty);
+    b.0
 }
 
 /// Finds `return`, and `break`/`continue` that leave the branch.

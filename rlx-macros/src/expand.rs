@@ -3,10 +3,12 @@
 //!
 //! For `fn f(q: &Tensor, k: f64, n: usize) -> f64` it emits:
 //! - `fn __rlx_function_f() -> &'static Function`: the plan cache;
-//! - `fn __rlx_trace_f(types, &(usize,)) -> Result<Graph>`: enters a trace,
-//!   declares `q` and `k` as inputs, binds `k` as a 0-d `Tensor` and `n`
-//!   from the static tuple, runs the rewritten body in a closure and ends
-//!   the trace with its outputs;
+//! - `fn __rlx_statics_f(&usize) -> Statics<(usize,)>`: the plan-cache key
+//!   of the static arguments, and the one check of their types (`statics`);
+//! - `fn __rlx_trace_f(types, &Statics<(usize,)>) -> Result<Graph>`: enters
+//!   a trace, declares `q` and `k` as inputs, binds `k` as a 0-d `Tensor`
+//!   and `n` from the static key, runs the rewritten body in a closure and
+//!   ends the trace with its outputs;
 //! - `fn f(..) -> f64`: the plain call, running the cached plan;
 //! - `grad_f`, `value_and_grad_f`, `jvp_f`, `vjp_f`, `jacobian_f`,
 //!   `value_and_jacobian_f`, `hessian_f`, `hvp_f`, `batch_jacobian_f`, each
@@ -16,18 +18,25 @@
 //!   `value_and_sparse_jacobian_into_f`, `sparse_hessian_into_f` over
 //!   `Function::run_sparse_into`.
 //!
-//! Submodules: `companions` (which companions exist, their names, docs and
-//! results), `body` (the bodies of the plain call, the companions, `graph_f`
+//! Companions allow `dead_code` and name `f` (a zero-sized function item),
+//! so an unused private `f` is reported by its own name, and one used only
+//! through a companion is not.
+//!
+//! Submodules: `companions` (which companions exist, their names and
+//! results), `docs` (their doc comments), `statics` (the static
+//! parameters' key and check), `body` (the bodies of the plain call, the companions, `graph_f`
 //! and `nth_derivative_f`), `tokens` (shared token helpers).
 
 mod body;
 mod companions;
+mod docs;
+mod statics;
 mod tokens;
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::{Ident, Type};
+use syn::Ident;
 
 use crate::parse::{Func, Kind, Param};
 use body::Bodies;
@@ -45,7 +54,6 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
     let name = &item.sig.ident;
     let attrs = &item.attrs;
     let runtime: Vec<&Param> = f.runtime().collect();
-    let statics: Vec<&Param> = f.statics().collect();
     let names: Vec<String> = runtime.iter().map(|p| p.ident.to_string()).collect();
     let wrt_pos: Vec<usize> = f
         .wrt
@@ -53,14 +61,12 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         .map(|&i| f.params[..i].iter().filter(|p| p.is_runtime()).count())
         .collect();
     let name_str = name.to_string();
-    let static_tys: Vec<&Type> = statics.iter().map(|p| &p.ty).collect();
-    let statics_ty = quote!((#(#static_tys,)*));
+    let statics_ty = statics::key_ty(f);
     // Tracer: inputs, parameter bindings, the body in a closure.
     let in_idents: Vec<Ident> = runtime
         .iter()
         .map(|p| format_ident!("__rlx_in_{}", p.ident))
         .collect();
-    let mut static_index = 0usize;
     let bindings: Vec<TokenStream> = f
         .params
         .iter()
@@ -78,17 +84,12 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
                     let src = format_ident!("__rlx_in_{}", id);
                     quote_spanned!(id.span()=> let #m #id: ::rlx::Tensor = #src;)
                 }
-                Kind::Static => {
-                    let j = syn::Index::from(static_index);
-                    static_index += 1;
-                    quote!(let #m #id: #ty = ::core::clone::Clone::clone(&__rlx_statics.#j);)
-                }
+                Kind::Static => TokenStream::new(),
             }
         })
         .collect();
-    let asserts = static_tys
-        .iter()
-        .map(|ty| quote_spanned!(ty.span()=> ::rlx::__private::assert_static::<#ty>();));
+    let static_bindings = statics::bindings(f);
+    let statics_fn = statics::key_fn(f);
     let ret_ty = &ctx.ret_ty;
     let declared_ty = f.ret.ty.to_token_stream();
     let (plain_generics, plain_params) = floats.signature(f);
@@ -106,6 +107,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
     let outputs = quote_spanned! {f.ret.ty.span()=>
         let __rlx_outs = ::rlx::__private::outputs::<#declared_ty, _>(__rlx_body()?);
     };
+    let uses_plain = floats.uses_plain(name);
     let companions = ctx.companions().into_iter().map(|c| {
         let extra_params = c.extra_params();
         let Companion {
@@ -117,6 +119,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
             skip,
             build,
             runs,
+            ..
         } = c;
         let body = bodies.companion(
             transform,
@@ -129,9 +132,10 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         );
         quote! {
             #[doc = #doc]
-            #[allow(non_snake_case, clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
+            #[allow(dead_code, non_snake_case, clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
             #[track_caller]
             #vis fn #cname #plain_generics (#(#plain_params,)* #(#extra_params),*) -> ::rlx::Result<#ret> {
+                #uses_plain
                 #body
             }
         }
@@ -144,9 +148,12 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
             quote!(::rlx::__private::Function::with_capacity(#name_str, &[#(#names),*], &[#(#wrt_pos),*], #n))
         }
     };
-    let graph_and_nth = bodies.graph_and_nth(&ctx, vis, &plain_generics, &plain_params);
+    let graph_and_nth =
+        bodies.graph_and_nth(&ctx, vis, &plain_generics, &plain_params, &uses_plain);
     quote! {
         #graph_and_nth
+
+        #statics_fn
 
         #[doc(hidden)]
         fn #fn_ident() -> &'static ::rlx::__private::Function {
@@ -160,10 +167,10 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
             __rlx_types: &[::rlx::__private::TensorType],
             __rlx_statics: &#statics_ty,
         ) -> ::rlx::Result<::rlx::__private::Graph> {
-            #(#asserts)*
             let __rlx_trace = ::rlx::__private::Trace::enter();
             let [#(#in_idents),*] = ::rlx::__private::inputs(&__rlx_trace, [#(#names),*], __rlx_types)?;
             #(#bindings)*
+            #static_bindings
             let mut __rlx_body = move || -> ::rlx::Result<_> { ::core::result::Result::Ok(#body) };
             #outputs
             ::rlx::__private::finish(__rlx_trace, __rlx_outs)
@@ -191,11 +198,6 @@ pub fn fallback(f: &Func) -> TokenStream {
     let attrs = &item.attrs;
     let mut sig = item.sig.clone();
     sig.constness = None;
-    sig.inputs = sig
-        .inputs
-        .into_iter()
-        .filter(|a| matches!(a, syn::FnArg::Typed(_)))
-        .collect();
     for arg in sig.inputs.iter_mut() {
         if let syn::FnArg::Typed(pt) = arg {
             if let syn::Pat::Ident(pi) = &mut *pt.pat {
@@ -203,14 +205,30 @@ pub fn fallback(f: &Func) -> TokenStream {
             }
         }
     }
-    let params = params_tokens(f);
+    // A `self` receiver (reported) stays on every item: in an `impl` a
+    // caller's `value.f(..)` or `value.grad_f(..)` then resolves, and the
+    // one error is the macro's.
+    let params: Vec<TokenStream> = item
+        .sig
+        .receiver()
+        .map(|r| {
+            let mut r = r.clone();
+            r.attrs.clear();
+            if r.reference.is_none() {
+                r.mutability = None; // `mut self`, not `&mut self`
+            }
+            r.into_token_stream()
+        })
+        .into_iter()
+        .chain(params_tokens(f))
+        .collect();
     let generics = &item.sig.generics;
     let where_clause = &generics.where_clause;
     let companions = ctx.companions().into_iter().map(|c| {
         let extra_params = c.extra_params();
         let Companion { name, ret, .. } = c;
         quote! {
-            #[allow(unused_variables, clippy::all)]
+            #[allow(dead_code, unused_variables, clippy::all)]
             #vis fn #name #generics (#(#params,)* #(#extra_params),*) -> ::rlx::Result<#ret> #where_clause {
                 ::core::unreachable!("`#[differentiable]` reported a compile error")
             }
@@ -230,11 +248,11 @@ pub fn fallback(f: &Func) -> TokenStream {
             ::core::unreachable!("`#[differentiable]` reported a compile error")
         }
         #(#companions)*
-        #[allow(unused_variables, clippy::all)]
+        #[allow(dead_code, unused_variables, clippy::all)]
         #vis fn #graph_name #generics (#(#params),*) -> ::rlx::Result<::rlx::Graph> #where_clause {
             ::core::unreachable!("`#[differentiable]` reported a compile error")
         }
-        #[allow(unused_variables, clippy::all)]
+        #[allow(dead_code, unused_variables, clippy::all)]
         #vis fn #nth_name #generics (#(#params,)* #order: usize) -> ::rlx::Result<#nth_ty> #where_clause {
             ::core::unreachable!("`#[differentiable]` reported a compile error")
         }

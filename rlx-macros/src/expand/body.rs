@@ -45,7 +45,7 @@ impl Bodies {
     pub(super) fn new(f: &Func, ctx: &Ctx<'_>) -> Bodies {
         let name = &f.item.sig.ident;
         let runtime: Vec<&Param> = f.runtime().collect();
-        let static_ids: Vec<&Ident> = f.statics().map(|p| &p.ident).collect();
+        let has_statics = f.statics().next().is_some();
         let args: Vec<TokenStream> = runtime
             .iter()
             .map(|p| {
@@ -98,14 +98,14 @@ impl Bodies {
         Bodies {
             fn_ident: format_ident!("__rlx_function_{}", name),
             trace_ident: format_ident!("__rlx_trace_{}", name),
-            statics_val: quote!((#(::core::clone::Clone::clone(&#static_ids),)*)),
+            statics_val: super::statics::key_val(f),
             args,
             generic_args,
             kind: ctx.kind.clone(),
             number_args,
             generic_number_args,
             number_guard,
-            statics: !static_ids.is_empty(),
+            statics: has_statics,
             n_out: ctx.n_out,
         }
     }
@@ -394,6 +394,7 @@ impl Bodies {
         vis: &Visibility,
         generics: &TokenStream,
         params: &[TokenStream],
+        uses_plain: &TokenStream,
     ) -> TokenStream {
         let (fn_ident, trace_ident, statics_val) =
             (&self.fn_ident, &self.trace_ident, &self.statics_val);
@@ -409,15 +410,17 @@ impl Bodies {
         };
         quote! {
             #[doc = #graph_doc]
-            #[allow(clippy::too_many_arguments)]
+            #[allow(dead_code, clippy::too_many_arguments)]
             #vis fn #graph_name #generics (#(#params),*) -> ::rlx::Result<::rlx::Graph> {
+                #uses_plain
                 #fn_ident().graph(&[#(#generic_args),*], &#statics_val, #trace_ident)
             }
 
             #[doc = #nth_doc]
-            #[allow(clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
+            #[allow(dead_code, clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
             #[track_caller]
             #vis fn #nth_name #generics (#(#params,)* #order: usize) -> ::rlx::Result<#nth_ty> {
+                #uses_plain
                 ::rlx::__private::companion(|| -> ::rlx::Result<#nth_ty> {
                     let __rlx_outs = #fn_ident().run_nth(&[#(#generic_args),*], #order, &#statics_val, #trace_ident)?;
                     #[allow(unused_mut)]

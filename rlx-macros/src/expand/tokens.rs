@@ -228,6 +228,20 @@ impl GenericFloats {
         GenericFloats { kind, params }
     }
 
+    /// The statement a companion starts with so that using it uses the
+    /// plain function `name` (for `dead_code`): companions allow
+    /// `dead_code`, so an unused private function is reported by its own
+    /// name, and one used only through a companion is not reported. A
+    /// function item is zero-sized: this emits no code.
+    pub(super) fn uses_plain(&self, name: &Ident) -> TokenStream {
+        let tys = self.params.iter().map(|(_, t, _)| t);
+        if self.kind.is_none() {
+            quote!(let _ = #name;)
+        } else {
+            quote!(let _ = #name::<#(#tys),*>;)
+        }
+    }
+
     /// Generics and parameters of the plain call and the companions.
     pub(super) fn signature(&self, f: &Func) -> (TokenStream, Vec<TokenStream>) {
         if self.kind.is_none() {
