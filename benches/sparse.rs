@@ -6,7 +6,7 @@
 //! (b) `stencil_100x100`: the sparse Jacobian of a 5-point-stencil
 //!     nonlinear residual `Δu - u³` on a 100 × 100 grid vs the hand fill;
 //! (c) `newton_20000`: one Newton step on the 142 × 142 resistor–diode
-//!     grid of `examples/circuit.rs` (20 164 unknowns): residual and sparse
+//!     grid of `examples/circuit.rs` (its model, 20 164 unknowns): residual and sparse
 //!     Jacobian from one execution, numeric LU refactorisation and solve
 //!     (faer, symbolic factorisation reused), vs the hand-written residual
 //!     and analytic Jacobian solved by the same LU;
@@ -33,14 +33,15 @@ use rlx::sparse::Pattern;
 
 #[path = "common/arrow.rs"]
 mod arrow;
-#[path = "common/circuit.rs"]
+/// The circuits of `examples/circuit.rs` (its model; its `main` is not run here).
+#[path = "../examples/circuit.rs"]
+#[allow(dead_code)]
 mod circuit;
 #[path = "common/stencil.rs"]
 mod stencil;
 use arrow::{sparse_jacobian_arrow, sparse_jacobian_into_arrow};
 use circuit::{
-    grid_residual, sparse_jacobian_into_ladder, sparse_jacobian_ladder, I_SAT, R, R_LEAK, R_LOAD,
-    R_SOURCE, V_T,
+    sparse_jacobian_into_ladder, sparse_jacobian_ladder, I_SAT, R, R_LEAK, R_LOAD, R_SOURCE, V_T,
 };
 use stencil::{sparse_jacobian_into_stencil, sparse_jacobian_stencil, stencil_hand, stencil_rows};
 
@@ -65,11 +66,11 @@ fn ladder_hand(v: &[f64], values: &mut [f64]) {
     }
 }
 
-/// The grid residual of `examples/circuit.rs`; `_tag` only makes a new
-/// signature (for the first-call benchmark).
+/// The grid residual of `examples/circuit.rs`, traced through its call;
+/// `_tag` only makes a new signature (for the first-call benchmark).
 #[differentiable(wrt(v))]
 fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize, _tag: usize) -> Tensor {
-    grid_residual(v, &vs, i_src, k)
+    circuit::grid(v, vs, i_src, k)
 }
 
 /// The grid residual and its analytic Jacobian (CSC values), by hand.
