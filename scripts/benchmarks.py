@@ -32,7 +32,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CRITERION = os.path.join(ROOT, "target", "criterion")
+CRITERION = os.path.join(os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"), "criterion")
 BENCHES = os.path.join(ROOT, "benches")
 HAND_WORDS = ("hand", "analytic", "matrixmultiply")
 STALE_HOURS = 24.0
@@ -292,6 +292,8 @@ def main():
 
     # The README's short table.
     short = [
+        "All tables, the machine and how to regenerate them: [BENCHMARKS.md](BENCHMARKS.md).",
+        "",
         "| workload | rlx | hand-written | ratio | command |",
         "| --- | ---: | ---: | ---: | --- |",
     ]
