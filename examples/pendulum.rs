@@ -160,7 +160,7 @@ fn draw(path: &Path, samples: &[Sample]) -> Result<(), Box<dyn Error>> {
     }
     theta
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::LowerLeft)
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .draw()?;
