@@ -12,7 +12,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::assert_same_values_but_zero_sign;
+use common::assert_same_values;
 use proptest::prelude::*;
 use rlx_core::autodiff;
 use rlx_runtime::compile::{compile_with, Options, PlanStats};
@@ -37,13 +37,10 @@ fn inputs_of(g: &Graph, seed: u64) -> Vec<Tensor> {
 }
 
 /// Runs `g` with regions (the default) and without, asserting equal bits
-/// except the sign of a zero; returns the default plan's counts.
-///
-/// A region's element program folds `x + 0` to `x` per element (see
-/// `planner::scalarize`), where the general plan's kernels add: a sum of
-/// `-0.0` terms is `-0.0` in the region and `+0.0` in the kernel. Such exact
-/// zeros need exact cancellations (`p - p` in a random graph): proptest
-/// found one in about 2 000 cases, and its regressions file keeps it.
+/// (the sign of a zero included: the optimiser keeps `x + (+0.0)`, so a
+/// sum of `-0.0` terms is `+0.0` in a region as in the kernel; proptest's
+/// regressions file keeps the case, an exact cancellation `p - p`, that
+/// once found them different); returns the default plan's counts.
 fn same_bits(g: &Graph, seed: u64, what: &str) -> PlanStats {
     let mixed = compile(g).unwrap();
     let plain = general(g);
@@ -51,13 +48,13 @@ fn same_bits(g: &Graph, seed: u64, what: &str) -> PlanStats {
     let refs: Vec<&Tensor> = ins.iter().collect();
     let (a, b) = (mixed.run(&refs).unwrap(), plain.run(&refs).unwrap());
     for (j, (x, y)) in a.iter().zip(&b).enumerate() {
-        assert_same_values_but_zero_sign(x, y, &format!("{what}: output {j}"));
+        assert_same_values(x, y, &format!("{what}: output {j}"));
     }
     // A warm `run_into` rewrites the same values.
     let mut outs = a.clone();
     mixed.run_into(&refs, &mut outs).unwrap();
     for (j, (x, y)) in outs.iter().zip(&b).enumerate() {
-        assert_same_values_but_zero_sign(x, y, &format!("{what}: output {j}, run_into"));
+        assert_same_values(x, y, &format!("{what}: output {j}, run_into"));
     }
     mixed.stats()
 }

@@ -124,7 +124,14 @@ fn positive(g: &mut Graph, x: NodeId) -> rlx::Result<NodeId> {
 }
 
 /// One step; `Err` when the builder refuses it.
-fn step(g: &mut Graph, r: &Recipe, kind: u8, x: NodeId, y: NodeId, p: u16) -> rlx::Result<NodeId> {
+pub fn step(
+    g: &mut Graph,
+    r: &Recipe,
+    kind: u8,
+    x: NodeId,
+    y: NodeId,
+    p: u16,
+) -> rlx::Result<NodeId> {
     let rank = g.shape(x).rank();
     let dims = g.shape(x).dims().to_vec();
     let axis = p as usize % (rank + 1); // sometimes out of range

@@ -6,7 +6,8 @@
 //! Properties: no panic where rlx promises an `Err`; no silent wrong result
 //! (values against the naive f64 reference of `rlx-runtime/tests/common`,
 //! derivatives against central finite differences and against each
-//! other); no hang (a watchdog aborts a case that makes no progress for a
+//! other; with NaN, ±inf, −0.0 and subnormal inputs, optimised plans give
+//! the interpreter's bits); no hang (a watchdog aborts a case that makes no progress for a
 //! minute and prints it).
 //!
 //! `cargo test --workspace` runs a bounded number of cases from fixed seeds
@@ -26,6 +27,7 @@ mod companions;
 mod compare;
 mod eager;
 mod graphs;
+mod ieee;
 #[allow(dead_code)]
 mod panics;
 mod properties;
@@ -102,6 +104,15 @@ fn random_graphs() {
         "fuzz: {n} random graphs compiled, interpreted and checked against the reference; \
          {derived} smooth f64 graphs through jvp, vjp, jacobian, grad and hvp; \
          {refused} builder calls refused with an error"
+    );
+}
+
+#[test]
+fn non_finite_inputs_through_optimised_plans() {
+    let n = ieee::run_ieee(cases() / 3);
+    eprintln!(
+        "fuzz: {n} random graphs with NaN, inf, -0.0 and subnormal inputs (and their jvp and \
+         vjp graphs) compiled under three plan kinds, bit for bit against the interpreter"
     );
 }
 

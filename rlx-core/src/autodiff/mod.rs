@@ -46,6 +46,7 @@ pub mod vjp_rules;
 mod complex;
 mod derivs;
 mod slices;
+mod zeros;
 
 pub use custom::custom_op;
 pub use jvp_rules::jvp_rule;
@@ -287,7 +288,8 @@ fn flush_slices(
 
 /// The forward walk: propagates `tangents` of `leaves` to `outputs`, visiting
 /// nodes from the lowest leaf up to the highest output. Returns one tangent
-/// per output (`None` = zero).
+/// per output (`None` = zero). A tangent that is zero by construction (a
+/// constant, or a slice of a constant where it is 0) counts as `None`.
 pub(crate) fn forward(
     g: &mut Graph,
     leaves: &[NodeId],
@@ -300,7 +302,7 @@ pub(crate) fn forward(
     for (&l, &t) in leaves.iter().zip(tangents) {
         is_leaf[l.index()] = true;
         if let Some(t) = t {
-            if g.dtype(l).is_inexact() {
+            if g.dtype(l).is_inexact() && !zeros::is_zero(g, t) {
                 accumulate(g, &mut tan, l, t)?;
             }
         }
@@ -325,7 +327,10 @@ pub(crate) fn forward(
         g.mark_derivatives(before, id);
         if let Some(t) = rule {
             check_like(g, id, t, "jvp")?;
-            tan[i] = Some(t);
+            // A tangent that is zero by construction is none (see `zeros`).
+            if !zeros::is_zero(g, t) {
+                tan[i] = Some(t);
+            }
         }
     }
     Ok(outputs.iter().map(|o| tan[o.index()]).collect())

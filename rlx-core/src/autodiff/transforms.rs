@@ -270,13 +270,13 @@ const MAX_UNBATCHED_BASIS: usize = 8;
 /// JVP per basis vector, each seeded with its constant unit vector
 /// broadcast over the batch.
 ///
-/// The seeds being constants, the cleanup folds them away: the tangent of
-/// input element `k` under basis vector `j` is 1 or 0, so products with it
-/// become the other factor or vanish, and a tangent that is zero for a
-/// basis vector costs nothing there (the batched JVP instead multiplies
-/// whole `[m, N, ...]` tangents by `[m, 1, ...]` columns of the basis).
-/// The values are the batched JVP's, operation for operation with its
-/// products by 1 and sums with 0 left out. Each piece is laid out
+/// The seeds being constants, a tangent that is zero for a basis vector
+/// (a slice of it where it is 0) is no tangent there: the forward driver
+/// adds no term for it (see `zeros`), and the cleanup turns products by
+/// the remaining ones (`mul_zero(1, f)`) into the other factor (the batched
+/// JVP instead multiplies whole `[m, N, ...]` tangents by `[m, 1, ...]`
+/// columns of the basis). The values are the batched JVP's, operation for
+/// operation with its products by 1 and its zero terms left out. Each piece is laid out
 /// item-first, so the result is written contiguously per item, and the
 /// primal nodes are shared by all pieces (CSE).
 fn per_basis_jvp(
@@ -287,16 +287,17 @@ fn per_basis_jvp(
     items: &[Shape],
     n: usize,
 ) -> Result<NodeId> {
-    let mut t = g.clone();
-    let tans = add_like_inputs(&mut t, g, nodes, "tangent");
-    let dots = jvp_nodes(&mut t, nodes, &tans, &[o])?;
-    t.set_outputs(dots);
     let m: usize = items.iter().map(Shape::numel).sum();
     let mut col = g.shape(o).dims().to_vec();
     col.push(1);
     let mut pieces = Vec::with_capacity(m);
+    // `r` starts as a copy of `g`: `nodes` and `o` are its primal nodes.
+    // Each basis vector gets its own forward walk over the constant
+    // tangents, so the driver sees where a slice of the basis is zero and
+    // adds no term for it (an added zero would stay: `+0.0 + t` is not
+    // `t` for `t = -0.0`).
     for j in 0..m {
-        let mut args = r.input_ids()[..g.inputs().len()].to_vec();
+        let mut tans = Vec::with_capacity(nodes.len());
         let mut off = 0;
         for (&w, item) in nodes.iter().zip(items) {
             let k = item.numel();
@@ -309,10 +310,10 @@ fn per_basis_jvp(
             let e = r.constant(Literal::F64(v.into()), one, g.dtype(w))?;
             let mut full = vec![n];
             full.extend_from_slice(item.dims());
-            args.push(r.broadcast(e, full)?);
+            tans.push(r.broadcast(e, full)?);
             off += k;
         }
-        let y = r.inline(&t, &args)?[0];
+        let y = jvp_nodes(r, nodes, &tans, &[o])?[0];
         pieces.push(r.reshape(y, col.clone())?);
     }
     Ok(match pieces.as_slice() {

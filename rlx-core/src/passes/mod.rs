@@ -17,11 +17,18 @@
 //! - [`fold_constants`] (module [`fold`]): evaluates element-wise and
 //!   data-movement ops whose operands are all constants, only where the
 //!   result is exactly what the runtime's kernels give;
-//! - [`simplify()`] (module [`simplify`](mod@simplify)): algebraic identities (`x*1`, `x+0`,
-//!   `x*0`, chains of reshapes/transposes/broadcasts, ...), with broadcast
-//!   sinking (module `sink`: element-wise ops and slices of broadcasts run
-//!   on the unbroadcast operands);
+//! - [`simplify()`] (module [`simplify`](mod@simplify)): algebraic identities
+//!   exact in IEEE arithmetic (`x*1`, `x + (-0.0)`, `mul_zero(0, x)`, chains
+//!   of reshapes/transposes/broadcasts, ...), with broadcast sinking (module
+//!   `sink`: element-wise ops and slices of broadcasts run on the
+//!   unbroadcast operands);
 //! - [`dce`]: dead-code elimination.
+//!
+//! Every pass but [`reroll`]'s folding of sums is exact: for every input,
+//! NaN, ±inf, −0.0 and subnormals included, the result computes the bits
+//! the argument computes with the runtime's kernels (NaN payloads aside).
+//! An identity such as `x * 0 = 0`, `x + 0 = x`, `x - x = 0` or `x / x = 1`
+//! that fails for some input is never applied; see each module's rules.
 //!
 //! [`assemble_late`] (concatenations, reshapes and transposes as late as
 //! their users allow) is not part of [`optimize`]: `batch_jacobian` calls

@@ -1,18 +1,34 @@
 //! Algebraic simplification.
 //!
 //! Each rule replaces a node by a cheaper node of exactly the same shape and
-//! dtype. When the simpler value has a smaller shape (the `0` in `x + 0`
-//! broadcast `x` to a bigger shape), it is broadcast back to the node's shape;
-//! a rule that cannot produce the node's type does not fire.
+//! dtype. When the simpler value has a smaller shape (the `-0.0` in
+//! `x + (-0.0)` broadcast `x` to a bigger shape), it is broadcast back to the
+//! node's shape; a rule that cannot produce the node's type does not fire.
 //!
-//! Rules (`0` and `1` are constants whose elements all equal that value):
-//! - `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`, `x / 1`, `x ^ 1`,
-//!   `powi(x, 1)`, `mul_zero(x, 1)`, `mul_zero(1, x)` → `x`; `0 - x`,
+//! Exactness contract: every rule gives, for every input, the bits the
+//! original node gives with the runtime's kernels, NaN, ±inf, −0.0 and
+//! subnormals included (NaN payloads aside: any NaN stands for any NaN).
+//! An identity that fails for some input (`x * 0 = 0` fails for NaN, ±inf
+//! and negative `x`; `x + 0 = x` fails for `x = −0.0`; `x − x = 0` and
+//! `x / x = 1` fail for NaN and ±inf) is not a rule, whatever the graph
+//! around it. Constants are folded separately ([`fold`](super::fold)),
+//! where the operand's value is known, so `c * 0` of a constant `c` still
+//! becomes a constant.
+//!
+//! Rules (a constant *is* a value when every element has it; for floats,
+//! `+0.0` and `-0.0` are told apart by their sign bit):
+//! - floats: `x + (-0.0)`, `(-0.0) + x`, `x - (+0.0)` → `x` (`-0.0` is the
+//!   additive identity: `+0.0 + -0.0 = +0.0`); `(-0.0) - x` → `-x`;
+//! - `i64`, where every zero is the identity: `x + 0`, `0 + x`, `x - 0` → `x`;
+//!   `0 - x` → `-x`; `x * 0`, `0 * x` → zeros;
+//! - `x * 1`, `1 * x`, `x / 1`, `x ^ 1`, `powi(x, 1)`, `mul_zero(1, x)` → `x`;
 //!   `x * -1`, `-1 * x` → `-x`;
-//! - `x + (-y)`, `(-y) + x` → `x - y`; `x - (-y)` → `x + y` (exact in IEEE);
-//! - `x * 0`, `0 * x`, `mul_zero(0, x)`, `mul_zero(x, 0)` → zeros;
+//! - `mul_zero(0, x)` → zeros (`+0.0`: the op, float only, is defined as
+//!   `+0.0` wherever its first operand is a zero of either sign, whatever `x`);
 //! - `mul_zero(c, x)` → `c * x` for an `f32`/`f64` constant `c` with no zero
-//!   element (exact: the two ops differ only where `c` is 0);
+//!   element (the two ops differ only where `c` is 0);
+//! - `x + (-y)`, `(-y) + x` → `x - y`; `x - (-y)` → `x + y` (IEEE defines
+//!   `a - b` as `a + (-b)`);
 //! - `x and true`, `x or false` → `x`; `x and false` → false, `x or true` → true;
 //! - `neg(neg(x))` → `x`; `cast` to the operand's dtype → `x`; a round trip
 //!   through a wider type (`f32 -> f64 -> f32`, `f16 -> f32 -> f16`,
@@ -21,20 +37,23 @@
 //!   operand's own shape → `x`; `broadcast(broadcast(x))` → one broadcast;
 //! - `transpose(transpose(x))` → one transpose, or `x` when the permutations
 //!   cancel; identity transposes → `x`;
-//! - reductions over no axes, full-range slices, one-operand concats → `x`;
+//! - reductions over no axes: `prod`, `max`, `min` (and every reduction of
+//!   an `i64`) → `x`; a float `sum` or `mean` → `x + (+0.0)` (the kernels
+//!   accumulate onto `+0.0`, so a `-0.0` element gives `+0.0`);
+//! - full-range slices, one-operand concats → `x`;
 //! - `select(c, a, b)` with a constant all-true / all-false `c` → `a` / `b`;
 //!   `select(c, a, a)` → `a`;
 //! - `stop_gradient` is kept (the autodiff rules need it; see
 //!   [`strip_stop_gradient`](super::strip_stop_gradient)).
 //!
-//! IEEE deviations, the same ones JAX/XLA make: `x * 0` is 0 even when `x` is
-//! NaN or infinite (IEEE gives NaN), and the sign of a zero result may
-//! differ (`x + 0` for `x = -0.0` is `-0.0`, IEEE gives `+0.0`; `x * 0` gives
-//! `+0.0` for negative `x`; `0 - x` for `x = 0` gives `-0.0`). `mul_zero(0, x)`
-//! is exact: that op is defined as 0 wherever its first operand is 0.
+//! Not rules, because they are not exact: `x * 0`, `0 * x`, `mul_zero(x, 0)`
+//! for floats (NaN and ±inf give NaN, negative `x` gives `-0.0`); `x + (+0.0)`
+//! and `x - (-0.0)` (`-0.0` gives `+0.0`); `(+0.0) - x` (`+0.0` gives `+0.0`,
+//! not `-0.0`); `mul_zero(x, 1)` for floats (`-0.0` gives `+0.0`); `x - x`,
+//! `x / x`, `0 / x` (NaN and ±inf).
 
 use super::{copy, rewrite, verified};
-use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
+use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, ReduceOp, Result, UnaryOp};
 
 /// Applies the algebraic identities listed in the module docs.
 ///
@@ -42,7 +61,7 @@ use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, Result, UnaryOp};
 /// use rlx_core::{passes::simplify, DType, Graph, Op};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
-/// let zero = g.full(0.0, [2, 3], DType::F64);
+/// let zero = g.full(-0.0, [2, 3], DType::F64);
 /// let y = g.add(x, zero).unwrap(); // [3] + [2, 3] -> broadcast of x
 /// g.set_outputs(vec![y]);
 /// let s = simplify(&g).unwrap();
@@ -83,9 +102,16 @@ fn splat_value(g: &Graph, id: NodeId) -> Option<f64> {
     }
 }
 
+/// Whether constant `id` has value `v` everywhere (`==`: for `v = 0` both
+/// zeros match; use [`is_zero`] where the sign matters).
 fn is_value(g: &Graph, id: NodeId, v: f64) -> bool {
-    // `==` so that both zeros count as zero.
     splat_value(g, id).is_some_and(|x| x == v)
+}
+
+/// Whether constant `id` is a zero of the given sign everywhere (told
+/// apart by the sign bit, as IEEE addition does).
+fn is_zero(g: &Graph, id: NodeId, negative: bool) -> bool {
+    splat_value(g, id).is_some_and(|x| x == 0.0 && x.is_sign_negative() == negative)
 }
 
 /// `cand` given `node`'s type: itself when the shapes agree, a broadcast
@@ -203,11 +229,18 @@ fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>>
             }
             Ok(None)
         }
-        Op::Reduce { axes, .. } => {
-            if axes.is_empty() {
-                fit(out, node, args[0])
-            } else {
-                Ok(None)
+        Op::Reduce { op, axes } => {
+            let x = args[0];
+            if !axes.is_empty() {
+                return Ok(None);
+            }
+            match op {
+                // The kernels accumulate sums onto +0.0: `-0.0` gives `+0.0`.
+                ReduceOp::Sum | ReduceOp::Mean if node.dtype.is_float() => {
+                    let z = out.scalar(0.0, node.dtype);
+                    out.add(x, z).map(Some)
+                }
+                _ => fit(out, node, x),
             }
         }
         Op::Transpose { perm } => {
@@ -310,12 +343,24 @@ fn binary_rule(
     x: NodeId,
     y: NodeId,
 ) -> Result<Option<NodeId>> {
+    // Every zero is an identity of `i64` arithmetic; float rules must say
+    // which zero they mean.
+    let int = node.dtype == DType::I64;
     let is = |out: &Graph, id: NodeId, v: f64| is_value(out, id, v);
+    // The additive identity: `-0.0` for floats (`+0.0 + -0.0 = +0.0`, while
+    // `-0.0 + +0.0 = +0.0` would lose the sign), any zero for `i64`.
+    let add_identity = |out: &Graph, id: NodeId| {
+        if int {
+            is(out, id, 0.0)
+        } else {
+            is_zero(out, id, true)
+        }
+    };
     match b {
         BinaryOp::Add => {
-            if is(out, y, 0.0) {
+            if add_identity(out, y) {
                 fit(out, node, x)
-            } else if is(out, x, 0.0) {
+            } else if add_identity(out, x) {
                 fit(out, node, y)
             } else if let Some(ny) = negated(out, y) {
                 out.sub(x, ny).map(Some)
@@ -326,9 +371,11 @@ fn binary_rule(
             }
         }
         BinaryOp::Sub => {
-            if is(out, y, 0.0) {
+            // `x - (+0.0)` is `x + (-0.0)`; `(-0.0) - x` is `-(0.0 + x)`
+            // with the zero of the sign that keeps `x`.
+            if (int && is(out, y, 0.0)) || is_zero(out, y, false) {
                 fit(out, node, x)
-            } else if is(out, x, 0.0) {
+            } else if (int && is(out, x, 0.0)) || is_zero(out, x, true) {
                 let n = out.neg(y)?;
                 fit(out, node, n)
             } else if let Some(ny) = negated(out, y) {
@@ -338,19 +385,22 @@ fn binary_rule(
             }
         }
         BinaryOp::Mul | BinaryOp::MulZero => {
-            if is(out, x, 0.0) || is(out, y, 0.0) {
+            let mul_zero = b == BinaryOp::MulZero;
+            if (int && (is(out, x, 0.0) || is(out, y, 0.0))) || (mul_zero && is(out, x, 0.0)) {
+                // `mul_zero(0, x)` is +0.0 for every `x` (and either zero).
                 Ok(filled(out, node, 0.0))
-            } else if is(out, y, 1.0) {
+            } else if is(out, y, 1.0) && !mul_zero {
+                // Not `mul_zero(x, 1)` of floats: `x = -0.0` gives `+0.0`.
                 fit(out, node, x)
             } else if is(out, x, 1.0) {
                 fit(out, node, y)
-            } else if b == BinaryOp::Mul && is(out, y, -1.0) {
+            } else if !mul_zero && is(out, y, -1.0) {
                 let n = out.neg(x)?;
                 fit(out, node, n)
-            } else if b == BinaryOp::Mul && is(out, x, -1.0) {
+            } else if !mul_zero && is(out, x, -1.0) {
                 let n = out.neg(y)?;
                 fit(out, node, n)
-            } else if b == BinaryOp::MulZero && nowhere_zero(out, x) {
+            } else if mul_zero && nowhere_zero(out, x) {
                 // `mul_zero` differs from `mul` only where `x` is 0.
                 out.mul(x, y).map(Some)
             } else {
@@ -393,14 +443,15 @@ mod tests {
     fn add_zero_and_mul_one_return_x() {
         let mut g = Graph::new();
         let x = g.input("x", [3], DType::F32);
+        let nz = g.scalar(-0.0, DType::F32);
         let z = g.scalar(0.0, DType::F32);
         let one = g.full(1.0, [3], DType::F32);
-        let a = g.add(x, z).unwrap();
+        let a = g.add(x, nz).unwrap();
         let b = g.mul(one, a).unwrap();
         let c = g.div(b, one).unwrap();
         let d = g.sub(c, z).unwrap();
         g.set_outputs(vec![d]);
-        assert_eq!(g.len(), 7);
+        assert_eq!(g.len(), 8);
         let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
         assert_eq!(s.to_string(), "%0 = input#0 \"x\"() : f32[3]\nreturn (%0)");
     }
@@ -409,7 +460,7 @@ mod tests {
     fn add_zero_that_broadcasts_becomes_a_broadcast() {
         let mut g = Graph::new();
         let x = g.input("x", [3], DType::F64);
-        let z = g.full(0.0, [2, 1], DType::F64);
+        let z = g.full(-0.0, [2, 1], DType::F64);
         let y = g.add(z, x).unwrap();
         g.set_outputs(vec![y]);
         let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
@@ -445,46 +496,121 @@ mod tests {
     }
 
     #[test]
-    fn mul_zero_gives_zeros_of_the_broadcast_shape_and_dtype() {
+    fn mul_zero_of_a_zero_gives_zeros_of_the_broadcast_shape_and_dtype() {
         let mut g = Graph::new();
         let x = g.input("x", [2, 3], DType::BF16);
         let z = g.scalar(-0.0, DType::BF16);
-        let y = g.mul(x, z).unwrap();
         let w = g.mul_zero(z, x).unwrap();
-        g.set_outputs(vec![y, w]);
+        g.set_outputs(vec![w]);
         let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
-        for o in s.outputs() {
-            let n = s.node(*o);
-            assert_eq!(n.op, Op::Constant(Literal::Splat(0.0)));
-            assert_eq!(
-                (n.shape.clone(), n.dtype),
-                (Shape::from([2, 3]), DType::BF16)
-            );
-        }
-        // Zeros are never merged into a non-constant: x * 0 where x is i64 too.
+        let n = s.node(s.outputs()[0]);
+        // +0.0, as the kernel gives for a zero first operand of either sign.
+        assert!(
+            matches!(n.op, Op::Constant(Literal::Splat(v)) if v.to_bits() == 0),
+            "{s}"
+        );
+        assert_eq!(
+            (n.shape.clone(), n.dtype),
+            (Shape::from([2, 3]), DType::BF16)
+        );
+        // x * 0 of an i64 is 0 for every x.
         let mut g = Graph::new();
         let x = g.input("x", [4], DType::I64);
         let z = g.scalar(0.0, DType::I64);
         let y = g.mul(z, x).unwrap();
-        g.set_outputs(vec![y]);
+        let v = g.mul(x, z).unwrap();
+        g.set_outputs(vec![y, v]);
         let s = simplify(&g).unwrap();
-        assert_eq!(
-            s.node(s.outputs()[0]).op,
-            Op::Constant(Literal::SplatI64(0))
-        );
+        for o in s.outputs() {
+            assert_eq!(s.node(*o).op, Op::Constant(Literal::SplatI64(0)));
+        }
+    }
+
+    /// The float identities that IEEE arithmetic does not have are kept as
+    /// computations: `x * 0` (NaN, inf, the sign of zero), `x + (+0.0)`
+    /// and `x - (-0.0)` (`-0.0` gives `+0.0`), `(+0.0) - x` (`+0.0` gives
+    /// `+0.0`), `mul_zero(x, 0)` and `mul_zero(x, 1)` (`-0.0` gives `+0.0`),
+    /// `x - x`, `x / x`, `0 / x` (NaN, inf).
+    #[test]
+    fn identities_that_fail_for_some_float_are_not_applied() {
+        for dt in [DType::F64, DType::F32, DType::F16, DType::BF16] {
+            let mut g = Graph::new();
+            let x = g.input("x", [3], dt);
+            let (pz, nz, one) = (g.scalar(0.0, dt), g.scalar(-0.0, dt), g.scalar(1.0, dt));
+            let outs = vec![
+                g.mul(x, pz).unwrap(),
+                g.mul(nz, x).unwrap(),
+                g.mul_zero(x, pz).unwrap(),
+                g.mul_zero(x, one).unwrap(),
+                g.add(x, pz).unwrap(),
+                g.add(pz, x).unwrap(),
+                g.sub(x, nz).unwrap(),
+                g.sub(pz, x).unwrap(),
+                g.sub(x, x).unwrap(),
+                g.div(x, x).unwrap(),
+                g.div(pz, x).unwrap(),
+            ];
+            g.set_outputs(outs.clone());
+            let s = crate::passes::optimize(&g).unwrap();
+            for (k, (&o, &before)) in s.outputs().iter().zip(&outs).enumerate() {
+                assert_eq!(s.node(o).op, g.node(before).op, "{dt} output {k}:\n{s}");
+            }
+        }
     }
 
     #[test]
-    fn zero_minus_x_is_neg_and_double_neg_cancels() {
+    fn reductions_over_no_axes_keep_the_sum_onto_positive_zero() {
+        let mut g = Graph::new();
+        let x = g.input("x", [3], DType::F64);
+        let k = g.input("k", [3], DType::I64);
+        let red = |g: &mut Graph, op, v| {
+            g.push(
+                Op::Reduce {
+                    op,
+                    axes: Vec::new(),
+                },
+                &[v],
+            )
+            .unwrap()
+        };
+        let outs = vec![
+            red(&mut g, crate::ReduceOp::Sum, x),
+            red(&mut g, crate::ReduceOp::Mean, x),
+            red(&mut g, crate::ReduceOp::Max, x),
+            red(&mut g, crate::ReduceOp::Prod, x),
+            red(&mut g, crate::ReduceOp::Sum, k),
+        ];
+        g.set_outputs(outs);
+        let s = simplify(&g).unwrap();
+        let (o, ins) = (s.outputs(), s.input_ids());
+        for &sum in &o[..2] {
+            let n = s.node(sum);
+            assert_eq!(n.op, Op::Binary(BinaryOp::Add), "{s}");
+            assert_eq!(n.inputs[0], ins[0]);
+            assert_eq!(s.node(n.inputs[1]).op, Op::Constant(Literal::Splat(0.0)));
+        }
+        assert_eq!(&o[2..], &[ins[0], ins[0], ins[1]]);
+    }
+
+    #[test]
+    fn negative_zero_minus_x_is_neg_and_double_neg_cancels() {
         let mut g = Graph::new();
         let x = g.input("x", [2], DType::F64);
-        let z = g.scalar(0.0, DType::F64);
+        let z = g.scalar(-0.0, DType::F64);
         let y = g.sub(z, x).unwrap();
         let n = g.neg(y).unwrap();
         g.set_outputs(vec![y, n]);
         let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
         assert_eq!(ops(&s), vec!["input #0", "neg"]);
         assert_eq!(s.outputs()[1], s.input_ids()[0]);
+        // i64: 0 - x is -x.
+        let mut g = Graph::new();
+        let x = g.input("x", [2], DType::I64);
+        let z = g.scalar(0.0, DType::I64);
+        let y = g.sub(z, x).unwrap();
+        g.set_outputs(vec![y]);
+        let s = simplify(&g).unwrap();
+        assert_eq!(s.node(s.outputs()[0]).op, Op::Unary(UnaryOp::Neg));
     }
 
     #[test]
@@ -570,7 +696,7 @@ mod tests {
         let r = g
             .push(
                 Op::Reduce {
-                    op: crate::ReduceOp::Sum,
+                    op: crate::ReduceOp::Max,
                     axes: vec![],
                 },
                 &[x],

@@ -87,22 +87,25 @@ fn cse_merges_bitwise_equal_nans_and_literal_arrays() {
 #[test]
 fn optimize_cleans_an_autodiff_style_graph() {
     // The shape of what reverse mode emits: a unit seed times local
-    // derivatives, zero cotangents added in, mul_zero guards.
+    // derivatives, an additive zero (-0.0, the identity of IEEE addition),
+    // mul_zero guards of a zero cotangent.
     let mut g = Graph::new();
     let x = g.input("x", [4], DType::F64);
     let seed = g.scalar(1.0, DType::F64);
     let seed_b = g.broadcast(seed, [4]).unwrap();
     let c = g.cos(x).unwrap();
     let t = g.mul_zero(seed_b, c).unwrap();
-    let zero = g.full(0.0, [4], DType::F64);
+    let zero = g.full(-0.0, [4], DType::F64);
     let acc = g.add(zero, t).unwrap();
-    let unused = g.mul_zero(zero, c).unwrap();
-    let acc2 = g.add(acc, unused).unwrap();
-    g.set_outputs(vec![acc2]);
+    let guarded = g.mul_zero(zero, c).unwrap(); // +0.0 everywhere
+    let acc2 = g.add(acc, guarded).unwrap();
+    g.set_outputs(vec![acc, acc2]);
     let o = optimize(&g).unwrap();
+    // `acc + (+0.0)` stays: it turns a -0.0 of `acc` into +0.0.
     assert_eq!(
         o.to_string(),
-        "%0 = input#0 \"x\"() : f64[4]\n%1 = cos(%0) : f64[4]\nreturn (%1)"
+        "%0 = input#0 \"x\"() : f64[4]\n%1 = cos(%0) : f64[4]\n\
+         %2 = constant 0() : f64[4]\n%3 = add(%1, %2) : f64[4]\nreturn (%1, %3)"
     );
 }
 
@@ -110,7 +113,7 @@ fn optimize_cleans_an_autodiff_style_graph() {
 fn outputs_may_become_inputs_or_constants() {
     let mut g = Graph::new();
     let x = g.input("x", [2], DType::F64);
-    let z = g.scalar(0.0, DType::F64);
+    let z = g.scalar(-0.0, DType::F64);
     let y = g.add(x, z).unwrap();
     let two = g.scalar(2.0, DType::F64);
     let four = g.mul(two, two).unwrap();
@@ -180,7 +183,7 @@ fn origins_name_the_nodes_each_result_node_was_made_for() {
     let s1 = g.sin(x).unwrap();
     let s2 = g.sin(x).unwrap(); // merged into s1
     let m = g.mul(s2, cd).unwrap();
-    let z = g.full(0.0, [3], DType::F64);
+    let z = g.full(-0.0, [3], DType::F64);
     let a = g.add(m, z).unwrap(); // simplified to m
     let sg = g.stop_gradient(a).unwrap();
     g.set_outputs(vec![sg, s1]);

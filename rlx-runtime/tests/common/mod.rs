@@ -184,25 +184,12 @@ pub fn indices(g: &mut Graph, v: Vec<i64>, shape: &[usize]) -> NodeId {
 /// Asserts that two tensors hold the same shape, dtype and values bit for
 /// bit (any NaN equals any NaN).
 pub fn assert_same_values(a: &Tensor, b: &Tensor, what: &str) {
-    assert_values(a, b, false, what);
-}
-
-/// As [`assert_same_values`], except that `+0.0` equals `-0.0`: the one
-/// documented difference of a scalarised plan (element-level folding of
-/// `x + 0`, as `rlx_core::passes::simplify` documents) from the general one.
-pub fn assert_same_values_but_zero_sign(a: &Tensor, b: &Tensor, what: &str) {
-    assert_values(a, b, true, what);
-}
-
-fn assert_values(a: &Tensor, b: &Tensor, any_zero: bool, what: &str) {
     assert_eq!(a.shape(), b.shape(), "{what}: shape");
     assert_eq!(a.dtype(), b.dtype(), "{what}: dtype");
     let (x, y) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
     for (i, (p, q)) in x.iter().zip(&y).enumerate() {
         assert!(
-            p.to_bits() == q.to_bits()
-                || (p.is_nan() && q.is_nan())
-                || (any_zero && *p == 0.0 && *q == 0.0),
+            p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
             "{what}: element {i}: {p:?} vs {q:?}"
         );
     }

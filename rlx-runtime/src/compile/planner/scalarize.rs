@@ -23,13 +23,10 @@
 //!
 //! The optimiser then runs on the element graph: common subexpressions and
 //! constants are folded at the element level (the gradient of a slice adds
-//! zeros nowhere; equal element expressions are computed once). That
-//! folding makes `rlx_core::passes::simplify`'s documented IEEE deviations
-//! per element, where the general plan's kernels compute them: `x + 0` is
-//! `x`, so a sum whose terms are all `-0.0` is `-0.0` here and `+0.0` in the
-//! kernel, and `0·x` is `0` where the kernel may give NaN for a non-finite
-//! `x`. Apart from the sign of such a zero and such a product, results are
-//! bit-identical to the general plan's.
+//! zeros nowhere; equal element expressions are computed once). Its rules
+//! are exact in IEEE arithmetic (`x + (+0.0)` and `0·x` are kept), so
+//! results are bit-identical to the general plan's, NaN, ±inf and the sign
+//! of zero included.
 //!
 //! A graph is left to the general planner (`lower` gives `None`) if it has
 //! a value larger than [`SMALL_VALUE`] (inputs may be larger, up to
@@ -363,19 +360,27 @@ fn reduce(
             unravel(row_no, &dims[..r - 1], &mut idx);
             let o: usize = idx.iter().zip(&out_strides).map(|(i, s)| i * s).sum();
             if s_in == 0 {
-                let mut lanes = [id; 8];
+                // Each lane starts from its first element, not from the
+                // kernel's identity: the same bits. For max, min and prod
+                // `op(identity, v)` is `v`; a sum lane differs only by
+                // giving `-0.0` where the kernel's (`+0.0 + -0.0 + ...`)
+                // gives `+0.0`, and the lanes are added onto an
+                // accumulator that started at `+0.0` and so is never
+                // `-0.0`, where either zero adds nothing. A lane with no
+                // element (the identity) adds nothing either.
+                let mut lanes: [Option<NodeId>; 8] = [None; 8];
                 let chunks = row.chunks_exact(8);
                 let rest = chunks.remainder();
                 for c in chunks {
                     for (l, &v) in lanes.iter_mut().zip(c) {
-                        *l = combine(eg, op, *l, v)?;
+                        *l = Some(match *l {
+                            None => v,
+                            Some(a) => combine(eg, op, a, v)?,
+                        });
                     }
                 }
-                // Lanes still holding the identity are folded too, as the
-                // kernel folds them (the optimiser then drops the `+ 0`
-                // terms: see the module docs on the sign of a zero).
                 let mut a = acc[o];
-                for l in lanes {
+                for l in lanes.into_iter().flatten() {
                     a = combine(eg, op, a, l)?;
                 }
                 for &v in rest {
