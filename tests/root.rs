@@ -1,0 +1,246 @@
+//! `rlx::root`: Newton's method as one node whose derivatives are the
+//! implicit function theorem's. Every companion through a root against
+//! central differences of the whole solve, against Newton's iteration
+//! unrolled at trace time, forward against reverse, second order against
+//! differences of the gradient; a diode + resistor operating point and its
+//! sensitivities; the eager path; bad input.
+
+use rlx::prelude::*;
+use rlx::Newton;
+
+/// A symmetric coupling (the 1-D Laplacian).
+const M: [f64; 9] = [2.0, -1.0, 0.0, -1.0, 2.0, -1.0, 0.0, -1.0, 2.0];
+
+/// Weights of the loss.
+const W: [f64; 3] = [1.0, 2.0, 3.0];
+
+/// `F(x) = x³ + x + k M x − p`: strictly monotone for `k >= 0`, one root.
+fn residual(x: &Tensor, p: &Tensor, k: &Tensor) -> Tensor {
+    let m = Tensor::from_slice(&M, [3, 3]);
+    let mx = m.matmul(&x.reshape([3, 1])).reshape([3]);
+    x * x * x + x + mx * k - p
+}
+
+/// The loss at a solution.
+fn loss(x: &Tensor) -> Tensor {
+    (x.square() * Tensor::from_slice(&W, [3])).sum_all() + x.sin().sum_all()
+}
+
+/// The loss at the root of `residual`.
+#[differentiable]
+fn solved(p: &Tensor, k: f64) -> f64 {
+    let x0 = p * 0.0;
+    let x = rlx::root(|x| residual(x, p, &k), &x0, Newton::new().tol(1e-13))?;
+    loss(&x)
+}
+
+/// The root itself.
+#[differentiable]
+fn solution(p: &Tensor, k: f64) -> Tensor {
+    let x0 = p * 0.0;
+    rlx::root(|x| residual(x, p, &k), &x0, Newton::new().tol(1e-13))?
+}
+
+/// `solved` with `steps` full Newton steps unrolled at trace time (the
+/// Jacobian written by hand), from the same guess.
+#[differentiable]
+fn solved_unrolled(p: &Tensor, k: f64, steps: usize) -> f64 {
+    let m = Tensor::from_slice(&M, [3, 3]);
+    let mut x = p * 0.0;
+    for _ in 0..steps {
+        let f = residual(&x, p, &k);
+        let d = (x.square() * 3.0 + 1.0).reshape([1, 3]);
+        let j = Tensor::eye(3, DType::F64) * d + &m * &k;
+        let step = j.solve(&f.reshape([3, 1])).reshape([3]);
+        x = &x - &step;
+    }
+    loss(&x)
+}
+
+fn t(v: &[f64]) -> Tensor {
+    Tensor::from_slice(v, [v.len()])
+}
+
+fn v(x: &Tensor) -> Vec<f64> {
+    x.to_vec::<f64>().unwrap()
+}
+
+fn close(what: &str, a: &[f64], b: &[f64], tol: f64) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!((x - y).abs() <= tol * scale, "{what}[{i}]: {x} vs {y}");
+    }
+}
+
+/// Parameter values: several right-hand sides and couplings.
+fn cases() -> Vec<(Vec<f64>, f64)> {
+    vec![
+        (vec![0.5, -1.2, 2.0], 0.7),
+        (vec![3.0, 0.1, -0.4], 0.0),
+        (vec![-2.5, 1.5, 0.3], 2.3),
+        (vec![0.05, 0.02, -0.01], 0.4),
+    ]
+}
+
+const H: f64 = 1e-5;
+
+/// Central differences of `f` at `(p, k)`: `[∂f/∂p_0.., ∂f/∂k]`.
+fn fd(f: impl Fn(&Tensor, f64) -> f64, p: &[f64], k: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    for i in 0..p.len() {
+        let (mut a, mut b) = (p.to_vec(), p.to_vec());
+        a[i] += H;
+        b[i] -= H;
+        out.push((f(&t(&a), k) - f(&t(&b), k)) / (2.0 * H));
+    }
+    out.push((f(&t(p), k + H) - f(&t(p), k - H)) / (2.0 * H));
+    out
+}
+
+#[test]
+fn the_root_solves_the_residual() {
+    for (p, k) in cases() {
+        let x = solution(&t(&p), k);
+        let f = residual(&x, &t(&p), &Tensor::scalar(k));
+        assert!(v(&f).iter().all(|r| r.abs() <= 1e-13), "{:?}", v(&f));
+        // The eager path (concrete tensors, no trace) gives the same root.
+        let pt = t(&p);
+        let kt = Tensor::scalar(k);
+        let eager = rlx::root(
+            |x| residual(x, &pt, &kt),
+            &t(&[0.0; 3]),
+            Newton::new().tol(1e-13),
+        )
+        .unwrap();
+        close("eager root", &v(&eager), &v(&x), 1e-14);
+    }
+}
+
+#[test]
+fn the_gradient_matches_central_differences_of_the_whole_solve() {
+    for (p, k) in cases() {
+        let (dp, dk) = grad_solved(&t(&p), k).unwrap();
+        let mut got = v(&dp);
+        got.push(dk);
+        let want = fd(solved, &p, k);
+        close("grad vs fd", &got, &want, 1e-8);
+        let (value, (dp2, dk2)) = value_and_grad_solved(&t(&p), k).unwrap();
+        assert_eq!(value, solved(&t(&p), k));
+        assert_eq!((v(&dp2), dk2), (v(&dp), dk));
+    }
+}
+
+#[test]
+fn the_implicit_gradient_is_the_unrolled_newton_gradient_at_convergence() {
+    for (p, k) in cases() {
+        let (dp, dk) = grad_solved(&t(&p), k).unwrap();
+        let (up, uk) = grad_solved_unrolled(&t(&p), k, 30).unwrap();
+        let mut got = v(&dp);
+        got.push(dk);
+        let mut want = v(&up);
+        want.push(uk);
+        close("implicit vs unrolled", &got, &want, 1e-11);
+        let (fv, uv) = (solved(&t(&p), k), solved_unrolled(&t(&p), k, 30));
+        assert!((fv - uv).abs() <= 1e-12 * fv.abs().max(1.0), "{fv} vs {uv}");
+    }
+}
+
+#[test]
+fn forward_mode_matches_reverse_mode() {
+    let (tp, tk) = (t(&[0.3, -0.8, 0.45]), -0.6);
+    for (p, k) in cases() {
+        let (dp, dk) = grad_solved(&t(&p), k).unwrap();
+        let (value, tangent) = jvp_solved(&t(&p), k, &tp, tk).unwrap();
+        let dot: f64 = v(&dp).iter().zip(v(&tp)).map(|(a, b)| a * b).sum::<f64>() + dk * tk;
+        assert!(
+            (tangent - dot).abs() <= 1e-12 * dot.abs().max(1.0),
+            "{tangent} vs {dot}"
+        );
+        assert_eq!(value, solved(&t(&p), k));
+        // The root's own Jacobian, by jacobian_ (forward or reverse, all
+        // columns batched) against vjp_ and jvp_ of the root.
+        let (jp, jk) = jacobian_solution(&t(&p), k).unwrap();
+        let (jp, jk) = (v(&jp), v(&jk));
+        let u = t(&[1.5, -0.5, 0.25]);
+        let (_, (vp, vk)) = vjp_solution(&t(&p), k, &u).unwrap();
+        let uj: Vec<f64> = (0..3)
+            .map(|c| (0..3).map(|r| v(&u)[r] * jp[r * 3 + c]).sum())
+            .collect();
+        close("vjp vs jacobian", &v(&vp), &uj, 1e-12);
+        let ujk: f64 = (0..3).map(|r| v(&u)[r] * jk[r]).sum();
+        assert!((vk - ujk).abs() <= 1e-12 * ujk.abs().max(1.0));
+        let (_, xdot) = jvp_solution(&t(&p), k, &tp, tk).unwrap();
+        let jt: Vec<f64> = (0..3)
+            .map(|r| (0..3).map(|c| jp[r * 3 + c] * v(&tp)[c]).sum::<f64>() + jk[r] * tk)
+            .collect();
+        close("jvp vs jacobian", &v(&xdot), &jt, 1e-12);
+        // and against differences of the solution
+        for c in 0..3 {
+            let (mut a, mut b) = (p.clone(), p.clone());
+            a[c] += H;
+            b[c] -= H;
+            let col: Vec<f64> = v(&solution(&t(&a), k))
+                .iter()
+                .zip(v(&solution(&t(&b), k)))
+                .map(|(x, y)| (x - y) / (2.0 * H))
+                .collect();
+            let want: Vec<f64> = (0..3).map(|r| jp[r * 3 + c]).collect();
+            close("jacobian column vs fd", &want, &col, 1e-8);
+        }
+    }
+}
+
+#[test]
+fn second_order_through_a_root_matches_differences_of_the_gradient() {
+    for (p, k) in cases() {
+        let hess = hessian_solved(&t(&p), k).unwrap();
+        let ((hpp, hpk), (hkp, hkk)) = hess;
+        // Row i of the Hessian: differences of the gradient along input i.
+        let g = |p: &Tensor, k: f64| {
+            let (dp, dk) = grad_solved(p, k).unwrap();
+            let mut out = v(&dp);
+            out.push(dk);
+            out
+        };
+        let mut rows = Vec::new();
+        for i in 0..4 {
+            let (mut a, mut b) = ((p.clone(), k), (p.clone(), k));
+            if i < 3 {
+                a.0[i] += H;
+                b.0[i] -= H;
+            } else {
+                a.1 += H;
+                b.1 -= H;
+            }
+            let (ga, gb) = (g(&t(&a.0), a.1), g(&t(&b.0), b.1));
+            rows.push(
+                ga.iter()
+                    .zip(&gb)
+                    .map(|(x, y)| (x - y) / (2.0 * H))
+                    .collect::<Vec<f64>>(),
+            );
+        }
+        let (hpp, hpk, hkp) = (v(&hpp), v(&hpk), v(&hkp));
+        let mut got = Vec::new();
+        for i in 0..3 {
+            got.extend_from_slice(&hpp[i * 3..i * 3 + 3]);
+            got.push(hpk[i]);
+        }
+        got.extend_from_slice(&hkp);
+        got.push(hkk.item::<f64>().unwrap());
+        let want: Vec<f64> = rows.concat();
+        close("hessian vs fd of the gradient", &got, &want, 1e-7);
+        // The Hessian is symmetric, and hvp_ is its product.
+        for i in 0..3 {
+            assert!((hpk[i] - hkp[i]).abs() <= 1e-12 * hpk[i].abs().max(1.0));
+        }
+        let (wp, wk) = (t(&[0.2, -0.1, 0.4]), 0.3);
+        let (vp, vk) = hvp_solved(&t(&p), k, &wp, wk).unwrap();
+        let w = [v(&wp), vec![wk]].concat();
+        let hw: Vec<f64> = (0..4)
+            .map(|i| (0..4).map(|j| got[i * 4 + j] * w[j]).sum())
+            .collect();
+        close("hvp vs hessian", &[v(&vp), vec![vk]].concat(), &hw, 1e-11);
+    }
+}
