@@ -244,3 +244,143 @@ fn second_order_through_a_root_matches_differences_of_the_gradient() {
         close("hvp vs hessian", &[v(&vp), vec![vk]].concat(), &hw, 1e-11);
     }
 }
+
+/// The thermal voltage at 300 K, volts.
+const VT: f64 = 0.025852;
+
+/// The DC operating point of a source `vs` driving a diode (saturation
+/// current `is`, ideality 1) through a resistor `r`: the node voltage `v`
+/// with KCL `is (e^{v/Vt} − 1) − (vs − v)/r = 0`, from 0 V; returns the
+/// power in the diode, `v · i_d`.
+#[differentiable]
+fn diode_power(is: f64, r: f64, vs: f64) -> f64 {
+    let v0 = &vs * 0.0;
+    let v = rlx::root(
+        |v| (v / VT).exp_m1() * &is - (&vs - v) / &r,
+        &v0,
+        Newton::new().tol(1e-16),
+    )?;
+    let i = (&vs - &v) / &r;
+    &v * i
+}
+
+/// The operating point's voltage.
+#[differentiable]
+fn diode_voltage(is: f64, r: f64, vs: f64) -> f64 {
+    let v0 = &vs * 0.0;
+    rlx::root(
+        |v| (v / VT).exp_m1() * &is - (&vs - v) / &r,
+        &v0,
+        Newton::new().tol(1e-16),
+    )?
+}
+
+#[test]
+fn a_diode_operating_point_and_its_sensitivities() {
+    for (is, r, vs) in [(1e-14, 1e3, 5.0), (2.5e-12, 220.0, 1.5), (1e-9, 10e3, 12.0)] {
+        let v = diode_voltage(is, r, vs);
+        let kcl = is * (v / VT).exp_m1() - (vs - v) / r;
+        assert!(kcl.abs() <= 1e-16, "KCL residual {kcl}");
+        // dv/dθ = −F_θ / F_v (the implicit function theorem by hand)
+        let fv = is / VT * (v / VT).exp() + 1.0 / r;
+        let (fis, fr, fvs) = ((v / VT).exp_m1(), (vs - v) / (r * r), -1.0 / r);
+        let want = [-fis / fv, -fr / fv, -fvs / fv];
+        let (dis, dr, dvs) = grad_diode_voltage(is, r, vs).unwrap();
+        close(
+            "dv/d(is, r, vs)",
+            &[dis * is, dr * r, dvs],
+            &[want[0] * is, want[1] * r, want[2]],
+            1e-12,
+        );
+        // The power's gradient against central differences of the solve,
+        // with relative steps.
+        let (pis, pr, pvs) = grad_diode_power(is, r, vs).unwrap();
+        let d = |f: &dyn Fn(f64) -> f64, x: f64| {
+            let h = 1e-6 * x.abs();
+            (f(x + h) - f(x - h)) / (2.0 * h)
+        };
+        let fd = [
+            d(&|x| diode_power(x, r, vs), is) * is,
+            d(&|x| diode_power(is, x, vs), r) * r,
+            d(&|x| diode_power(is, r, x), vs) * vs,
+        ];
+        close("dP/dθ · θ vs fd", &[pis * is, pr * r, pvs * vs], &fd, 1e-7);
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_naming_the_solver_and_its_line() {
+    let x0 = t(&[0.0, 0.0, 0.0]);
+    let p = t(&[1.0, 2.0, 3.0]);
+    let message = |e: Error| e.to_string();
+    // A residual of another shape than the unknown.
+    let e = rlx::root(|x| x.sum_all(), &x0, Newton::new()).unwrap_err();
+    let m = message(e);
+    assert!(
+        m.contains("the residual returns f64[] but the unknown is f64[3]"),
+        "{m}"
+    );
+    assert!(m.contains("tests/root.rs"), "{m}");
+    // A tolerance <= 0, or not a number.
+    for tol in [0.0, -1e-9, f64::NAN] {
+        let e = rlx::root(|x| x - &p, &x0, Newton::new().tol(tol)).unwrap_err();
+        assert!(message(e).contains("it must be finite and positive"));
+    }
+    // NaN in the residual at the guess.
+    let e = rlx::root(|x| (x - 2.0).sqrt() - &p, &x0, Newton::new()).unwrap_err();
+    assert!(message(e).contains("the residual is NaN at the initial guess"));
+    // No real root: the cap, with the residual's norm reached.
+    let e = rlx::root(|x| x * x + 1.0, &t(&[0.5]), Newton::new().max_iter(20)).unwrap_err();
+    assert!(
+        matches!(e.root(), Error::NoConvergence { norm, .. } if *norm >= 1.0),
+        "{e}"
+    );
+    let m = message(e);
+    assert!(
+        m.contains("did not converge") && m.contains("tests/root.rs"),
+        "{m}"
+    );
+    // A singular Jacobian on the way (x² − 1 from 0)...
+    let e = rlx::root(|x| x * x - 1.0, &t(&[0.0]), Newton::new()).unwrap_err();
+    assert!(message(e).contains("singular at iterate 0"));
+    // ... and at the solution, where the derivative does not exist.
+    let mask = t(&[1.0, 0.0]);
+    let e = rlx::root(|x| (x - 1.0) * &mask, &t(&[1.0, 5.0]), Newton::new()).unwrap_err();
+    let m = message(e);
+    assert!(
+        m.contains("singular at the solution") && m.contains("does not exist"),
+        "{m}"
+    );
+}
+
+/// A root that never converges, inside a companion.
+#[differentiable]
+fn unsolvable(p: &Tensor) -> f64 {
+    let x0 = p * 0.7 + 0.1;
+    let x = rlx::root(|x| x * x + p, &x0, Newton::new().max_iter(10))?;
+    x.sum_all()
+}
+
+/// A residual of the wrong shape, inside a companion.
+#[differentiable]
+fn misshapen(p: &Tensor) -> f64 {
+    let x = rlx::root(|x| (x - p).sum_all(), p, Newton::new())?;
+    x.sum_all()
+}
+
+#[test]
+fn companions_return_solver_errors() {
+    let p = t(&[1.0, 2.0]);
+    let e = grad_unsolvable(&p).unwrap_err();
+    assert!(
+        matches!(e.root(), Error::NoConvergence { norm, .. } if *norm > 1.0),
+        "{e}"
+    );
+    assert!(e.to_string().contains("tests/root.rs"), "{e}");
+    let e = value_and_grad_misshapen(&p).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the residual returns f64[] but the unknown is f64[2]"),
+        "{e}"
+    );
+}

@@ -21,7 +21,7 @@
 //! ordinary nodes (the residual and its Jacobian inlined at `(x*, p)`, a
 //! dense `solve`), so derivatives of any order compose.
 //!
-//! Invariants (checked by [`RootOp::new`], re-checked by `Graph::verify`
+//! Invariants (checked by [`RootRef::new`], re-checked by `Graph::verify`
 //! through [`infer`](crate::infer())): the residual verifies, has at least
 //! one input and exactly one output whose type is its first input's (a
 //! float dtype, at least one element); the settings pass [`Newton::check`].
@@ -145,56 +145,6 @@ pub struct RootOp {
 }
 
 impl RootOp {
-    /// A root op over `residual`, checking the module's invariants (a
-    /// residual whose output type is not its unknown's is an error naming
-    /// both) and building its Jacobian graph.
-    pub fn new(name: impl Into<String>, residual: Graph, newton: Newton) -> Result<RootRef> {
-        let name = name.into();
-        let bad = |message: String| Error::InvalidArgument {
-            op: "root",
-            message: format!("{name}: {message}"),
-        };
-        newton.check(&name)?;
-        residual.verify()?;
-        let Some(first) = residual.inputs().first() else {
-            return Err(bad("the residual has no unknown".into()));
-        };
-        let x = residual.ty(first.node);
-        if residual.outputs().len() != 1 {
-            return Err(bad(format!(
-                "the residual must return one tensor, it returns {}",
-                residual.outputs().len()
-            )));
-        }
-        let f = residual.ty(residual.outputs()[0]);
-        if f != x {
-            return Err(bad(format!(
-                "the residual returns {} but the unknown is {}: a root needs as many equations as unknowns, of the unknown's dtype\n  = help: return a residual of shape {} and dtype {}",
-                ty(&f),
-                ty(&x),
-                x.shape,
-                x.dtype
-            )));
-        }
-        if !x.dtype.is_float() {
-            return Err(bad(format!(
-                "the unknown is {}; a root needs a float unknown",
-                ty(&x)
-            )));
-        }
-        let n = x.shape.numel();
-        if n == 0 {
-            return Err(bad(format!("the unknown {} has no elements", ty(&x))));
-        }
-        let jacobian = flat_jacobian(&residual, n)?;
-        Ok(RootRef(Arc::new(RootOp {
-            name,
-            residual,
-            jacobian,
-            newton,
-        })))
-    }
-
     /// The type of the unknown (and of the node's value).
     pub fn unknown(&self) -> TensorType {
         self.residual.ty(self.residual.input_ids()[0])
@@ -265,6 +215,58 @@ impl Eq for RootRef {}
 impl std::hash::Hash for RootRef {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         (Arc::as_ptr(&self.0) as usize).hash(state);
+    }
+}
+
+impl RootRef {
+    /// A root op over `residual`, checking the module's invariants (a
+    /// residual whose output type is not its unknown's is an error naming
+    /// both) and building its Jacobian graph.
+    pub fn new(name: impl Into<String>, residual: Graph, newton: Newton) -> Result<RootRef> {
+        let name = name.into();
+        let bad = |message: String| Error::InvalidArgument {
+            op: "root",
+            message: format!("{name}: {message}"),
+        };
+        newton.check(&name)?;
+        residual.verify()?;
+        let Some(first) = residual.inputs().first() else {
+            return Err(bad("the residual has no unknown".into()));
+        };
+        let x = residual.ty(first.node);
+        if residual.outputs().len() != 1 {
+            return Err(bad(format!(
+                "the residual must return one tensor, it returns {}",
+                residual.outputs().len()
+            )));
+        }
+        let f = residual.ty(residual.outputs()[0]);
+        if f != x {
+            return Err(bad(format!(
+                "the residual returns {} but the unknown is {}: a root needs as many equations as unknowns, of the unknown's dtype\n  = help: return a residual of shape {} and dtype {}",
+                ty(&f),
+                ty(&x),
+                x.shape,
+                x.dtype
+            )));
+        }
+        if !x.dtype.is_float() {
+            return Err(bad(format!(
+                "the unknown is {}; a root needs a float unknown",
+                ty(&x)
+            )));
+        }
+        let n = x.shape.numel();
+        if n == 0 {
+            return Err(bad(format!("the unknown {} has no elements", ty(&x))));
+        }
+        let jacobian = flat_jacobian(&residual, n)?;
+        Ok(RootRef(Arc::new(RootOp {
+            name,
+            residual,
+            jacobian,
+            newton,
+        })))
     }
 }
 

@@ -320,7 +320,7 @@ fn batch_node(
             let mut flags = vec![true];
             flags.extend(args[1..].iter().map(|a| a.1));
             let residual = vmap(&r.residual, &flags, size)?;
-            let batched = crate::RootOp::new(r.name.clone(), residual, r.newton)?;
+            let batched = crate::RootRef::new(r.name.clone(), residual, r.newton)?;
             out.push(Op::Root(batched), &ops)
         }
     }

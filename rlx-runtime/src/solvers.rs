@@ -21,7 +21,7 @@
 
 use std::panic::Location;
 
-use rlx_core::{Error, Graph, Op, Result, RootOp};
+use rlx_core::{Error, Graph, Op, Result, RootRef};
 
 pub use rlx_core::Newton;
 
@@ -55,14 +55,14 @@ pub fn root(f: impl FnOnce(&Tensor) -> Tensor, x0: &Tensor, newton: Newton) -> R
     let at = |e: Error| e.at(loc.file(), loc.line(), loc.column());
     if trace::is_tracing() {
         let (residual, captured) = residual(f, x0, Trace::enter_body()).map_err(at)?;
-        let r = RootOp::new(name, residual, newton).map_err(at)?;
+        let r = RootRef::new(name, residual, newton).map_err(at)?;
         let mut operands = vec![x0];
         operands.extend(&captured);
         trace::record(Op::Root(r), &operands, loc)
     } else {
         let (residual, captured) = residual(f, x0, Trace::enter_eager()).map_err(at)?;
         debug_assert!(captured.is_empty(), "no trace encloses an eager one");
-        let r = RootOp::new(name, residual, newton).map_err(at)?;
+        let r = RootRef::new(name, residual, newton).map_err(at)?;
         let mut g = Graph::new();
         let x = g.input("x0", x0.shape().clone(), x0.dtype());
         let y = g.push(Op::Root(r), &[x]).map_err(at)?;
