@@ -384,3 +384,100 @@ fn companions_return_solver_errors() {
         "{e}"
     );
 }
+
+/// The fixed point of `x = tanh(A x + b) · s`, a small recurrent
+/// network's equilibrium (a contraction for these weights).
+fn layer(x: &Tensor, b: &Tensor, s: &Tensor) -> Tensor {
+    let a = Tensor::from_slice(&[0.3, -0.2, 0.1, 0.25, 0.2, -0.3, -0.1, 0.15, 0.2], [3, 3]);
+    (a.matmul(&x.reshape([3, 1])).reshape([3]) + b).tanh() * s
+}
+
+#[differentiable]
+fn equilibrium(b: &Tensor, s: f64) -> f64 {
+    let x0 = b * 0.0;
+    let x = rlx::fixed_point(|x| layer(x, b, &s), &x0, Newton::new().tol(1e-14))?;
+    loss(&x)
+}
+
+/// The same equilibrium by the plain iteration `x ← g(x)`, unrolled.
+#[differentiable]
+fn equilibrium_iterated(b: &Tensor, s: f64, steps: usize) -> f64 {
+    let mut x = b * 0.0;
+    for _ in 0..steps {
+        x = layer(&x, b, &s);
+    }
+    loss(&x)
+}
+
+#[test]
+fn a_fixed_point_and_its_implicit_derivatives() {
+    for (b, s) in [(vec![0.5, -1.0, 0.2], 0.9), (vec![-0.3, 0.8, 1.4], 1.3)] {
+        let (db, ds) = grad_equilibrium(&t(&b), s).unwrap();
+        let mut got = v(&db);
+        got.push(ds);
+        close("fixed point vs fd", &got, &fd(equilibrium, &b, s), 1e-8);
+        // The plain iteration converges linearly; after 200 steps its
+        // derivative agrees with the implicit one.
+        let (ib, is) = grad_equilibrium_iterated(&t(&b), s, 200).unwrap();
+        close(
+            "fixed point vs iterated",
+            &got,
+            &[v(&ib), vec![is]].concat(),
+            1e-11,
+        );
+        let hess = hessian_equilibrium(&t(&b), s).unwrap();
+        let (wb, ws) = (t(&[0.1, 0.3, -0.2]), 0.5);
+        let (hb, hs) = hvp_equilibrium(&t(&b), s, &wb, ws).unwrap();
+        let ((hbb, hbs), (hsb, hss)) = hess;
+        let (hsb, hss) = (v(&hsb), hss.item::<f64>().unwrap());
+        let last: f64 = (0..3).map(|j| hsb[j] * v(&wb)[j]).sum::<f64>() + hss * ws;
+        assert!(
+            (hs - last).abs() <= 1e-11 * last.abs().max(1.0),
+            "{hs} vs {last}"
+        );
+        let (hbb, hbs) = (v(&hbb), v(&hbs));
+        let row: Vec<f64> = (0..3)
+            .map(|i| (0..3).map(|j| hbb[i * 3 + j] * v(&wb)[j]).sum::<f64>() + hbs[i] * ws)
+            .collect();
+        close("fixed point hvp vs hessian", &v(&hb), &row, 1e-11);
+    }
+    let e = rlx::fixed_point(|x| x + 1.0, &t(&[0.0]), Newton::new()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`rlx::fixed_point` at tests/root.rs"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_batched_root_solves_every_item() {
+    use rlx::core::{vmap, RootRef};
+    use rlx::Graph;
+    // F(x, p) = x³ + x − p, for x, p: [2]
+    let mut f = Graph::new();
+    let x = f.input("x", [2], DType::F64);
+    let p = f.input("p", [2], DType::F64);
+    let x3 = f.powi(x, 3).unwrap();
+    let s = f.add(x3, x).unwrap();
+    let r = f.sub(s, p).unwrap();
+    f.set_outputs(vec![r]);
+    let op = RootRef::new("test root", f, Newton::new().tol(1e-14)).unwrap();
+    let mut g = Graph::new();
+    let x0 = g.input("x0", [2], DType::F64);
+    let p = g.input("p", [2], DType::F64);
+    let y = g.push(rlx::Op::Root(op), &[x0, p]).unwrap();
+    g.set_outputs(vec![y]);
+    // Three items of p, one shared guess.
+    let b = vmap(&g, &[false, true], 3).unwrap();
+    let ps = [0.5, -1.0, 2.0, 10.0, 0.0, -3.0];
+    let args = [&t(&[0.0, 0.0]), &Tensor::from_slice(&ps, [3, 2])];
+    let out = rlx::compile(&b).unwrap().run(&args).unwrap();
+    let xs = v(&out[0]);
+    // The reference interpreter runs the same Newton kernel on its graphs.
+    let interpreted = rlx::runtime::interpret(&b, &args).unwrap();
+    close("interpreted", &v(&interpreted[0]), &xs, 1e-15);
+    assert_eq!(out[0].shape().dims(), &[3, 2]);
+    for (xi, pi) in xs.iter().zip(ps) {
+        assert!((xi * xi * xi + xi - pi).abs() <= 1e-14, "{xi} for {pi}");
+    }
+}

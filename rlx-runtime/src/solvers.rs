@@ -1,4 +1,5 @@
-//! Solvers traced once, differentiated implicitly: [`root`].
+//! Solvers traced once, differentiated implicitly: [`root`] and
+//! [`fixed_point`].
 //!
 //! `root(|x| residual(x, &p), &x0, Newton::new())` is the `x*` near `x0`
 //! with `residual(x*, p) = 0`, found by Newton's method
@@ -45,9 +46,19 @@ use crate::trace::{self, Trace};
 /// ```
 #[track_caller]
 pub fn root(f: impl FnOnce(&Tensor) -> Tensor, x0: &Tensor, newton: Newton) -> Result<Tensor> {
-    let loc = Location::caller();
+    solve("root", f, x0, newton, Location::caller())
+}
+
+/// [`root`] named `rlx::{api}` at `loc` in messages.
+fn solve(
+    api: &str,
+    f: impl FnOnce(&Tensor) -> Tensor,
+    x0: &Tensor,
+    newton: Newton,
+    loc: &'static Location<'static>,
+) -> Result<Tensor> {
     let name = format!(
-        "`rlx::root` at {}:{}:{}",
+        "`rlx::{api}` at {}:{}:{}",
         loc.file(),
         loc.line(),
         loc.column()
@@ -71,6 +82,29 @@ pub fn root(f: impl FnOnce(&Tensor) -> Tensor, x0: &Tensor, newton: Newton) -> R
         let mut out = exe.run(&[x0]).map_err(at)?;
         Ok(out.swap_remove(0))
     }
+}
+
+/// The fixed point `x* = g(x*)` near `x0`: the [`root`] of `x − g(x)`, so
+/// Newton's method (not the plain iteration `x ← g(x)`, which needs `g`
+/// to be a contraction and converges linearly) finds it to
+/// `max|x* − g(x*)| <= newton.tol`, and its derivatives are the implicit
+/// function theorem's with `J_x = I − ∂g/∂x`: `dx*/dp = (I − ∂g/∂x)⁻¹ ∂g/∂p`.
+/// Errors as for [`root`] (a singular `I − ∂g/∂x`: `g` has slope 1 there).
+///
+/// ```
+/// use rlx_runtime::solvers::{fixed_point, Newton};
+/// use rlx_runtime::Tensor;
+/// // x = cos(x): the Dottie number
+/// let x = fixed_point(|x| x.cos(), &Tensor::scalar(1.0), Newton::new().tol(1e-14)).unwrap();
+/// assert!((x.item::<f64>().unwrap() - 0.739_085_133_215_160_6).abs() < 1e-14);
+/// ```
+#[track_caller]
+pub fn fixed_point(
+    g: impl FnOnce(&Tensor) -> Tensor,
+    x0: &Tensor,
+    newton: Newton,
+) -> Result<Tensor> {
+    solve("fixed_point", |x| x - g(x), x0, newton, Location::caller())
 }
 
 /// `f` traced in `body` over an unknown typed like `x0`: the residual
