@@ -150,6 +150,21 @@ pub enum Error {
         /// Column where elimination found no usable pivot.
         column: usize,
     },
+    /// An iterative solver (`rlx::root`) stopped at its iteration cap, or
+    /// after a failed line search, without meeting its tolerance.
+    #[error("{solver}: Newton's method did not converge in {iterations} iteration(s): the residual's max-norm is {norm:e}, above the tolerance {tol:e}{hint}")]
+    NoConvergence {
+        /// The solver and the user's line, e.g. ``rlx::root` at src/main.rs:12:5`.
+        solver: String,
+        /// Iterations run.
+        iterations: usize,
+        /// `max_i |F_i|` at the last iterate.
+        norm: f64,
+        /// The tolerance asked for.
+        tol: f64,
+        /// What went wrong besides the count, as a `\n  = note: ..` line, or empty.
+        hint: String,
+    },
     /// An index is out of range for the axis it indexes.
     #[error("`{op}`: index {index} is out of range for axis {axis} of size {size}")]
     IndexOutOfRange {

@@ -482,6 +482,7 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
             l.validate_once()?;
             l.infer(inputs)
         }
+        Op::Root(r) => r.infer(inputs),
     }
 }
 

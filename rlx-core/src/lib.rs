@@ -9,6 +9,8 @@
 //! - [`graph`]: the arena and its builder (one method per op);
 //! - [`loops`]: the loop op (a body graph traced once), its packed result,
 //!   its lowering and the binomial checkpoint schedule of its reverse mode;
+//! - [`solvers`]: the root op (Newton on a residual graph, one node whose
+//!   derivatives are the implicit function theorem's);
 //! - [`passes`]: dead-code elimination, CSE, constant folding, algebraic
 //!   simplification, and [`optimize`] running them to a fixed point;
 //! - [`vmap`](mod@vmap): batching, one rule per op;
@@ -40,6 +42,7 @@ pub mod op;
 pub mod passes;
 pub mod shape;
 mod shape_dims;
+pub mod solvers;
 pub mod sparsity;
 #[cfg(test)]
 mod test_graphs;
@@ -53,4 +56,5 @@ pub use loops::{LoopKind, LoopOp, LoopRef};
 pub use op::{BinaryOp, CmpOp, CustomOp, CustomRef, Literal, Op, ReduceOp, UnaryOp};
 pub use passes::optimize;
 pub use shape::Shape;
+pub use solvers::{Newton, RootOp, RootRef};
 pub use vmap::vmap;

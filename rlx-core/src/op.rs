@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::{DType, Graph, Shape};
 
 pub use crate::loops::{LoopKind, LoopOp, LoopRef};
+pub use crate::solvers::{RootOp, RootRef};
 
 /// One primitive operation. See the module docs for operand conventions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -114,6 +115,10 @@ pub enum Op {
     /// A loop over a body graph traced once (JAX's `scan`) or the reverse
     /// mode of one; see [`LoopOp`] for operands and the packed result.
     Loop(LoopRef),
+    /// The root `x*` of a residual `F(x, p)` by Newton's method, with
+    /// derivatives by the implicit function theorem; see [`RootOp`].
+    /// Operands: `[x0, p_1..p_m]` (the guess, then the parameters).
+    Root(RootRef),
 }
 
 /// A sub-function whose derivatives come from user-supplied graphs instead
@@ -412,6 +417,7 @@ impl Op {
             Op::StopGradient => "stop_gradient",
             Op::Custom(_) => "custom",
             Op::Loop(_) => "loop",
+            Op::Root(_) => "root",
         }
     }
 
@@ -434,6 +440,7 @@ impl Op {
             Op::Concat { .. } => None,
             Op::Custom(c) => Some(c.forward.inputs().len()),
             Op::Loop(l) => Some(l.operand_count()),
+            Op::Root(r) => Some(r.residual.inputs().len()),
         }
     }
 
@@ -687,6 +694,7 @@ impl fmt::Display for Op {
             Op::LogSoftmax { axis } => write!(f, "log_softmax axis={axis}"),
             Op::Custom(c) => write!(f, "custom {}", c.name),
             Op::Loop(l) => write!(f, "{l}"),
+            Op::Root(r) => write!(f, "{r}"),
             other => f.write_str(other.name()),
         }
     }

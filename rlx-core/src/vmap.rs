@@ -34,6 +34,7 @@
 //! | solve | the unbatched side broadcast to `[B, ..]` (solve does not broadcast) |
 //! | custom | see below |
 //! | loop | a loop of the batched body, every carry batched; an adjoint stays an adjoint (see `loops`) |
+//! | root | the root of the batched residual, its unknown batched (one Newton solve over all items, whose dense Jacobian is block-diagonal) |
 //! | input, constant | never batched |
 //!
 //! Custom ops with a batched operand are replaced by their inlined, batched
@@ -311,6 +312,17 @@ fn batch_node(
             Ok(out.inline(&inner, &ids)?[0])
         }
         Op::Loop(l) => loops::batch_loop(out, l, args, size),
+        Op::Root(r) => {
+            // The batched root is the root of the batched residual: its
+            // unknown holds every item's (the guess broadcast to all).
+            let mut ops = vec![materialize(out, args[0], size)?];
+            ops.extend(args[1..].iter().map(|a| a.0));
+            let mut flags = vec![true];
+            flags.extend(args[1..].iter().map(|a| a.1));
+            let residual = vmap(&r.residual, &flags, size)?;
+            let batched = crate::RootRef::new(r.name.clone(), residual, r.newton)?;
+            out.push(Op::Root(batched), &ops)
+        }
     }
 }
 

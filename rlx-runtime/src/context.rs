@@ -15,6 +15,10 @@ pub(crate) struct Frame {
     /// For the body of a loop (`Trace::enter_body`): the values of
     /// enclosing traces the body used, each with the input it became.
     pub(crate) captures: Option<Vec<Capture>>,
+    /// For a graph traced to run at once on concrete tensors (`rlx::root`
+    /// outside a trace): any concrete tensor becomes a constant, whatever
+    /// trace it was made in, since no plan of this graph is cached.
+    pub(crate) eager: bool,
 }
 
 /// A value of an enclosing trace used in a loop body.

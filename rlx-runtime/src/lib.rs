@@ -16,6 +16,8 @@
 //! - [`ops`]: the tensor methods and operators (one per primitive, plus
 //!   composites), all through [`Tensor::apply`]; [`scan`](mod@scan): loops
 //!   traced once (`scan`, `iterate`), eager on concrete tensors;
+//!   [`solvers`]: `root`, Newton's method as one node differentiated by
+//!   the implicit function theorem;
 //! - [`compile`](mod@compile): graph → executable plan (fused element-wise
 //!   loops, scalar regions, strided matrix products, planned buffers); its
 //!   own layers are listed in its docs;
@@ -44,6 +46,7 @@ mod pages;
 mod pool;
 pub mod rewritten;
 pub mod scan;
+pub mod solvers;
 pub mod sparse;
 pub mod storage;
 pub mod tensor;

@@ -49,7 +49,7 @@ pub struct Trace {
 impl Trace {
     /// Starts a new innermost trace on this thread.
     pub fn enter() -> Trace {
-        Trace::push(None)
+        Trace::push(None, false)
     }
 
     /// Starts the trace of a loop body: unlike [`Trace::enter`], traced
@@ -57,10 +57,18 @@ impl Trace {
     /// of the body (declared after the others), and
     /// [`Trace::finish_body`] lists them.
     pub fn enter_body() -> Trace {
-        Trace::push(Some(Vec::new()))
+        Trace::push(Some(Vec::new()), false)
     }
 
-    fn push(captures: Option<Vec<Capture>>) -> Trace {
+    /// Starts the trace of a graph that runs once, at once, on concrete
+    /// tensors (a solver called outside any trace): concrete tensors made
+    /// anywhere become constants of it (nothing caches its plan, so none
+    /// can go stale). Finish it with [`Trace::finish_body`].
+    pub(crate) fn enter_eager() -> Trace {
+        Trace::push(Some(Vec::new()), true)
+    }
+
+    fn push(captures: Option<Vec<Capture>>, eager: bool) -> Trace {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         STACK.with(|s| {
             let mut s = s.borrow_mut();
@@ -69,6 +77,7 @@ impl Trace {
                 graph: Graph::new(),
                 error: None,
                 captures,
+                eager,
             });
             sync_current(&s);
         });
@@ -299,7 +308,7 @@ fn enclosing_ids(id: u64) -> Vec<u64> {
 /// concrete tensor created in this trace, and in a loop body, an input
 /// standing for a tensor of an enclosing trace.
 fn node_of(fr: &mut Frame, outer: &[u64], t: &Tensor) -> Result<NodeId> {
-    let (id, body) = (fr.id, fr.captures.is_some());
+    let (id, body, eager) = (fr.id, fr.captures.is_some(), fr.eager);
     let g = &mut fr.graph;
     match &t.repr {
         Repr::Traced(tr) if tr.trace == id => Ok(tr.node),
@@ -319,7 +328,7 @@ fn node_of(fr: &mut Frame, outer: &[u64], t: &Tensor) -> Result<NodeId> {
             Ok(input)
         }
         Repr::Traced(_) => Err(foreign_trace()),
-        Repr::Concrete(c) if c.origin == id || (body && outer.contains(&c.origin)) => {
+        Repr::Concrete(c) if c.origin == id || eager || (body && outer.contains(&c.origin)) => {
             constant(g, &c.storage, &c.shape)
         }
         Repr::Concrete(c) => Err(Error::Unsupported(format!(

@@ -15,6 +15,7 @@
 //! - `custom`: the op's `jvp` graph, inlined; without one, its `forward`
 //!   graph is inlined and differentiated in place.
 //! - `loop`: see [`loop_rules`](super::loop_rules) (a loop of the JVP).
+//! - `root`: `ẋ* = −J_x⁻¹ (J_p ṗ)`, see [`root_rules`](super::root_rules).
 
 use super::vjp_rules::{extremum_weights, prod_others};
 use super::{complex, derivs};
@@ -199,6 +200,10 @@ pub fn jvp_rule(
         Op::Loop(l) => {
             let tans: Vec<Option<NodeId>> = (0..x.len()).map(t).collect();
             super::loop_rules::jvp(g, l, x, &tans)?
+        }
+        Op::Root(r) => {
+            let tans: Vec<Option<NodeId>> = (0..x.len()).map(t).collect();
+            super::root_rules::jvp(g, r, node, x, &tans)?
         }
     };
     match out {

@@ -15,6 +15,7 @@
 //!   `jacobian`, ...) whose outputs are always the original outputs followed
 //!   by the derivative outputs;
 //! - [`loop_rules`]: the rules of loops (loops of rules);
+//! - [`root_rules`]: the rules of roots (the implicit function theorem);
 //! - [`custom`]: building [`CustomOp`](crate::CustomOp)s with validated rule graphs.
 //!
 //! Conventions shared by the rules:
@@ -40,6 +41,7 @@
 pub mod custom;
 pub mod jvp_rules;
 pub mod loop_rules;
+pub mod root_rules;
 pub mod transforms;
 pub mod vjp_rules;
 

@@ -21,6 +21,7 @@
 //! - `custom`: the op's `vjp` graph, inlined; without one, its `forward` graph
 //!   is inlined and differentiated in place.
 //! - `loop`: see [`loop_rules`](super::loop_rules) (a reverse loop).
+//! - `root`: `p̄ = −J_pᵀ (J_x⁻ᵀ x̄*)`, see [`root_rules`](super::root_rules).
 
 use super::{complex, derivs};
 use super::{expand, konst, proxy};
@@ -235,6 +236,7 @@ pub fn vjp_rule(
                     .collect()
             }
         },
+        Op::Root(r) => super::root_rules::vjp(g, r, node, x, ct, needs)?,
         Op::Loop(l) => super::loop_rules::vjp(g, l, x, ct)?
             .into_iter()
             .enumerate()

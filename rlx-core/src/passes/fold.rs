@@ -185,7 +185,8 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId], limit: usize) -> Option<
         | Op::LogSoftmax { .. }
         | Op::Solve
         | Op::Custom(_)
-        | Op::Loop(_) => None,
+        | Op::Loop(_)
+        | Op::Root(_) => None,
     }
 }
 

@@ -312,7 +312,8 @@ fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>>
         | Op::Solve
         | Op::StopGradient
         | Op::Custom(_)
-        | Op::Loop(_) => Ok(None),
+        | Op::Loop(_)
+        | Op::Root(_) => Ok(None),
     }
 }
 

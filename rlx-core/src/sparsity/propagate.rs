@@ -352,9 +352,10 @@ fn node_deps(
             let map: Vec<usize> = (0..numel).map(|k| k / per.max(1)).collect();
             Some(whole.gather(&map))
         }
-        Op::Custom(_) | Op::Loop(_) => {
+        Op::Custom(_) | Op::Loop(_) | Op::Root(_) => {
             // Conservative: every output element depends on every operand
-            // element (a loop's packed result mixes its carries over steps).
+            // element (a loop's packed result mixes its carries over steps;
+            // a root's `dx*/dp` is dense in general).
             let mut whole = Sets::with_capacity(1);
             whole.push_union(x.iter().enumerate().flat_map(|(j, &xj)| {
                 (0..g.shape(xj).numel()).map(move |k| at(deps[x[j].index()].as_ref(), k))

@@ -330,6 +330,9 @@ pub(crate) fn run(
             StepKind::Loop(l) => l
                 .run(&env, &mut targets[0])
                 .map_err(|e| at_node(step.node, "loop", e)),
+            StepKind::Root(r) => r
+                .run(&env, &mut targets[0])
+                .map_err(|e| at_node(step.node, "root", e)),
         });
         for t in step.targets.iter().rev() {
             let taken = st.taken.pop().unwrap_or(EMPTY);

@@ -196,21 +196,22 @@ pub(crate) fn compile_all(loops: &[&LoopOp], options: &Options) -> Vec<Result<Co
     by_loop.into_iter().map(Compiled::from_parts).collect()
 }
 
-/// An executable with one of its states taken for many runs.
-struct Warm<'a> {
+/// An executable with one of its states taken for many runs (also the
+/// runner of a root step's graphs, `compile::root`).
+pub(super) struct Warm<'a> {
     exe: &'a Executable,
     state: Option<Box<exec::State>>,
 }
 
 impl<'a> Warm<'a> {
-    fn new(exe: &'a Executable) -> Result<Warm<'a>> {
+    pub(super) fn new(exe: &'a Executable) -> Result<Warm<'a>> {
         Ok(Warm {
             exe,
             state: Some(exe.take_state()?),
         })
     }
 
-    fn finish(mut self) {
+    pub(super) fn finish(mut self) {
         if let Some(s) = self.state.take() {
             self.exe.put_state(s);
         }

@@ -30,7 +30,8 @@
 //! - `looping`: the step of a loop node, which holds its body compiled
 //!   into an [`Executable`] of this module (a plan inside a plan: nesting
 //!   makes this and `small`, below, the imports that point up) and runs it
-//!   once per step;
+//!   once per step; `root`: the step of a root node, its residual and
+//!   Jacobian compiled the same way and run by Newton's method;
 //! - `small`: a graph of small values lowered to one scalar program over
 //!   its elements (built on `planner`), with `small_io` reading its
 //!   arguments and writing its results as flat `f64` elements and
@@ -75,6 +76,7 @@ mod plan;
 mod planner;
 mod reduce;
 mod regs;
+mod root;
 mod row_sums;
 mod run;
 mod scalar;

@@ -49,6 +49,8 @@ pub(crate) enum StepKind {
     /// A scatter-add with constant indices, checked when the plan was built.
     Scatter(ScatterStep),
     Loop(super::looping::LoopStep),
+    /// A root node: Newton's method over its compiled graphs.
+    Root(super::root::RootStep),
     /// A scalar region of small values in a mixed graph.
     Region(RegionStep),
     /// A matrix product and the element-wise loop over its result, run

@@ -13,7 +13,8 @@
 //! and `out_shape.numel()` elements. Dtype and length mismatches are
 //! reported as errors; data errors (an index out of range, a singular
 //! matrix) too. Except for `Solve` (see [`solve_into`] to keep its scratch
-//! warm), `Custom` and `Loop` (carries and checkpoints), kernels do not allocate.
+//! warm), `Custom`, `Loop` (carries and checkpoints) and `Root` (Newton's
+//! iterates), kernels do not allocate.
 
 mod complex;
 mod elementwise;
@@ -25,6 +26,7 @@ pub(crate) mod looping;
 mod matmul;
 mod operand;
 mod reduce;
+pub(crate) mod root;
 pub mod scalar;
 mod softmax;
 pub(crate) mod solve;
@@ -121,6 +123,12 @@ pub fn eval_into(
                 &mut Default::default(),
             )
         }
+        Op::Root(r) => {
+            let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
+            let mut residual = looping::Interpreted(&r.residual);
+            let mut jacobian = looping::Interpreted(&r.jacobian);
+            root::run_root(r, &mut residual, &mut jacobian, &storages, out)
+        }
         Op::Custom(c) => {
             let flat = c.forward.inline_custom()?;
             let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
@@ -207,7 +215,7 @@ fn check(op: &Op, inputs: &[Operand<'_>], out_shape: &Shape, out: &Storage) -> R
 pub(crate) fn writes_only(op: &Op) -> bool {
     !matches!(
         op,
-        Op::Input { .. } | Op::Custom(_) | Op::Gather { .. } | Op::ScatterAdd { .. }
+        Op::Input { .. } | Op::Custom(_) | Op::Root(_) | Op::Gather { .. } | Op::ScatterAdd { .. }
     )
 }
 
@@ -225,7 +233,12 @@ fn fits(src: &[usize], out: &[usize]) -> bool {
 fn shapes_fit(op: &Op, inputs: &[Operand<'_>], so: &[usize]) -> bool {
     let d = |k: usize| inputs[k].dims();
     match op {
-        Op::Input { .. } | Op::Constant(_) | Op::Custom(_) | Op::Solve | Op::Loop(_) => true,
+        Op::Input { .. }
+        | Op::Constant(_)
+        | Op::Custom(_)
+        | Op::Solve
+        | Op::Loop(_)
+        | Op::Root(_) => true,
         Op::Unary(_) | Op::Cast(_) => d(0) == so,
         Op::Softmax { axis } | Op::LogSoftmax { axis } => d(0) == so && *axis < so.len(),
         Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Broadcast { .. } => {

@@ -396,7 +396,9 @@ pub fn solve(a: &Val, b: &Val) -> Vec<f64> {
 pub fn op(op: &Op, args: &[&Val], out: &[usize]) -> Vec<f64> {
     let n = numel(out);
     match op {
-        Op::Input { .. } | Op::Custom(_) | Op::Loop(_) => unreachable!("evaluated by `eval`"),
+        Op::Input { .. } | Op::Custom(_) | Op::Loop(_) | Op::Root(_) => {
+            unreachable!("evaluated by `eval`")
+        }
         Op::Constant(lit) => (0..n).map(|i| lit.get_f64(i)).collect(),
         Op::Unary(u) => args[0].data.iter().map(|&x| unary(*u, x)).collect(),
         Op::Binary(b) => elementwise(args, out, |v| binary(*b, v[0], v[1])),
@@ -506,6 +508,10 @@ pub fn eval(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Val> {
                     }
                 }
             }
+            Op::Root(r) => {
+                let ins: Vec<Vec<f64>> = args.iter().map(|v| v.data.clone()).collect();
+                newton(r, &ins)
+            }
             o => op(o, &args, dims),
         };
         let data = data.into_iter().map(|v| round(v, node.dtype)).collect();
@@ -515,6 +521,45 @@ pub fn eval(g: &Graph, inputs: &[Vec<f64>]) -> Vec<Val> {
         .iter()
         .map(|o| vals[o.index()].clone())
         .collect()
+}
+
+/// Plain Newton (full steps, Gaussian elimination with partial pivoting)
+/// on a root's residual and Jacobian graphs, to its tolerance.
+fn newton(r: &rlx_core::RootOp, ins: &[Vec<f64>]) -> Vec<f64> {
+    let mut args = ins.to_vec();
+    let n = args[0].len();
+    for _ in 0..=r.newton.max_iter {
+        let f = eval(&r.residual, &args).remove(0).data;
+        if f.iter().all(|v| v.abs() <= r.newton.tol) {
+            return args[0].clone();
+        }
+        let mut a = eval(&r.jacobian, &args).remove(0).data;
+        let mut b = f;
+        for c in 0..n {
+            let p = (c..n)
+                .max_by(|&i, &j| a[i * n + c].abs().total_cmp(&a[j * n + c].abs()))
+                .unwrap();
+            for k in 0..n {
+                a.swap(c * n + k, p * n + k);
+            }
+            b.swap(c, p);
+            for i in c + 1..n {
+                let m = a[i * n + c] / a[c * n + c];
+                for k in c..n {
+                    a[i * n + k] -= m * a[c * n + k];
+                }
+                b[i] -= m * b[c];
+            }
+        }
+        for c in (0..n).rev() {
+            let s: f64 = (c + 1..n).map(|k| a[c * n + k] * b[k]).sum();
+            b[c] = (b[c] - s) / a[c * n + c];
+        }
+        for (x, d) in args[0].iter_mut().zip(&b) {
+            *x -= d;
+        }
+    }
+    panic!("reference Newton did not converge")
 }
 
 /// A scan step by step: `c(t+1), ys[s(t)] = body(c(t), xs[s(t)], k)`,

@@ -38,7 +38,8 @@ pub(super) fn rerollable(op: &Op) -> bool {
         | Op::LogSoftmax { .. }
         | Op::Solve
         | Op::Custom(_)
-        | Op::Loop(_) => false,
+        | Op::Loop(_)
+        | Op::Root(_) => false,
     }
 }
 
@@ -285,6 +286,7 @@ fn batched_op(out: &mut Graph, node: &Node, args: &[Operand], lanes: usize) -> R
         | Op::LogSoftmax { .. }
         | Op::Solve
         | Op::Custom(_)
-        | Op::Loop(_) => unreachable!("only rerollable ops are batched"),
+        | Op::Loop(_)
+        | Op::Root(_) => unreachable!("only rerollable ops are batched"),
     }
 }

@@ -61,6 +61,10 @@ pub(super) struct Builder<'a> {
     /// planning (see `looping::compile_all`); each is taken by its step.
     pub(super) loops:
         std::collections::HashMap<usize, rlx_core::Result<crate::compile::looping::Compiled>>,
+    /// The residual and Jacobian graphs of the root nodes, by node,
+    /// compiled before planning; each is taken by its step.
+    pub(super) roots:
+        std::collections::HashMap<usize, rlx_core::Result<crate::compile::root::Compiled>>,
 }
 
 /// Compiles every scalar region of `steps` of at least [`JIT_MIN_INSTRS`]

@@ -139,7 +139,8 @@ fn small(g: &Graph, i: usize) -> bool {
         | Op::LogSoftmax { .. }
         | Op::Solve
         | Op::Custom(_)
-        | Op::Loop(_) => false,
+        | Op::Loop(_)
+        | Op::Root(_) => false,
     };
     op && value(n.dtype)
         && n.shape.numel() <= SMALL_VALUE

@@ -451,6 +451,14 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
         .map(|&(i, _)| i)
         .zip(crate::compile::looping::compile_all(&ops, options))
         .collect();
+    let roots = nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| match &n.op {
+            Op::Root(r) if live[i] => Some((i, crate::compile::root::Compiled::new(r, options))),
+            _ => None,
+        })
+        .collect();
     let mut b = Builder {
         g,
         root: &root,
@@ -474,6 +482,7 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
         stats: base.stats,
         jit: options.jit,
         loops,
+        roots,
     };
 
     // Locations known up front: inputs, constants, outputs.

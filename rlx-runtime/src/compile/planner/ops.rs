@@ -181,6 +181,15 @@ impl Builder<'_> {
                 let step = crate::compile::looping::LoopStep::new(l.clone(), args.clone(), compiled);
                 self.push(i, StepKind::Loop(step), args);
             }
+            Op::Root(r) => {
+                let args: Vec<Val> = n.inputs.iter().map(|p| self.root[p.index()]).collect();
+                let compiled = self
+                    .roots
+                    .remove(&i)
+                    .expect("`build_verified` compiles every live root node's graphs")?;
+                let step = crate::compile::root::RootStep::new(r.clone(), args.clone(), compiled);
+                self.push(i, StepKind::Root(step), args);
+            }
             Op::Custom(c) => {
                 return Err(Error::Unsupported(format!(
                     "custom op `{}` reached the compiler un-inlined (compile runs `inline_custom` first)",

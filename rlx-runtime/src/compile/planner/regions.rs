@@ -605,7 +605,8 @@ impl ElementWise {
             | Op::Solve
             | Op::StopGradient
             | Op::Custom(_)
-            | Op::Loop(_)) => unreachable!("`{}` is not element-wise", other.name()),
+            | Op::Loop(_)
+            | Op::Root(_)) => unreachable!("`{}` is not element-wise", other.name()),
         }
     }
 }

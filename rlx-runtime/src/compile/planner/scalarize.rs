@@ -294,9 +294,12 @@ fn lower_node(
             }
             matmul(eg, arg(0)?, dims(0), arg(1)?, dims(1), out, n.dtype)?
         }
-        Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::Solve | Op::Custom(_) | Op::Loop(_) => {
-            return None
-        }
+        Op::Softmax { .. }
+        | Op::LogSoftmax { .. }
+        | Op::Solve
+        | Op::Custom(_)
+        | Op::Loop(_)
+        | Op::Root(_) => return None,
     };
     (es.len() == numel).then_some(es)
 }

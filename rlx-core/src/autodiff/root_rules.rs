@@ -1,0 +1,100 @@
+//! The derivative rules of a root (see [`crate::solvers`]): the implicit
+//! function theorem at the solution, never the Newton iterations.
+//!
+//! For `y = x*(p)` with `F(y, p) = 0`, `J_x = ∂F/∂x` and `J_p = ∂F/∂p` at
+//! `(y, p)`:
+//!
+//! ```text
+//! jvp:  ẏ = −J_x⁻¹ (J_p ṗ)        vjp:  λ = J_x⁻ᵀ ȳ,  p̄ = −J_pᵀ λ,  x̄0 = 0
+//! ```
+//!
+//! `J_p ṗ` is the forward mode of the residual inlined at `(y, p)`, `J_pᵀ μ`
+//! its reverse mode, `J_x` the residual's Jacobian graph
+//! ([`RootOp::jacobian`]) inlined at `(y, p)`, and the solves are the dense
+//! `solve` op (its transpose for reverse mode). Every node is an ordinary
+//! op with rules of its own, and `y` is the root node itself, so the rules
+//! compose: the derivative of a rule differentiates the root again (second
+//! order: `hvp`, `hessian`).
+
+use super::{backward, forward, proxy};
+use crate::{Graph, NodeId, Result, RootOp};
+
+/// `J_x` at the root `node` (operands `x`: `[x0, p..]`), as an `[n, n]` node.
+fn jacobian_at(g: &mut Graph, r: &RootOp, node: NodeId, x: &[NodeId]) -> Result<NodeId> {
+    let mut args = vec![node];
+    args.extend_from_slice(&x[1..]);
+    Ok(g.inline(&r.jacobian, &args)?[0])
+}
+
+/// The residual inlined at `(node, p)` over distinct proxies of its
+/// arguments (so that a parameter passed twice gets two tangents): the
+/// proxies and the residual's value.
+fn residual_at(
+    g: &mut Graph,
+    r: &RootOp,
+    node: NodeId,
+    x: &[NodeId],
+) -> Result<(Vec<NodeId>, NodeId)> {
+    let mut proxies = vec![proxy(g, node)];
+    proxies.extend(x[1..].iter().map(|&p| proxy(g, p)));
+    let f = g.inline(&r.residual, &proxies)?[0];
+    Ok((proxies, f))
+}
+
+/// The JVP rule of root `node` with operands `x` and their `tangents`.
+pub(crate) fn jvp(
+    g: &mut Graph,
+    r: &RootOp,
+    node: NodeId,
+    x: &[NodeId],
+    tangents: &[Option<NodeId>],
+) -> Result<Option<NodeId>> {
+    if tangents.iter().skip(1).all(Option::is_none) {
+        return Ok(None);
+    }
+    let (proxies, f) = residual_at(g, r, node, x)?;
+    let mut tans = vec![None];
+    tans.extend(tangents.iter().skip(1).copied());
+    let Some(fp) = forward(g, &proxies, &tans, &[f])?[0] else {
+        return Ok(None);
+    };
+    let shape = g.shape(node).clone();
+    let n = shape.numel();
+    let j = jacobian_at(g, r, node, x)?;
+    let rhs = g.reshape(fp, [n, 1])?;
+    let s = g.solve(j, rhs)?;
+    let s = g.neg(s)?;
+    Ok(Some(g.reshape(s, shape)?))
+}
+
+/// The VJP rule of root `node` with operands `x` for cotangent `ct`: one
+/// cotangent per operand (none for the guess).
+pub(crate) fn vjp(
+    g: &mut Graph,
+    r: &RootOp,
+    node: NodeId,
+    x: &[NodeId],
+    ct: NodeId,
+    needs: &[bool],
+) -> Result<Vec<Option<NodeId>>> {
+    let need = |i: usize| needs.get(i).copied().unwrap_or(false);
+    let mut out = vec![None; x.len()];
+    if !(1..x.len()).any(need) {
+        return Ok(out);
+    }
+    let shape = g.shape(node).clone();
+    let n = shape.numel();
+    let j = jacobian_at(g, r, node, x)?;
+    let jt = g.transpose_last2(j)?;
+    let c = g.reshape(ct, [n, 1])?;
+    let lambda = g.solve(jt, c)?;
+    let mu = g.neg(lambda)?;
+    let mu = g.reshape(mu, shape)?;
+    let lo = g.len();
+    let (proxies, f) = residual_at(g, r, node, x)?;
+    let cts = backward(g, &[f], &[mu], &proxies, lo)?;
+    for (i, c) in cts.into_iter().enumerate().skip(1) {
+        out[i] = c.filter(|_| need(i));
+    }
+    Ok(out)
+}
