@@ -107,7 +107,7 @@ fn scalar_types(dtypes: &[DType]) -> Vec<TensorType> {
 #[test]
 fn f64_companions_equal_the_core_transforms_bit_for_bit() {
     let (x, y, k, n) = (0.8, -0.3, 1.7, 3u32);
-    let g = __rlx_trace_well(&scalar_types(&[DType::F64; 3]), &(n,)).unwrap();
+    let g = __rlx_trace_well(&scalar_types(&[DType::F64; 3]), &__rlx_statics_well(&n)).unwrap();
     let wrt = [0, 1];
     let ins = [s64(x), s64(y), s64(k)];
     let refs: Vec<&Tensor> = ins.iter().collect();
