@@ -202,7 +202,7 @@ impl<'a> Docs<'a> {
             self.blocks_ty(),
             self.hessian_ty(),
         );
-        let out0 = out_name(self.f.ret.outs[0]);
+        let out0 = self.f.ret.outs.first().map_or("Tensor", |&o| out_name(o));
         let (ret, what, link) = match which {
             Which::Grad => (
                 grads.clone(),
@@ -302,6 +302,10 @@ impl<'a> Docs<'a> {
     /// of them.
     fn blocks_desc(&self, lead: &str) -> String {
         let wrt = self.wrt();
+        if wrt.is_empty() {
+            // Only in the fallback expansion after an error.
+            return "nothing: the function has no differentiable parameter".to_string();
+        }
         if wrt.len() == 1 {
             return format!(
                 "a bare `Tensor` shaped {}, not a 1-tuple",
@@ -325,6 +329,10 @@ impl<'a> Docs<'a> {
             Kind::Float(_) => String::new(),
             _ => format!("{}...", p.ident),
         };
+        if wrt.is_empty() {
+            // Only in the fallback expansion after an error.
+            return "nothing: the function has no differentiable parameter.".to_string();
+        }
         if wrt.len() == 1 {
             let d = dims(wrt[0]);
             let shape = if d.is_empty() {
