@@ -24,7 +24,7 @@
 //!   unbroadcast operands);
 //! - [`dce`]: dead-code elimination.
 //!
-//! Every pass but [`reroll`]'s folding of sums is exact: for every input,
+//! Every pass but [`reroll()`]'s folding of sums is exact: for every input,
 //! NaN, ±inf, −0.0 and subnormals included, the result computes the bits
 //! the argument computes with the runtime's kernels (NaN payloads aside).
 //! An identity such as `x * 0 = 0`, `x + 0 = x`, `x - x = 0` or `x / x = 1`
