@@ -428,11 +428,11 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
         Op::Solve => {
             let (a, b) = (inputs[0], inputs[1]);
             same_dtype(name, a, b)?;
-            if !a.dtype.is_float() {
+            if !a.dtype.is_inexact() {
                 return Err(Error::UnsupportedDType {
                     op: name,
                     dtype: a.dtype,
-                    expected: "a float dtype (f32, f64, f16, bf16)",
+                    expected: "a float or complex dtype (f32, f64, f16, bf16, c32, c64)",
                 });
             }
             let (ra, rb) = (a.shape.rank(), b.shape.rank());

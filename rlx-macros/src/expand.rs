@@ -141,6 +141,10 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         }
     });
     let new_function = match f.cache {
+        cache if f.holomorphic => {
+            let n = cache.unwrap_or(0);
+            quote!(::rlx::__private::Function::holomorphic(#name_str, &[#(#names),*], &[#(#wrt_pos),*], #n))
+        }
         None => {
             quote!(::rlx::__private::Function::new(#name_str, &[#(#names),*], &[#(#wrt_pos),*]))
         }

@@ -58,7 +58,13 @@ mod traced;
 /// `#[differentiable(wrt(a, b))]` differentiates with respect to the named
 /// runtime parameters only (the others stay runtime inputs without
 /// gradients); `#[differentiable(cache = N)]` keeps compiled plans for at
-/// most `N` signatures of this function (least recently used evicted).
+/// most `N` signatures of this function (least recently used evicted);
+/// `#[differentiable(holomorphic)]` declares a complex-valued function
+/// holomorphic in its complex parameters, so that `grad_f`, `jacobian_f`
+/// and their `value_and_` forms return the complex derivative `f′(z)`
+/// (`z²` at `1 + i` gives `2 + 2i`; JAX's `holomorphic=True`). Without it
+/// they are an error for a complex-valued output (`vjp_f`/`jvp_f` are
+/// always defined).
 ///
 /// The return type is `Tensor`, `f32`, `f64` or a tuple of these: the first
 /// element is the one differentiated, the others are auxiliary outputs,

@@ -23,6 +23,8 @@ pub struct Func {
     pub wrt: Vec<usize>,
     /// `cache = N`: the bound on this function's cached signatures.
     pub cache: Option<usize>,
+    /// `holomorphic`: `grad_`/`jacobian_` of a complex-valued output give `f′(z)`.
+    pub holomorphic: bool,
 }
 
 /// One parameter.
@@ -91,12 +93,15 @@ impl Func {
 }
 
 /// `#[differentiable]`, `#[differentiable(wrt(a, b))]`,
-/// `#[differentiable(cache = 8)]` or both, comma-separated.
+/// `#[differentiable(cache = 8)]`, `#[differentiable(holomorphic)]`, or
+/// several, comma-separated.
 #[derive(Default)]
 pub struct Args {
     pub wrt: Option<Vec<Ident>>,
     /// The bound on cached signatures of this function.
     pub cache: Option<usize>,
+    /// The function is holomorphic in its complex parameters.
+    pub holomorphic: bool,
 }
 
 impl Parse for Args {
@@ -126,10 +131,12 @@ impl Parse for Args {
                     ));
                 }
                 args.cache = Some(v);
+            } else if key == "holomorphic" {
+                args.holomorphic = true;
             } else {
                 return Err(syn::Error::new(
                     key.span(),
-                    format!("unknown argument `{key}` of `#[differentiable]`\n  = help: the arguments are `wrt(a, b, ...)`, naming the parameters to differentiate, and `cache = N`, the number of signatures whose plans are kept"),
+                    format!("unknown argument `{key}` of `#[differentiable]`\n  = help: the arguments are `wrt(a, b, ...)`, naming the parameters to differentiate, `cache = N`, the number of signatures whose plans are kept, and `holomorphic`, for the complex derivative of a complex-valued function"),
                 ));
             }
             if input.is_empty() {
@@ -228,6 +235,7 @@ pub fn parse(
         ret,
         wrt,
         cache,
+        holomorphic: args.holomorphic,
     })
 }
 

@@ -334,6 +334,14 @@ op_tests! {
         let s = g.add(a, b).unwrap();
         g.sum_all(s).unwrap()
     };
+    solve: &[c(&[3, 3]), c(&[3, 2])], |g, x| {
+        let a = dominant(g, x[0], 3);
+        g.solve(a, x[1]).unwrap()
+    };
+    solve_batched: &[c(&[2, 3, 3]), c(&[2, 3, 1])], |g, x| {
+        let a = dominant(g, x[0], 3);
+        g.solve(a, x[1]).unwrap()
+    };
     nonholomorphic_chain: &[c(&[3])], |g, x| {
         // z ↦ conj(z) · exp(z) + |z|: neither holomorphic nor real.
         let cz = g.conj(x[0]).unwrap();
@@ -342,6 +350,18 @@ op_tests! {
         let a = g.abs(x[0]).unwrap();
         g.add(p, a).unwrap()
     };
+}
+
+/// `a + 4·I` (a real identity broadcast over `a`'s batch): well
+/// conditioned for entries in the boxes above.
+fn dominant(g: &mut Graph, a: NodeId, n: usize) -> NodeId {
+    let eye: Vec<f64> = (0..n * n)
+        .map(|i| if i % (n + 1) == 0 { 4.0 } else { 0.0 })
+        .collect();
+    let eye = g
+        .constant(rlx_core::Literal::F64(eye.into()), [n, n], DType::F64)
+        .unwrap();
+    g.add(a, eye).unwrap()
 }
 
 /// The gradient of a real function of one complex input at `z`.

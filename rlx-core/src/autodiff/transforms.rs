@@ -609,7 +609,7 @@ fn check_real_out(dt: DType, op: &'static str) -> Result<()> {
         return Err(Error::UnsupportedDType {
             op,
             dtype: dt,
-            expected: "a real output: the gradient and Jacobian of a complex-valued output need the holomorphic option; `vjp_` and `jvp_` are defined for complex outputs",
+            expected: "a real output: the gradient and Jacobian of a complex-valued output need the holomorphic option (`#[differentiable(holomorphic)]`, `autodiff::grad_holomorphic`); `vjp_` and `jvp_` are defined for complex outputs",
         });
     }
     if !dt.is_float() {
@@ -658,8 +658,11 @@ fn set_outputs(h: &mut Graph, g: &Graph, extra: Vec<NodeId>) {
     h.set_outputs(outs);
 }
 
+mod holomorphic;
 mod locality;
 pub mod sparse;
+
+pub use holomorphic::{grad_holomorphic, jacobian_holomorphic};
 
 #[cfg(test)]
 mod tests {

@@ -92,6 +92,7 @@ impl State {
             solve: SolveScratch {
                 lu: scratch(plan.solve.0, DType::F64)?,
                 x: scratch(plan.solve.1, DType::F64)?,
+                z: Vec::new(),
             },
             taken: Vec::with_capacity(plan.max_targets),
             fresh: Vec::with_capacity(plan.max_targets),

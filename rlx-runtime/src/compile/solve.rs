@@ -12,6 +12,7 @@ use rlx_core::{DType, Error, Result, Shape};
 use super::env::{Env, Val};
 use super::reduce::write_f64;
 use crate::kernels::solve::{eps, factor_and_solve};
+use crate::kernels::solve_complex::{solve_complex, Dims};
 use crate::storage::Storage;
 
 /// A compiled solve.
@@ -32,6 +33,8 @@ pub(crate) struct SolveStep {
 pub(crate) struct SolveScratch {
     pub(crate) lu: Vec<f64>,
     pub(crate) x: Vec<f64>,
+    /// `[lu | x]` of a complex solve, grown on its first run.
+    pub(crate) z: Vec<num_complex::Complex<f64>>,
 }
 
 fn read(src: &Storage, off: usize, dst: &mut [f64]) {
@@ -44,6 +47,15 @@ impl SolveStep {
     pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage, s: &mut SolveScratch) -> Result<()> {
         let (n, k) = (self.n, self.k);
         let (a, b) = (env.get(self.a), env.get(self.b));
+        if self.dtype.is_complex() {
+            let dims = Dims {
+                batches: self.batches,
+                n,
+                k,
+            };
+            let eps = eps(self.dtype);
+            return solve_complex(a, b, out, dims, eps, &self.a_shape, &mut s.z);
+        }
         let lu = &mut s.lu[..n * n];
         let x = &mut s.x[..n * k];
         for bi in 0..self.batches {

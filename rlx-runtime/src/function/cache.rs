@@ -71,6 +71,9 @@ pub struct Function {
     pub(super) name: &'static str,
     pub(super) params: &'static [&'static str],
     pub(super) wrt: &'static [usize],
+    /// Declared holomorphic: `grad_`/`jacobian_` give `f′(z)` of a
+    /// complex-valued output (see `Transform::apply_with`).
+    pub(super) holomorphic: bool,
     cache: OnceLock<RwLock<Cache>>,
     /// This function's bound on cached signatures (0: [`plan_cache_capacity`]).
     capacity: AtomicUsize,
@@ -184,7 +187,20 @@ impl Function {
         params: &'static [&'static str],
         wrt: &'static [usize],
     ) -> Function {
-        Function::with_bound(name, params, wrt, 0)
+        Function::with_bound(name, params, wrt, 0, false)
+    }
+
+    /// [`Function::new`] (or, with `capacity > 0`, [`Function::with_capacity`])
+    /// for a function declared holomorphic (`#[differentiable(holomorphic)]`):
+    /// the gradient and Jacobian of its complex-valued output are the
+    /// complex derivative `f′(z)` with respect to its complex parameters.
+    pub const fn holomorphic(
+        name: &'static str,
+        params: &'static [&'static str],
+        wrt: &'static [usize],
+        capacity: usize,
+    ) -> Function {
+        Function::with_bound(name, params, wrt, capacity, true)
     }
 
     /// [`Function::new`] keeping at most `capacity` signatures (at least 1)
@@ -196,7 +212,8 @@ impl Function {
         wrt: &'static [usize],
         capacity: usize,
     ) -> Function {
-        Function::with_bound(name, params, wrt, if capacity == 0 { 1 } else { capacity })
+        let capacity = if capacity == 0 { 1 } else { capacity };
+        Function::with_bound(name, params, wrt, capacity, false)
     }
 
     /// The function with bound `capacity` (0: the global one).
@@ -205,11 +222,13 @@ impl Function {
         params: &'static [&'static str],
         wrt: &'static [usize],
         capacity: usize,
+        holomorphic: bool,
     ) -> Function {
         Function {
             name,
             params,
             wrt,
+            holomorphic,
             cache: OnceLock::new(),
             capacity: AtomicUsize::new(capacity),
             pinned: [const { OnceLock::new() }; TRANSFORMS],

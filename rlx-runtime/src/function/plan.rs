@@ -157,7 +157,9 @@ impl Function {
         let (graph, sparse) = match &source {
             Some(_) => (OnceLock::new(), None),
             None => {
-                let (g, sparse) = t.apply(&entry.graph, self.wrt).map_err(not_scalar)?;
+                let (g, sparse) = t
+                    .apply_with(&entry.graph, self.wrt, self.holomorphic)
+                    .map_err(not_scalar)?;
                 (OnceLock::from(g), sparse)
             }
         };

@@ -87,6 +87,19 @@ impl Transform {
     /// ([`rlx_core::passes::reroll`]), so the transform and every later
     /// pass see them once, batched.
     pub(super) fn apply(self, g: &Graph, wrt: &[usize]) -> Result<(Graph, Option<Arc<Pattern>>)> {
+        self.apply_with(g, wrt, false)
+    }
+
+    /// [`Transform::apply`] for a function declared holomorphic
+    /// (`#[differentiable(holomorphic)]`) when `holomorphic`: its gradient
+    /// and Jacobian are the complex derivative `f′(z)` (see
+    /// [`autodiff::grad_holomorphic`]); its other transforms are the same.
+    pub(super) fn apply_with(
+        self,
+        g: &Graph,
+        wrt: &[usize],
+        holomorphic: bool,
+    ) -> Result<(Graph, Option<Arc<Pattern>>)> {
         let rerolled = rlx_core::passes::reroll(g)?;
         let g = &rerolled;
         let dense = |r: Result<Graph>| r.map(|g| (g, None));
@@ -99,6 +112,11 @@ impl Transform {
             Ok((rlx_core::optimize(&g)?, p))
         };
         match self {
+            Transform::Grad if holomorphic => dense(autodiff::grad_holomorphic(g, wrt)),
+            Transform::GradOnly if holomorphic => {
+                dense(autodiff::grad_holomorphic(g, wrt).and_then(|d| without_values(d, g)))
+            }
+            Transform::Jacobian if holomorphic => dense(autodiff::jacobian_holomorphic(g, wrt)),
             Transform::Call => Ok((g.clone(), None)),
             Transform::Grad => dense(autodiff::value_and_grad(g, wrt)),
             Transform::GradOnly => {

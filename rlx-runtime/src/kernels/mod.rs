@@ -30,6 +30,7 @@ pub(crate) mod root;
 pub mod scalar;
 mod softmax;
 pub(crate) mod solve;
+pub(crate) mod solve_complex;
 pub mod vmath;
 
 use rlx_core::{Error, Graph, Op, Result, Shape};

@@ -1,5 +1,6 @@
 //! Dense linear solve `A X = B` per batch by LU factorisation with partial
-//! pivoting, computed in `f64` for every float dtype.
+//! pivoting, computed in `f64` for every float dtype (complex dtypes in
+//! `Complex<f64>`, by [`solve_complex`](super::solve_complex)).
 //!
 //! A matrix is reported singular when, at some column, the largest
 //! remaining pivot candidate is `<= n · ε · max|A|` (ε of the operand's
@@ -9,6 +10,7 @@
 use rlx_core::{DType, Error, Result};
 
 use super::operand::Operand;
+use super::solve_complex::{solve_complex, Dims};
 use crate::storage::Storage;
 
 /// Length of the `f64` scratch [`solve_into`] needs for an `n x n` system
@@ -89,11 +91,11 @@ fn solve_dims(a: Operand<'_>, b: Operand<'_>, out: &Storage) -> Result<(usize, u
         });
     }
     let dtype = a.storage.dtype();
-    if !dtype.is_float() || b.storage.dtype() != dtype || out.dtype() != dtype {
+    if !dtype.is_inexact() || b.storage.dtype() != dtype || out.dtype() != dtype {
         return Err(Error::UnsupportedDType {
             op: "solve",
             dtype,
-            expected: "float operands of one dtype",
+            expected: "float or complex operands of one dtype",
         });
     }
     Ok((sa[ra - 1], sb[rb - 1]))
@@ -111,8 +113,22 @@ fn solve_checked(
     let sa = a.dims();
     let dtype = a.storage.dtype();
     let batches: usize = sa[..sa.len() - 2].iter().product();
-    let (lu, x) = scratch.split_at_mut(n * n);
     let eps = eps(dtype);
+    if dtype.is_complex() {
+        // The complex kernel keeps its own `Complex<f64>` scratch (one
+        // allocation per call; the compiled step keeps one warm).
+        let dims = Dims { batches, n, k };
+        return solve_complex(
+            a.storage,
+            b.storage,
+            out,
+            dims,
+            eps,
+            a.shape,
+            &mut Vec::new(),
+        );
+    }
+    let (lu, x) = scratch.split_at_mut(n * n);
     for bt in 0..batches {
         load(a.storage, bt * n * n, lu);
         load(b.storage, bt * n * k, x);

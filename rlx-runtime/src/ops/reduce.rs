@@ -160,7 +160,9 @@ impl Tensor {
 
     /// Solves `self · x = b` for square `self` (`[.., n, n]`, `b: [.., n, k]`)
     /// by LU with partial pivoting. A (numerically) singular matrix is an
-    /// error.
+    /// error. Complex (`c32`/`c64`) systems pivot by modulus; their
+    /// derivatives are bilinear (the reverse rule solves with `Aᵀ`, not
+    /// the conjugate transpose).
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
