@@ -2,8 +2,9 @@
 //! each step the `rlx::root` of `F(v(t+1), v(t), p) = 0`. The scanned loop
 //! against the same loop unrolled (one root node per step), against
 //! central differences of the whole simulation, forward against reverse,
-//! with and without checkpointing; its reverse-mode memory flat in the
-//! number of steps; `?` in the loop's body.
+//! with and without checkpointing, second order (`hvp_`) against
+//! differences of the gradient; its reverse-mode memory flat in the number
+//! of steps; `?` in the loop's body.
 
 #[path = "../rlx-runtime/tests/counting/mod.rs"]
 mod counting;
@@ -334,4 +335,30 @@ fn an_error_in_the_loop_body_is_the_companions_error() {
         msg.contains("tolerance") && msg.contains("root_scan.rs"),
         "{msg}"
     );
+}
+
+#[test]
+fn second_order_through_the_scanned_root_matches_differences_of_the_gradient() {
+    let dv0 = t(&[0.3, -0.5, 0.2, 0.9]);
+    let dsrc = Tensor::from_vec(
+        (0..T * N).map(|i| (i as f64 * 0.37).cos()).collect(),
+        [T, N],
+    );
+    let (dis, dnvt, dc) = (0.7, -0.4, 0.25);
+    for c in cases().into_iter().take(2) {
+        let hv =
+            hvp_transient_checkpointed(&c.v0, &c.src, c.is, c.nvt, c.c, &dv0, &dsrc, dis, dnvt, dc)
+                .unwrap();
+        let grad_at = |h: f64| {
+            let v0 = &c.v0 + &dv0 * h;
+            let src = &c.src + &dsrc * h;
+            let g = (c.is + dis * h, c.nvt + dnvt * h, c.c + dc * h);
+            flat(&grad_transient(&v0, &src, g.0, g.1, g.2).unwrap())
+        };
+        let rows: Vec<Vec<f64>> = [-2.0, -1.0, 1.0, 2.0].map(|k| grad_at(k * H)).into();
+        let fd: Vec<f64> = (0..rows[0].len())
+            .map(|i| (rows[0][i] - 8.0 * rows[1][i] + 8.0 * rows[2][i] - rows[3][i]) / (12.0 * H))
+            .collect();
+        close("hvp vs fd of the gradient", &flat(&hv), &fd, 1e-7);
+    }
 }
