@@ -130,8 +130,8 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::marked_loop::{
-        carry, extend_steps, scan_for, scan_range, step_outputs, steps_of, Carry, CollectSteps,
-        StepOutput,
+        carry, extend_steps, scan_for, scan_range, step_outputs, steps_of, try_scan_for, Carry,
+        CollectSteps, StepOutput,
     };
     pub use crate::static_params::{StaticOps, StaticParam, Statics};
     pub use rlx_core::{Graph, TensorType};

@@ -144,3 +144,22 @@ pub fn scan_for<C: Tensors, X: PerStep, Y: Tensors>(
     let (c, y) = settings.length(range.1).run(init, xs, body);
     (c, Some(y))
 }
+
+/// [`scan_for`] for a body that uses `?` (the macro writes it then, with a
+/// `?` after the call): the body returns `Ok((carries, outputs))`, and its
+/// first error is returned, so `?` in the loop leaves the enclosing
+/// function as it would in the unrolled loop.
+#[track_caller]
+pub fn try_scan_for<C: Tensors, X: PerStep, Y: Tensors>(
+    settings: Scan,
+    range: (usize, usize),
+    init: C,
+    xs: X,
+    body: impl Fn(C, X::Step) -> rlx_runtime::Result<(C, Y)>,
+) -> rlx_runtime::Result<(C, Option<Y>)> {
+    if range.1 == 0 {
+        return Ok((init, None));
+    }
+    let (c, y) = settings.length(range.1).run_fallible(init, xs, body)?;
+    Ok((c, Some(y)))
+}

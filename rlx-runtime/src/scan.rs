@@ -235,7 +235,8 @@ impl Scan {
         mut f: impl FnMut(C, X::Step) -> (C, Y),
     ) -> (C, Y) {
         let loc = Location::caller();
-        unwrap(self.looped(init, xs, self.length, &mut f, loc), loc)
+        let mut g = |c: C, x: X::Step| Ok(f(c, x));
+        unwrap(self.looped(init, xs, self.length, &mut g, loc), loc)
     }
 
     /// [`Scan::run`], returning errors instead of panicking on concrete tensors.
@@ -247,6 +248,34 @@ impl Scan {
         mut f: impl FnMut(C, X::Step) -> (C, Y),
     ) -> Result<(C, Y)> {
         let loc = Location::caller();
+        let mut g = |c: C, x: X::Step| Ok(f(c, x));
+        let (r, _) = self.looped(init, xs, self.length, &mut g, loc);
+        r.map_err(|e| e.at(loc.file(), loc.line(), loc.column()))
+    }
+
+    /// [`Scan::run`] with a fallible body (one that uses `?`, e.g. on
+    /// [`root`](crate::solvers::root)): the body's first error is returned,
+    /// in traced code as soon as the body is traced (the loop is then not
+    /// recorded), on concrete tensors at the step that fails.
+    ///
+    /// ```
+    /// use rlx_runtime::{scan::Scan, solvers::{root, Newton}, Tensor};
+    /// // backward Euler for x' = -x³: each step solves y + h y³ = x
+    /// let (x, path) = Scan::new().length(3).run_fallible(Tensor::scalar(1.0), (), |x, ()| {
+    ///     let y = root(|y| y + y * y * y * 0.1 - &x, &x, Newton::new().tol(1e-14))?;
+    ///     Ok((y.clone(), y))
+    /// }).unwrap();
+    /// let y = x.item::<f64>().unwrap();
+    /// assert!((y + 0.1 * y * y * y - path.to_vec::<f64>().unwrap()[1]).abs() < 1e-14);
+    /// ```
+    #[track_caller]
+    pub fn run_fallible<C: Tensors, X: PerStep, Y: Tensors>(
+        &self,
+        init: C,
+        xs: X,
+        mut f: impl FnMut(C, X::Step) -> Result<(C, Y)>,
+    ) -> Result<(C, Y)> {
+        let loc = Location::caller();
         let (r, _) = self.looped(init, xs, self.length, &mut f, loc);
         r.map_err(|e| e.at(loc.file(), loc.line(), loc.column()))
     }
@@ -255,7 +284,7 @@ impl Scan {
     #[track_caller]
     pub fn iterate<C: Tensors>(&self, init: C, steps: usize, mut f: impl FnMut(C) -> C) -> C {
         let loc = Location::caller();
-        let mut g = |c: C, (): ()| (f(c), ());
+        let mut g = |c: C, (): ()| Ok((f(c), ()));
         unwrap(self.looped(init, (), Some(steps), &mut g, loc), loc).0
     }
 
@@ -268,7 +297,7 @@ impl Scan {
         mut f: impl FnMut(C) -> C,
     ) -> Result<C> {
         let loc = Location::caller();
-        let mut g = |c: C, (): ()| (f(c), ());
+        let mut g = |c: C, (): ()| Ok((f(c), ()));
         let (r, _) = self.looped(init, (), Some(steps), &mut g, loc);
         r.map(|v| v.0)
             .map_err(|e| e.at(loc.file(), loc.line(), loc.column()))
@@ -280,7 +309,7 @@ impl Scan {
         init: C,
         xs: X,
         steps: Option<usize>,
-        f: &mut dyn FnMut(C, X::Step) -> (C, Y),
+        f: &mut dyn FnMut(C, X::Step) -> Result<(C, Y)>,
         loc: &'static Location<'static>,
     ) -> Outcome<(C, Y)> {
         let api = if steps.is_some() && self.length.is_none() {
@@ -348,7 +377,7 @@ impl Scan {
         call: &Call<'_>,
         init: C,
         xs: X,
-        f: &mut dyn FnMut(C, X::Step) -> (C, Y),
+        f: &mut dyn FnMut(C, X::Step) -> Result<(C, Y)>,
         loc: &'static Location<'static>,
     ) -> Outcome<(C, Y)> {
         let (name, carries, xl, length) = (call.name, call.carries, call.xl, call.length);
@@ -363,10 +392,19 @@ impl Scan {
             .enumerate()
             .map(|(j, x)| body.input(&format!("x{j}"), per_step(x.shape()), x.dtype()))
             .collect();
-        let (c_out, y) = f(
+        let stepped = f(
             init.rebuild(&mut c_in.into_iter()),
             xs.step(&mut x_in.into_iter()),
         );
+        // A failed body: its trace is dropped and nothing is recorded; the
+        // error goes to the caller (only the fallible entry points have one).
+        let (c_out, y) = match stepped {
+            Ok(v) => v,
+            Err(e) => {
+                drop(body);
+                return (Err(e), None);
+            }
+        };
         let mut outs = c_out.tensors();
         let y_list = y.tensors();
         let y_types: Vec<TensorType> = y_list.iter().map(|t| t.ty()).collect();
@@ -421,7 +459,7 @@ impl Scan {
         call: &Call<'_>,
         init: C,
         xs: X,
-        f: &mut dyn FnMut(C, X::Step) -> (C, Y),
+        f: &mut dyn FnMut(C, X::Step) -> Result<(C, Y)>,
     ) -> Result<(C, Y)> {
         let (name, carries, xl, length) = (call.name, call.carries, call.xl, call.length);
         let types: Vec<TensorType> = carries.iter().map(|c| c.ty()).collect();
@@ -434,7 +472,7 @@ impl Scan {
             for x in xl {
                 x_t.push(x.try_slice(0, s, 1)?.try_reshape(per_step(x.shape()))?);
             }
-            let (next, y) = f(carry, xs.step(&mut x_t.into_iter()));
+            let (next, y) = f(carry, xs.step(&mut x_t.into_iter()))?;
             let got: Vec<TensorType> = next.tensors().iter().map(|c| c.ty()).collect();
             if let Some(i) = (0..types.len()).find(|&i| got.get(i) != Some(&types[i])) {
                 let g = got
@@ -569,7 +607,8 @@ pub fn scan<C: Tensors, X: PerStep, Y: Tensors>(
 ) -> (C, Y) {
     let loc = Location::caller();
     let mut f = f;
-    unwrap(Scan::new().looped(init, xs, None, &mut f, loc), loc)
+    let mut g = |c: C, x: X::Step| Ok(f(c, x));
+    unwrap(Scan::new().looped(init, xs, None, &mut g, loc), loc)
 }
 
 /// Runs `f` on the carry `steps` times (a [`scan`] without per-step inputs
@@ -586,6 +625,6 @@ pub fn scan<C: Tensors, X: PerStep, Y: Tensors>(
 pub fn iterate<C: Tensors>(init: C, steps: usize, f: impl FnMut(C) -> C) -> C {
     let loc = Location::caller();
     let mut f = f;
-    let mut g = |c: C, (): ()| (f(c), ());
+    let mut g = |c: C, (): ()| Ok((f(c), ()));
     unwrap(Scan::new().looped(init, (), Some(steps), &mut g, loc), loc).0
 }

@@ -15,6 +15,14 @@
 //! op with rules of its own, and `y` is the root node itself, so the rules
 //! compose: the derivative of a rule differentiates the root again (second
 //! order: `hvp`, `hessian`).
+//!
+//! `J_x` is evaluated and factored again at `(y, p)` instead of reusing
+//! the LU of Newton's last iteration: reusing it would make the factors a
+//! value of the graph (`n² + n` per root, and per step inside a `#[scan]`,
+//! where the checkpoint budget bounds what a step may keep), and second
+//! order differentiates `J_x` itself, which a factorisation value would
+//! need a rule for. The cost is one Jacobian and one LU per root and
+//! derivative pass, the cost of one more Newton iteration.
 
 use super::{backward, forward, proxy};
 use crate::{Graph, NodeId, Result, RootOp};

@@ -17,6 +17,8 @@
 //!     if let Some((__rlx_y0, ..)) = __rlx_ys { extend_steps(&mut ys, __rlx_y0, __rlx_range, false); .. }
 //! }
 //! ```
+//! A body that uses `?` calls `try_scan_for(..)?` instead, with a closure
+//! returning `rlx::Result` (`Ok(((c0, ..), (..)))` at its end).
 //! Tuples nest (at most four elements each) to any number of carries,
 //! inputs and outputs. Nested marked loops are lowered outside in.
 
@@ -135,11 +137,25 @@ fn lowered(f: &ExprForLoop, m: syn::Result<Marker>) -> syn::Result<TokenStream> 
         });
         quote!(if let ::core::option::Option::Some(#y_pat) = __rlx_ys { #(#calls)* })
     });
-    Ok(quote_spanned! {span=>
-        {
-            let __rlx_range = ::rlx::__private::scan_range(#start, #end, #inclusive);
-            let __rlx_xs = #xs;
-            let (__rlx_carries, __rlx_ys) = ::rlx::__private::scan_for(
+    // A body with `?` returns a `Result`; the loop's `?` then leaves the
+    // function (or the enclosing loop's body) as the unrolled loop's would.
+    let call = if b.fallible {
+        quote_spanned! {span=>
+            ::rlx::__private::try_scan_for(
+                #settings,
+                __rlx_range,
+                #init,
+                __rlx_xs,
+                |#carry_pat, #x_pat| -> ::rlx::Result<_> {
+                    #(#declare)*
+                    #body;
+                    ::core::result::Result::Ok((#carry_ret, #outs_ret))
+                },
+            )?
+        }
+    } else {
+        quote_spanned! {span=>
+            ::rlx::__private::scan_for(
                 #settings,
                 __rlx_range,
                 #init,
@@ -149,7 +165,14 @@ fn lowered(f: &ExprForLoop, m: syn::Result<Marker>) -> syn::Result<TokenStream> 
                     #body;
                     (#carry_ret, #outs_ret)
                 },
-            );
+            )
+        }
+    };
+    Ok(quote_spanned! {span=>
+        {
+            let __rlx_range = ::rlx::__private::scan_range(#start, #end, #inclusive);
+            let __rlx_xs = #xs;
+            let (__rlx_carries, __rlx_ys) = #call;
             #assign_back
             #extend
         }

@@ -12,11 +12,13 @@
 //! - **per-step outputs**: `ys.push(e)` with `ys` declared before the loop:
 //!   each step's pushes are stacked by `scan`, and after the loop `ys` gets
 //!   one value per step and push, in the order the unrolled loop pushes;
-//! - anything else read from outside is a loop invariant.
+//! - anything else read from outside is a loop invariant;
+//! - `?` in the body (outside closures) makes it fallible: the error of a
+//!   step leaves the enclosing function, as in the unrolled loop.
 //!
 //! Refused, each with an error at the user's token: a range that is not
 //! `a..b`, `a..=b` or `(a..b).rev()`; the loop variable used other than as
-//! `xs[t]`; `break`/`continue` leaving the loop, `return`, `?`; reading a
+//! `xs[t]`; `break`/`continue` leaving the loop, `return`; reading a
 //! per-step output in the body; a per-step input that depends on the body.
 //! A range over traced values and a traced budget are refused in
 //! `check.rs` (which knows the taint). Types are checked by the generated

@@ -37,6 +37,9 @@ pub struct Body {
     pub outputs: Vec<(String, Span)>,
     /// Distinct per-step inputs, in order of first read.
     pub inputs: Vec<Input>,
+    /// Whether the body uses `?` outside closures: its closure then
+    /// returns a `Result`, and the loop's call is followed by `?`.
+    pub fallible: bool,
     /// What is refused.
     pub errors: Vec<syn::Error>,
 }
@@ -344,8 +347,11 @@ impl VisitMut for Walker<'_> {
             Expr::Return(r) if self.closures == 0 => {
                 self.err(r.return_token.span, "`return` inside a `#[scan]` loop: the body becomes the closure of `rlx::scan`, traced once, so it cannot leave the function\n  = help: compute the value after the loop, or leave the loop unmarked to unroll it");
             }
-            Expr::Try(t) if self.closures == 0 => {
-                self.err(t.question_token.span, "`?` inside a `#[scan]` loop: the body becomes the closure of `rlx::scan`, which returns the next carry, not a `Result`\n  = help: call the fallible function before the loop, or handle its error in the body");
+            Expr::Try(t) => {
+                if self.closures == 0 {
+                    self.body.fallible = true;
+                }
+                syn::visit_mut::visit_expr_try_mut(self, t);
             }
             Expr::Break(b) if self.closures == 0 && self.leaves(b.label.as_ref()) => {
                 self.err(b.break_token.span, "`break` leaving a `#[scan]` loop: its number of steps is fixed by its range, and the body is traced once for all of them\n  = help: keep the state unchanged with a select (`if done { x } else { step(x) }`), or leave the loop unmarked");
