@@ -203,6 +203,60 @@ impl Shape {
         self.dims()[axis]
     }
 
+    /// The first element and the length of `range` along `axis` (an
+    /// open end is the axis's size): what [`Graph::slice_range`](crate::Graph::slice_range)
+    /// and `Tensor::slice_range` take. An error naming `slice` if the axis
+    /// is out of range, or the range ends before it starts or past the axis.
+    ///
+    /// ```
+    /// use rlx::Shape;
+    /// let s = Shape::from([4, 3]);
+    /// assert_eq!(s.range_along(&(1..3), 0).unwrap(), (1, 2));
+    /// assert_eq!(s.range_along(&(1..), 1).unwrap(), (1, 2));
+    /// assert_eq!(s.range_along(&(..=3), 0).unwrap(), (0, 4));
+    /// assert!(s.range_along(&(2..5), 1).is_err());
+    /// assert!(s.range_along(&(0..1), 2).is_err());
+    /// ```
+    pub fn range_along(
+        &self,
+        range: &impl std::ops::RangeBounds<usize>,
+        axis: usize,
+    ) -> Result<(usize, usize)> {
+        use std::ops::Bound;
+        let invalid = |message: String| Error::InvalidArgument {
+            op: "slice",
+            message,
+        };
+        let Some(&size) = self.dims().get(axis) else {
+            return Err(invalid(format!(
+                "axis {axis} is out of range for a tensor of rank {} (shape {self})",
+                self.rank()
+            )));
+        };
+        let start = match range.start_bound() {
+            Bound::Included(&s) => Some(s),
+            Bound::Excluded(&s) => s.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.checked_add(1),
+            Bound::Excluded(&e) => Some(e),
+            Bound::Unbounded => Some(size),
+        };
+        let show = |b: Option<usize>| b.map_or("usize::MAX + 1".to_string(), |b| b.to_string());
+        match (start, end) {
+            (Some(s), Some(e)) if s <= e && e <= size => Ok((s, e - s)),
+            (Some(s), Some(e)) if e < s => Err(invalid(format!(
+                "the range {s}..{e} ends before it starts (axis {axis} of shape {self})"
+            ))),
+            _ => Err(invalid(format!(
+                "elements {}..{} are out of range for axis {axis} of size {size} (shape {self})",
+                show(start),
+                show(end)
+            ))),
+        }
+    }
+
     /// Row-major strides in elements: `strides[i] = prod(dims[i+1..])`.
     ///
     /// ```

@@ -406,7 +406,11 @@ impl Scan {
             let mut off = 0;
             for s in &segments {
                 let n = s.shape.numel();
-                pieces.push(packed.try_slice(0, off, n)?.try_reshape(s.shape.clone())?);
+                pieces.push(
+                    packed
+                        .try_slice_range(off..off + n, 0)?
+                        .try_reshape(s.shape.clone())?,
+                );
                 off += n;
             }
             let mut it = pieces.into_iter();
@@ -432,7 +436,10 @@ impl Scan {
             let s = if self.reverse { length - 1 - t } else { t };
             let mut x_t = Vec::with_capacity(xl.len());
             for x in xl {
-                x_t.push(x.try_slice(0, s, 1)?.try_reshape(per_step(x.shape()))?);
+                x_t.push(
+                    x.try_slice_range(s..s + 1, 0)?
+                        .try_reshape(per_step(x.shape()))?,
+                );
             }
             let (next, y) = f(carry, xs.step(&mut x_t.into_iter()));
             let got: Vec<TensorType> = next.tensors().iter().map(|c| c.ty()).collect();

@@ -178,12 +178,12 @@ impl Tensor {
     ///
     /// ```
     /// use rlx_runtime::{DType, Error, Tensor};
-    /// let t = Tensor::try_full(2.0, [2, 3], DType::F32).unwrap();
+    /// let t = Tensor::try_full([2, 3], 2.0, DType::F32).unwrap();
     /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![2.0; 6]);
-    /// let e = Tensor::try_full(0.0, [1usize << 32, 1 << 32], DType::F64).unwrap_err();
+    /// let e = Tensor::try_full([1usize << 32, 1 << 32], 0.0, DType::F64).unwrap_err();
     /// assert!(matches!(e, Error::TooLarge { .. }));
     /// ```
-    pub fn try_full(value: f64, shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+    pub fn try_full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
         Tensor::full_in("Tensor::full", value, shape.into(), dtype)
     }
 
@@ -194,7 +194,8 @@ impl Tensor {
 
     /// A tensor of `shape` and `dtype` where every element is `value`: a
     /// number, or a 0-d tensor (an `f64` parameter inside a
-    /// `#[differentiable]` body is one), broadcast and cast.
+    /// `#[differentiable]` body is one), broadcast and cast. The shape
+    /// comes first, as in `zeros`, `ones` and NumPy's `full`.
     ///
     /// # Panics
     /// If no tensor may have that shape or the memory cannot be allocated,
@@ -202,13 +203,13 @@ impl Tensor {
     ///
     /// ```
     /// use rlx_runtime::{DType, Tensor};
-    /// let a = Tensor::full(1.5, [2], DType::F32);
+    /// let a = Tensor::full([2], 1.5, DType::F32);
     /// assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.5, 1.5]);
-    /// let b = Tensor::full(&Tensor::scalar(2.0f64), [2], DType::F64);
+    /// let b = Tensor::full([2], &Tensor::scalar(2.0f64), DType::F64);
     /// assert_eq!(b.to_vec::<f64>().unwrap(), vec![2.0, 2.0]);
     /// ```
     #[track_caller]
-    pub fn full(value: impl FillValue, shape: impl Into<Shape>, dtype: DType) -> Tensor {
+    pub fn full(shape: impl Into<Shape>, value: impl FillValue, dtype: DType) -> Tensor {
         value.fill(shape.into(), dtype)
     }
 
@@ -493,6 +494,11 @@ fn traced_read() -> Error {
 /// What [`Tensor::full`] fills with: an `f64`, or a tensor that broadcasts
 /// to the shape (it is cast to the dtype; those impls live with the shape
 /// ops in `ops/shape.rs`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a value to fill a tensor with",
+    label = "expected an `f64` or a `Tensor` here",
+    note = "`Tensor::full` takes `(shape, value, dtype)`: the shape first, as `zeros(shape, dtype)` and NumPy's `full`"
+)]
 pub trait FillValue {
     /// A tensor of `shape` and `dtype` filled with the value.
     #[track_caller]
@@ -502,6 +508,6 @@ pub trait FillValue {
 impl FillValue for f64 {
     #[track_caller]
     fn fill(self, shape: Shape, dtype: DType) -> Tensor {
-        unwrap_or_panic(Tensor::try_full(self, shape, dtype))
+        unwrap_or_panic(Tensor::try_full(shape, self, dtype))
     }
 }

@@ -447,7 +447,7 @@ fn linear_part(
             let full: Vec<NodeId> = parts
                 .iter()
                 .zip(&n.inputs)
-                .map(|(p, &j)| p.unwrap_or_else(|| to.full(0.0, b.shape(j).clone(), b.dtype(j))))
+                .map(|(p, &j)| p.unwrap_or_else(|| to.full(b.shape(j).clone(), 0.0, b.dtype(j))))
                 .collect();
             to.concat(&full, *axis)?
         }

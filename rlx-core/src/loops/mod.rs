@@ -662,7 +662,7 @@ pub fn unpack(g: &mut Graph, packed: NodeId, segments: &[TensorType]) -> Result<
     let mut off = 0;
     for s in segments {
         let n = s.shape.numel();
-        let piece = g.slice(packed, 0, off, n)?;
+        let piece = g.slice_range(packed, off..off + n, 0)?;
         out.push(g.reshape(piece, s.shape.clone())?);
         off += n;
     }

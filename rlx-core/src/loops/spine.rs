@@ -109,7 +109,7 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
                 }));
                 let node = out.looped(l.clone(), &args)?;
                 fused[i] = Some((node, l));
-                out.slice(node, 0, 0, n.shape.numel())?
+                out.slice_range(node, 0..n.shape.numel(), 0)?
             }
             Op::Loop(a) if partner[i].is_some() => {
                 let j = partner[i].expect("checked");

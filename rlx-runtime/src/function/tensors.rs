@@ -323,7 +323,7 @@ mod tests {
         let p = g.mul(x, y)?;
         let s = g.sin(p)?;
         let s = g.sum_all(s)?;
-        let x0 = g.slice(x, 0, 0, 1)?;
+        let x0 = g.slice_range(x, 0..1, 0)?;
         let x0 = g.sum_all(x0)?;
         let q = g.mul(x0, y)?;
         let e = g.add(s, q)?;
@@ -488,7 +488,7 @@ mod tests {
         let x = g.input("x", types[0].shape.clone(), types[0].dtype);
         let s = g.sin(x)?;
         let s = g.sum_all(s)?;
-        let x0 = g.slice(x, 0, 0, 1)?;
+        let x0 = g.slice_range(x, 0..1, 0)?;
         let x0 = g.sum_all(x0)?;
         let e = g.mul(s, x0)?;
         g.set_outputs(vec![e]);

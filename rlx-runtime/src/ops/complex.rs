@@ -101,7 +101,7 @@ impl Tensor {
     pub fn imag(&self) -> Tensor {
         match self.dtype().is_complex() {
             true => Tensor::apply_or_panic(Op::Unary(UnaryOp::Imag), &[self]),
-            false => Tensor::full(0.0, self.shape().clone(), self.dtype()),
+            false => Tensor::full(self.shape().clone(), 0.0, self.dtype()),
         }
     }
 

@@ -74,15 +74,16 @@ impl Tensor {
 
     /// Normalises along `axis` to zero mean and unit variance:
     /// `(x - mean) / sqrt(var + eps)` (no learned scale or shift; multiply
-    /// and add those yourself).
+    /// and add those yourself). The axis comes last, as in every method
+    /// that takes one.
     ///
     /// ```
     /// # use rlx_runtime::Tensor;
-    /// let y = Tensor::from_slice(&[1.0f64, 3.0], [1, 2]).layer_norm(1, 0.0);
+    /// let y = Tensor::from_slice(&[1.0f64, 3.0], [1, 2]).layer_norm(0.0, 1);
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![-1.0, 1.0]);
     /// ```
     #[track_caller]
-    pub fn layer_norm(&self, axis: usize, eps: f64) -> Tensor {
+    pub fn layer_norm(&self, eps: f64, axis: usize) -> Tensor {
         let keep = keep_dims(self.shape(), &[axis]);
         let centred = self.sub(&self.mean(&[axis]).reshape(keep.clone()));
         let var = centred.square().mean(&[axis]).reshape(keep);

@@ -38,7 +38,7 @@ impl Tensor {
     /// assert!(two.shape().is_scalar());
     /// ```
     pub fn scalar_like(&self, value: f64) -> Tensor {
-        Tensor::full(value, [], self.dtype())
+        Tensor::full([], value, self.dtype())
     }
 
     #[track_caller]

@@ -2,6 +2,7 @@
 //! slice, gather, scatter-add, select, cast, stop-gradient.
 
 use std::borrow::Borrow;
+use std::ops::RangeBounds;
 
 use rlx_core::{DType, Op, Result, Shape};
 
@@ -118,19 +119,62 @@ impl Tensor {
         Tensor::apply(Op::Concat { axis }, &refs)
     }
 
-    /// Elements `start..start + len` along `axis`.
+    /// The elements of `range` along `axis`: `1..3`, `2..`, `..=4` or `..`
+    /// (NumPy's `x[1:3]` on that axis). The axis comes last, as in every
+    /// method that takes one.
+    ///
+    /// # Panics
+    /// If the axis is out of range or the range not within it, with the
+    /// caller's location; [`Tensor::try_slice_range`] returns the error.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
-    /// let q = Tensor::from_slice(&[0.0f64, 1.0, 2.0, 3.0], [4]);
-    /// assert_eq!(q.slice(0, 1, 2).to_vec::<f64>().unwrap(), vec![1.0, 2.0]);
+    /// use rlx::Tensor;
+    /// let q = Tensor::from_slice(&[0.0f64, 1.0, 2.0, 3.0], [2, 2]);
+    /// assert_eq!(q.slice_range(1..2, 0).to_vec::<f64>().unwrap(), vec![2.0, 3.0]);
+    /// assert_eq!(q.slice_range(..1, 1).to_vec::<f64>().unwrap(), vec![0.0, 2.0]);
     /// ```
+    #[track_caller]
+    pub fn slice_range(&self, range: impl RangeBounds<usize>, axis: usize) -> Tensor {
+        match self.shape().range_along(&range, axis) {
+            Ok((start, len)) => self.op1(Op::Slice { axis, start, len }),
+            Err(e) => Tensor::failed(&[self], e),
+        }
+    }
+
+    /// [`Tensor::slice_range`] returning an error (naming `slice`, the axis
+    /// and the shape) when the axis or the range is out of range.
+    ///
+    /// ```
+    /// use rlx::Tensor;
+    /// let q = Tensor::from_slice(&[0.0f64, 1.0, 2.0], [3]);
+    /// assert!(q.try_slice_range(2.., 0).is_ok());
+    /// assert!(q.try_slice_range(2..4, 0).is_err());
+    /// ```
+    #[track_caller]
+    pub fn try_slice_range(&self, range: impl RangeBounds<usize>, axis: usize) -> Result<Tensor> {
+        let (start, len) = self.shape().range_along(&range, axis).map_err(|e| {
+            let loc = std::panic::Location::caller();
+            match self.is_traced() {
+                true => e.at(loc.file(), loc.line(), loc.column()),
+                false => e,
+            }
+        })?;
+        self.try_op1(Op::Slice { axis, start, len })
+    }
+
+    /// Elements `start..start + len` along `axis`.
+    #[deprecated(
+        note = "use `slice_range(start..start + len, axis)` (argument order: the range, then the axis last)"
+    )]
     #[track_caller]
     pub fn slice(&self, axis: usize, start: usize, len: usize) -> Tensor {
         self.op1(Op::Slice { axis, start, len })
     }
 
-    /// [`Tensor::slice`] returning an error when out of range.
+    /// Elements `start..start + len` along `axis`, or an error when out of range.
+    #[deprecated(
+        note = "use `try_slice_range(start..start + len, axis)` (argument order: the range, then the axis last)"
+    )]
     #[track_caller]
     pub fn try_slice(&self, axis: usize, start: usize, len: usize) -> Result<Tensor> {
         self.try_op1(Op::Slice { axis, start, len })
