@@ -33,7 +33,7 @@ pub const MAX_BYTES: usize = isize::MAX as usize;
 /// The dimensions of a tensor, outermost first.
 ///
 /// ```
-/// use rlx_core::Shape;
+/// use rlx::Shape;
 /// let s = Shape::from([2, 3]);
 /// assert_eq!(s.rank(), 2);
 /// assert_eq!(s.numel(), 6);
@@ -94,7 +94,7 @@ impl Shape {
     /// tensor, even an empty one: its strides would overflow).
     ///
     /// ```
-    /// use rlx_core::Shape;
+    /// use rlx::Shape;
     /// assert_eq!(Shape::from([2, 3]).checked_numel(), Some(6));
     /// assert_eq!(Shape::from([0, 1 << 40]).checked_numel(), Some(0));
     /// assert_eq!(Shape::from([1 << 32, 1 << 32]).checked_numel(), None);
@@ -115,7 +115,7 @@ impl Shape {
     /// `MAX_BYTES / dtype.size_in_bytes()`.
     ///
     /// ```
-    /// use rlx_core::{DType, Shape};
+    /// use rlx::{DType, Shape};
     /// assert_eq!(Shape::max_numel(DType::F64), (isize::MAX as usize) / 8);
     /// assert_eq!(Shape::max_numel(DType::Bool), isize::MAX as usize);
     /// ```
@@ -130,7 +130,7 @@ impl Shape {
     /// `op` and the shapes of its `operands`.
     ///
     /// ```
-    /// use rlx_core::{DType, Error, Shape};
+    /// use rlx::{DType, Error, Shape};
     /// assert!(Shape::from([1 << 20, 8]).check_size(DType::F64, "zeros", &[]).is_ok());
     /// let e = Shape::from([1 << 32, 1 << 32])
     ///     .check_size(DType::F64, "reshape", &[Shape::from([0])])
@@ -154,7 +154,7 @@ impl Shape {
     /// [`Shape::check_size`] checks, without building an error.
     ///
     /// ```
-    /// use rlx_core::{DType, Shape};
+    /// use rlx::{DType, Shape};
     /// assert!(Shape::from([3, 4]).fits(DType::F64));
     /// assert!(!Shape::from([1 << 62, 4]).fits(DType::F64));
     /// ```
@@ -260,7 +260,7 @@ impl Shape {
     /// Row-major strides in elements: `strides[i] = prod(dims[i+1..])`.
     ///
     /// ```
-    /// use rlx_core::Shape;
+    /// use rlx::Shape;
     /// assert_eq!(Shape::from([2, 3, 4]).strides(), vec![12, 4, 1]);
     /// ```
     pub fn strides(&self) -> Vec<usize> {
@@ -277,7 +277,7 @@ impl Shape {
     /// dimensions must be equal or one of them 1. `None` if incompatible.
     ///
     /// ```
-    /// use rlx_core::Shape;
+    /// use rlx::Shape;
     /// let a = Shape::from([4, 1, 3]);
     /// let b = Shape::from([5, 1]);
     /// assert_eq!(Shape::broadcast(&a, &b), Some(Shape::from([4, 5, 3])));

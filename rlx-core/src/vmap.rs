@@ -60,7 +60,7 @@ use crate::{DType, Error, Graph, Literal, Node, NodeId, Op, Result, Shape};
 /// `batched[i]`; see the module docs.
 ///
 /// ```
-/// use rlx_core::{vmap, DType, Graph};
+/// use rlx::{core::vmap, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let w = g.input("w", [3], DType::F64);

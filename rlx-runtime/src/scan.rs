@@ -164,7 +164,7 @@ tuple_per_step!(A 0, B 1, C 2, D 3);
 /// direction. [`scan`] and [`iterate`] use the defaults.
 ///
 /// ```
-/// use rlx_runtime::{scan::Scan, Tensor};
+/// use rlx::{Scan, Tensor};
 /// // a running sum of the rows of xs, visited from the last one
 /// let xs = Tensor::from_slice(&[1.0, 2.0, 3.0], [3]);
 /// let (total, partial) = Scan::new()
@@ -213,7 +213,7 @@ impl Scan {
     /// outputs; with per-step inputs it must equal their first axis.
     ///
     /// ```
-    /// use rlx_runtime::{scan::Scan, Tensor};
+    /// use rlx::{Scan, Tensor};
     /// // the first four powers of 2, stacked
     /// let (_, powers) = Scan::new().length(4).run(Tensor::scalar(1.0), (), |p, ()| {
     ///     let next = &p * 2.0;
@@ -556,7 +556,7 @@ fn unwrap<T>(r: Outcome<T>, loc: &'static Location<'static>) -> T {
 /// module docs); settings are on [`Scan`].
 ///
 /// ```
-/// use rlx_runtime::{scan::scan, Tensor};
+/// use rlx::{scan, Tensor};
 /// // a damped oscillator driven by a per-step force
 /// let force = Tensor::from_slice(&[1.0, 0.0, -1.0, 0.5], [4]);
 /// let init = (Tensor::scalar(0.0), Tensor::scalar(0.0)); // (position, velocity)
@@ -584,7 +584,7 @@ pub fn scan<C: Tensors, X: PerStep, Y: Tensors>(
 /// closure is traced once.
 ///
 /// ```
-/// use rlx_runtime::{scan::iterate, Tensor};
+/// use rlx::{iterate, Tensor};
 /// // explicit Euler for x' = -x, 1000 steps of 0.001
 /// let x = iterate(Tensor::scalar(1.0), 1000, |x| &x - &x * 0.001);
 /// assert!((x.item::<f64>().unwrap() - (-1.0f64).exp()).abs() < 1e-3);

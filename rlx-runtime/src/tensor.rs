@@ -20,7 +20,7 @@ use crate::storage::{allocate, out_of_memory, try_copy, Element, Storage};
 /// A tensor: concrete values, or a traced node.
 ///
 /// ```
-/// use rlx_runtime::Tensor;
+/// use rlx::Tensor;
 /// let t = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2]);
 /// assert_eq!(t.shape().dims(), &[2, 2]);
 /// assert_eq!(t.to_vec::<f64>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
@@ -117,7 +117,7 @@ impl Tensor {
     /// the shape is too large for any tensor.
     ///
     /// ```
-    /// use rlx_runtime::Tensor;
+    /// use rlx::Tensor;
     /// assert!(Tensor::try_from_vec(vec![1.0f64, 2.0], [2]).is_ok());
     /// assert!(Tensor::try_from_vec(vec![1.0f64, 2.0], [3]).is_err());
     /// assert!(Tensor::try_from_vec(vec![1.0f64, 2.0], [usize::MAX, 2]).is_err());
@@ -140,7 +140,7 @@ impl Tensor {
     /// differ, the shape is too large, or the copy cannot be allocated.
     ///
     /// ```
-    /// use rlx_runtime::Tensor;
+    /// use rlx::Tensor;
     /// let t = Tensor::try_from_slice(&[1i64, 2, 3, 4], [2, 2]).unwrap();
     /// assert_eq!(t.to_vec::<i64>().unwrap(), vec![1, 2, 3, 4]);
     /// assert!(Tensor::try_from_slice(&[1i64], [2, 2]).is_err());
@@ -177,7 +177,7 @@ impl Tensor {
     /// of aborting the process).
     ///
     /// ```
-    /// use rlx_runtime::{DType, Error, Tensor};
+    /// use rlx::{DType, Error, Tensor};
     /// let t = Tensor::try_full([2, 3], 2.0, DType::F32).unwrap();
     /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![2.0; 6]);
     /// let e = Tensor::try_full([1usize << 32, 1 << 32], 0.0, DType::F64).unwrap_err();
@@ -202,7 +202,7 @@ impl Tensor {
     /// with the caller's location; use [`Tensor::try_full`] to get an `Error`.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// let a = Tensor::full([2], 1.5, DType::F32);
     /// assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.5, 1.5]);
     /// let b = Tensor::full([2], &Tensor::scalar(2.0f64), DType::F64);
@@ -216,7 +216,7 @@ impl Tensor {
     /// Zeros of `shape` and `dtype`, or an error as [`Tensor::try_full`] gives.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// assert!(Tensor::try_zeros([3], DType::F64).is_ok());
     /// assert!(Tensor::try_zeros([usize::MAX, 2], DType::F64).is_err());
     /// ```
@@ -236,7 +236,7 @@ impl Tensor {
     /// Ones of `shape` and `dtype`, or an error as [`Tensor::try_full`] gives.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// assert_eq!(Tensor::try_ones([2], DType::I64).unwrap().to_vec::<i64>().unwrap(), vec![1, 1]);
     /// ```
     pub fn try_ones(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
@@ -274,7 +274,7 @@ impl Tensor {
     /// [`Tensor::try_full`] gives.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// assert_eq!(Tensor::try_eye(2, DType::F64).unwrap().to_vec::<f64>().unwrap(), vec![1.0, 0.0, 0.0, 1.0]);
     /// assert!(Tensor::try_eye(1 << 32, DType::F64).is_err());
     /// ```
@@ -399,7 +399,7 @@ impl Tensor {
     /// or another size. [`Tensor::item`] reads it without converting.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// let r = Tensor::from_slice(&[3.0f32, 4.0], [2]).square().sum_all().sqrt();
     /// assert_eq!(r.to_f64().unwrap(), 5.0);
     /// let e = Tensor::zeros([2], DType::F64).to_f64().unwrap_err();

@@ -20,7 +20,7 @@ use crate::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
 /// `wrt`. Outputs: the original outputs, then one gradient per `wrt`.
 ///
 /// ```
-/// use rlx_core::{autodiff::grad, DType, Graph};
+/// use rlx::{autodiff::grad, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let y = g.square(x).unwrap();

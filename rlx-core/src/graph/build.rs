@@ -277,7 +277,7 @@ impl Graph {
     /// inlined forward graph).
     ///
     /// ```
-    /// use rlx_core::{DType, Graph};
+    /// use rlx::{DType, Graph};
     /// let mut g = Graph::new();
     /// let x = g.input("x", [2], DType::F64);
     /// let y = g.sin(x).unwrap();

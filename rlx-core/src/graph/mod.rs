@@ -75,7 +75,7 @@ pub struct GraphInput {
 /// A computation graph: nodes in topological order, named inputs, ordered outputs.
 ///
 /// ```
-/// use rlx_core::{DType, Graph};
+/// use rlx::{DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let y = g.sin(x).unwrap();
@@ -166,7 +166,7 @@ impl Graph {
     /// the module docs).
     ///
     /// ```
-    /// use rlx_core::{DType, Graph, NodeId};
+    /// use rlx::{DType, Graph, NodeId};
     /// let mut g = Graph::new();
     /// let x = g.input("x", [3], DType::F64);
     /// let y = g.sin(x).unwrap();
@@ -499,7 +499,7 @@ impl Graph {
     /// constants can fail it, since the builder checks every op's result.
     ///
     /// ```
-    /// use rlx_core::{DType, Error, Graph};
+    /// use rlx::{DType, Error, Graph};
     /// let mut g = Graph::new();
     /// g.input("x", [usize::MAX, 2], DType::F64);
     /// assert!(matches!(g.check_sizes(), Err(Error::TooLarge { op: "input", .. })));

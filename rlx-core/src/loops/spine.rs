@@ -31,8 +31,8 @@ use crate::{Graph, Node, NodeId, Op, Result};
 /// result; `None` when there is nothing to fuse.
 ///
 /// ```
-/// use rlx_core::loops::spine::fuse_spines;
-/// use rlx_core::{autodiff, DType, Graph, LoopOp};
+/// use rlx::core::loops::spine::fuse_spines;
+/// use rlx::{autodiff, DType, Graph, core::LoopOp};
 /// // Σ c(20) of c' = sin(c), with a budget of 5 carries or the default (all 20)
 /// let fused = |budget: Option<usize>| {
 ///     let mut b = Graph::new();

@@ -39,7 +39,7 @@ pub const MAX_FOLD_ELEMENTS: usize = 4096;
 /// docs for which ones).
 ///
 /// ```
-/// use rlx_core::{passes::fold_constants, DType, Graph, Literal, Op};
+/// use rlx::{core::passes::fold_constants, DType, Graph, Literal, Op};
 /// let mut g = Graph::new();
 /// let a = g.full([3], 2.0, DType::F32);
 /// let b = g.scalar(0.5, DType::F32);

@@ -58,7 +58,7 @@ use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, ReduceOp, Result,
 /// Applies the algebraic identities listed in the module docs.
 ///
 /// ```
-/// use rlx_core::{passes::simplify, DType, Graph, Op};
+/// use rlx::{core::passes::simplify, DType, Graph, Op};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let zero = g.full([2, 3], -0.0, DType::F64);

@@ -24,7 +24,7 @@ use crate::{Error, Graph, NodeId, Result};
 /// positions `wrt`: `[out0.numel(), Σ wrt numel]`.
 ///
 /// ```
-/// use rlx_core::{sparsity::jacobian_pattern, DType, Graph};
+/// use rlx::{core::sparsity::jacobian_pattern, DType, Graph};
 /// // y_i = x_i · x_{i+1}: two nonzeros per row.
 /// let mut g = Graph::new();
 /// let x = g.input("x", [4], DType::F64);
@@ -52,7 +52,7 @@ pub fn jacobian_pattern(g: &Graph, wrt: &[usize]) -> Result<Pattern> {
 /// the inputs at positions `wrt`: `[n, n]` with `n = Σ wrt numel`.
 ///
 /// ```
-/// use rlx_core::{sparsity::hessian_pattern, DType, Graph};
+/// use rlx::{core::sparsity::hessian_pattern, DType, Graph};
 /// // f = Σ_i x_i · x_{i+1}: only neighbours interact.
 /// let mut g = Graph::new();
 /// let x = g.input("x", [4], DType::F64);

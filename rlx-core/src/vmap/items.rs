@@ -50,7 +50,7 @@ pub struct Item {
 /// docs), or `None` if its outputs are not all computed row by row.
 ///
 /// ```
-/// use rlx_core::{vmap::unbatch, DType, Graph};
+/// use rlx::{core::vmap::unbatch, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [1000, 3], DType::F64);
 /// let w = g.input("w", [3], DType::F64);

@@ -113,9 +113,9 @@ impl Function {
     /// table, no lock.
     ///
     /// ```
-    /// use rlx_runtime::function::{Function, Transform};
-    /// use rlx_core::TensorType;
-    /// use rlx_runtime::{Arg, Graph, Result, Tensor};
+    /// use rlx::runtime::function::{Function, Transform};
+    /// use rlx::TensorType;
+    /// use rlx::{Arg, Graph, Result, Tensor};
     ///
     /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
     ///     let mut g = Graph::new();
@@ -202,9 +202,9 @@ impl Function {
     /// [`Function::run_small`] or the general path.
     ///
     /// ```
-    /// use rlx_runtime::function::{Function, Transform};
-    /// use rlx_core::{DType, TensorType};
-    /// use rlx_runtime::{Arg, Graph, Result, Tensor};
+    /// use rlx::runtime::function::{Function, Transform};
+    /// use rlx::{DType, TensorType};
+    /// use rlx::{Arg, Graph, Result, Tensor};
     ///
     /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
     ///     let mut g = Graph::new();

@@ -31,7 +31,7 @@ impl Tensor {
     /// current trace (if any), so traced code may use it as a constant.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// let x = Tensor::from_slice(&[1.0f32, 2.0], [2]);
     /// let two = x.scalar_like(2.0);
     /// assert_eq!(two.dtype(), DType::F32);

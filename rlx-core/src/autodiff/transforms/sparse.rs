@@ -61,8 +61,8 @@ pub struct SparseProgram {
 /// forces one.
 ///
 /// ```
-/// use rlx_core::autodiff::transforms::sparse::{sparse_jacobian, SparseMode};
-/// use rlx_core::{DType, Graph};
+/// use rlx::autodiff::transforms::sparse::{sparse_jacobian, SparseMode};
+/// use rlx::{DType, Graph};
 /// // y = exp(x) · 2: a diagonal Jacobian, one colour.
 /// let mut g = Graph::new();
 /// let x = g.input("x", [100], DType::F64);
@@ -166,8 +166,8 @@ fn choose(pattern: &Pattern, mode: Option<SparseMode>) -> Result<(SparseMode, Bi
 /// by a star colouring and forward over reverse mode with compressed seeds.
 ///
 /// ```
-/// use rlx_core::autodiff::transforms::sparse::{sparse_hessian, SparseMode};
-/// use rlx_core::{DType, Graph};
+/// use rlx::autodiff::transforms::sparse::{sparse_hessian, SparseMode};
+/// use rlx::{DType, Graph};
 /// // f = Σ x_i³: a diagonal Hessian, one colour.
 /// let mut g = Graph::new();
 /// let x = g.input("x", [50], DType::F64);

@@ -42,7 +42,7 @@
 //! `K · ε · Σ|t_k|`).
 //!
 //! ```
-//! use rlx_core::{passes::reroll, DType, Graph, Op};
+//! use rlx::{core::passes::reroll, DType, Graph, Op};
 //! let mut g = Graph::new();
 //! let p = g.input("p", [64], DType::F64);
 //! let mut e = g.scalar(0.0, DType::F64);
