@@ -204,7 +204,7 @@ pub fn step(
             let size = dims.get(axis).copied().unwrap_or(0);
             let start = (p as usize >> 4) % size.saturating_add(2);
             let len = size.saturating_sub(start) / 2 + (p as usize & 1);
-            g.slice_range(x, start..start + len, axis)
+            g.slice_range(x, start..start.saturating_add(len), axis)
         }
         15 => g.concat(&[x, y], axis),
         16 => g.softmax(x, axis),
