@@ -113,9 +113,9 @@ fn residual_graph() -> Graph {
     let mut g = Graph::new();
     let x = g.input("x", [N], DType::F64);
     let s = g.input("s", [N], DType::F64);
-    let zero = g.full(0.0, [1], DType::F64);
-    let head = g.slice(x, 0, 0, N - 1).unwrap();
-    let tail = g.slice(x, 0, 1, N - 1).unwrap();
+    let zero = g.full([1], 0.0, DType::F64);
+    let head = g.slice_range(x, 0..N - 1, 0).unwrap();
+    let tail = g.slice_range(x, 1..N, 0).unwrap();
     let left = g.concat(&[zero, head], 0).unwrap();
     let right = g.concat(&[tail, zero], 0).unwrap();
     let two = g.scalar(2.0, DType::F64);

@@ -143,12 +143,12 @@ fn lstm_loss(
         let mut input = x.matmul(embed);
         let (mut hs, mut cs) = (Vec::new(), Vec::new());
         for l in 0..LAYERS {
-            let hl = h.slice(0, l, 1).reshape([B, HID]);
-            let cl = c.slice(0, l, 1).reshape([B, HID]);
-            let wl = w.slice(0, l, 1).reshape([2 * HID, 4 * HID]);
-            let bl = bias.slice(0, l, 1).reshape([4 * HID]);
+            let hl = h.slice_range(l..l + 1, 0).reshape([B, HID]);
+            let cl = c.slice_range(l..l + 1, 0).reshape([B, HID]);
+            let wl = w.slice_range(l..l + 1, 0).reshape([2 * HID, 4 * HID]);
+            let bl = bias.slice_range(l..l + 1, 0).reshape([4 * HID]);
             let z = Tensor::concat(&[&input, &hl], 1).matmul(&wl) + bl;
-            let gate = |k: usize| z.slice(1, k * HID, HID);
+            let gate = |k: usize| z.slice_range(k * HID..k * HID + HID, 1);
             let c2 = gate(1).sigmoid() * &cl + gate(0).sigmoid() * gate(2).tanh();
             let h2 = gate(3).sigmoid() * c2.tanh();
             hs.push(h2.reshape([1, B, HID]));

@@ -69,8 +69,8 @@ fn vals(t: &Tensor) -> Vec<f64> {
 #[differentiable]
 fn rosenbrock(x: &Tensor) -> f64 {
     let n = x.shape().dim(0);
-    let a = x.slice(0, 0, n - 1);
-    let b = x.slice(0, 1, n - 1);
+    let a = x.slice_range(0..n - 1, 0);
+    let b = x.slice_range(1..n, 0);
     let d = b - a.square();
     ((d.square() * 100.0) + (a * -1.0 + 1.0).square()).sum_all()
 }
@@ -249,9 +249,9 @@ fn lj_bench(c: &mut Criterion) {
 #[differentiable]
 fn recurrence(x: &Tensor) -> f64 {
     let k = x.shape().dim(0);
-    let mut h = x.slice(0, 0, 1).tanh();
+    let mut h = x.slice_range(0..1, 0).tanh();
     for t in 1..k {
-        h = (x.slice(0, t, 1) + &h * 0.5).tanh();
+        h = (x.slice_range(t..t + 1, 0) + &h * 0.5).tanh();
     }
     h.sum_all()
 }

@@ -42,7 +42,7 @@ use rlx::prelude::*;
 
 /// `|a − b|` for particles `i`, `j` of a flat 2-D coordinate vector.
 fn distance(p: &Tensor, i: usize, j: usize) -> Tensor {
-    (p.slice(0, 2 * i, 2) - p.slice(0, 2 * j, 2))
+    (p.slice_range(2 * i..2 * i + 2, 0) - p.slice_range(2 * j..2 * j + 2, 0))
         .square()
         .sum_all()
         .sqrt()
@@ -90,8 +90,8 @@ fn lj_analytic(p: [f64; 6]) -> (f64, [f64; 6]) {
 #[differentiable]
 fn rosenbrock(x: &Tensor) -> Tensor {
     let n = x.shape().dims()[0];
-    let head = x.slice(0, 0, n - 1);
-    let tail = x.slice(0, 1, n - 1);
+    let head = x.slice_range(0..n - 1, 0);
+    let tail = x.slice_range(1..n, 0);
     ((tail - head.square()).square() * 100.0 + (1.0 - head).square()).sum_all()
 }
 
@@ -113,8 +113,8 @@ fn rosenbrock_hessian(x: &[f64; 10], h: &mut [f64; 100]) {
 #[differentiable(wrt(y))]
 fn residual(y: &Tensor, y_prev: &Tensor, h: f64) -> Tensor {
     let mu = 1000.0;
-    let y0 = y.slice(0, 0, 1);
-    let y1 = y.slice(0, 1, 1);
+    let y0 = y.slice_range(0..1, 0);
+    let y1 = y.slice_range(1..2, 0);
     let f0 = y1.clone();
     let f1 = ((1.0 - y0.square()) * &y1 - &y0) * mu;
     y - y_prev - Tensor::concat(&[&f0, &f1], 0) * h
@@ -151,10 +151,10 @@ const N: usize = 64;
 /// (`_tag` only makes a new signature for the first-call benchmark).
 #[differentiable(wrt(p))]
 fn pair_energy(p: &Tensor, _tag: usize) -> Tensor {
-    let mut e = p.slice(0, 0, 1).sum_all() * 0.0;
+    let mut e = p.slice_range(0..1, 0).sum_all() * 0.0;
     for i in 0..N {
         for j in i + 1..N {
-            let d = p.slice(0, 3 * i, 3) - p.slice(0, 3 * j, 3);
+            let d = p.slice_range(3 * i..3 * i + 3, 0) - p.slice_range(3 * j..3 * j + 3, 0);
             let s3 = d.square().sum_all().recip().powi(3);
             e = e + (s3.square() - &s3) * 4.0;
         }

@@ -338,8 +338,8 @@ fn bench_newton(c: &mut Criterion) {
 
 fn bench_first_call(c: &mut Criterion) {
     let k = 142;
-    let i_src = Tensor::full(2e-4, [k, k], DType::F64);
-    let vt = Tensor::full(0.6, [k, k], DType::F64);
+    let i_src = Tensor::full([k, k], 2e-4, DType::F64);
+    let vt = Tensor::full([k, k], 0.6, DType::F64);
     static TAG: AtomicUsize = AtomicUsize::new(1);
     let mut group = c.benchmark_group("first_call_20000");
     group.sample_size(10);

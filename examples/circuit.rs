@@ -50,8 +50,8 @@ pub fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize) -> Tensor {
     // Current through each horizontal and vertical resistor, then the net
     // current out of each node: an edge's current leaves one end and
     // enters the other, and the borders have no edge beyond them.
-    let ih = (v.slice(1, 0, k - 1) - v.slice(1, 1, k - 1)) / R;
-    let iv = (v.slice(0, 0, k - 1) - v.slice(0, 1, k - 1)) / R;
+    let ih = (v.slice_range(0..k - 1, 1) - v.slice_range(1..k, 1)) / R;
+    let iv = (v.slice_range(0..k - 1, 0) - v.slice_range(1..k, 0)) / R;
     let zc = Tensor::zeros([k, 1], DType::F64);
     let zr = Tensor::zeros([1, k], DType::F64);
     let out_h = Tensor::concat(&[&ih, &zc], 1) - Tensor::concat(&[&zc, &ih], 1);
@@ -59,7 +59,7 @@ pub fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize) -> Tensor {
     // The first row is fed from the source.
     let fed = Tensor::concat(
         &[
-            &((v.slice(0, 0, 1) - vs) / R_SOURCE),
+            &((v.slice_range(0..1, 0) - vs) / R_SOURCE),
             &Tensor::zeros([k - 1, k], DType::F64),
         ],
         0,
@@ -74,19 +74,19 @@ pub fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize) -> Tensor {
 /// and the last node a load `R_LOAD`.
 #[differentiable(wrt(v))]
 pub fn ladder(v: &Tensor, vs: f64, i_src: &Tensor, n: usize) -> Tensor {
-    let left = Tensor::concat(&[&vs.reshape([1]), &v.slice(0, 0, n - 1)], 0);
+    let left = Tensor::concat(&[&vs.reshape([1]), &v.slice_range(0..n - 1, 0)], 0);
     let g_left = Tensor::concat(
         &[
-            &Tensor::full(1.0 / R_SOURCE, [1], DType::F64),
-            &Tensor::full(1.0 / R, [n - 1], DType::F64),
+            &Tensor::full([1], 1.0 / R_SOURCE, DType::F64),
+            &Tensor::full([n - 1], 1.0 / R, DType::F64),
         ],
         0,
     );
     let to_left = (v - &left) * &g_left;
     let to_right = Tensor::concat(
         &[
-            &((v.slice(0, 0, n - 1) - v.slice(0, 1, n - 1)) / R),
-            &(v.slice(0, n - 1, 1) / R_LOAD),
+            &((v.slice_range(0..n - 1, 0) - v.slice_range(1..n, 0)) / R),
+            &(v.slice_range(n - 1..n - 1 + 1, 0) / R_LOAD),
         ],
         0,
     );

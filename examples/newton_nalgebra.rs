@@ -26,7 +26,8 @@ fn residual(u: &Tensor, lambda: f64) -> Tensor {
     let h = 1.0 / (n + 1) as f64;
     let zero = Tensor::zeros([1], DType::F64);
     let padded = Tensor::concat(&[&zero, u, &zero], 0);
-    let laplacian = (u * 2.0 - padded.slice(0, 0, n) - padded.slice(0, 2, n)) / (h * h);
+    let laplacian =
+        (u * 2.0 - padded.slice_range(0..n, 0) - padded.slice_range(2..2 + n, 0)) / (h * h);
     laplacian - lambda * u.exp()
 }
 

@@ -26,8 +26,13 @@ const G: f64 = 9.81;
 /// value exists yet.)
 #[differentiable(wrt(p))]
 pub fn kinetic(q: &Tensor, p: &Tensor) -> Tensor {
-    let c = (q.slice(0, 0, 1) - q.slice(0, 1, 1)).cos().sum_all();
-    let (p1, p2) = (p.slice(0, 0, 1).sum_all(), p.slice(0, 1, 1).sum_all());
+    let c = (q.slice_range(0..1, 0) - q.slice_range(1..2, 0))
+        .cos()
+        .sum_all();
+    let (p1, p2) = (
+        p.slice_range(0..1, 0).sum_all(),
+        p.slice_range(1..2, 0).sum_all(),
+    );
     // M = [[a, b], [b, d]]
     let a = (M1 + M2) * L1 * L1;
     let d = M2 * L2 * L2;
@@ -39,8 +44,8 @@ pub fn kinetic(q: &Tensor, p: &Tensor) -> Tensor {
 /// Total energy: kinetic plus gravitational potential.
 #[differentiable]
 pub fn hamiltonian(q: &Tensor, p: &Tensor) -> f64 {
-    let potential = q.slice(0, 0, 1).cos().sum_all() * (-(M1 + M2) * G * L1)
-        - q.slice(0, 1, 1).cos().sum_all() * (M2 * G * L2);
+    let potential = q.slice_range(0..1, 0).cos().sum_all() * (-(M1 + M2) * G * L1)
+        - q.slice_range(1..2, 0).cos().sum_all() * (M2 * G * L2);
     kinetic(q, p) + potential
 }
 

@@ -9,7 +9,7 @@
 //!
 //! #[differentiable]
 //! pub fn spring_energy(q: &Tensor, k: f64, rest: f64) -> f64 {
-//!     let d = q.slice(0, 2, 2) - q.slice(0, 0, 2);
+//!     let d = q.slice_range(2..4, 0) - q.slice_range(0..2, 0);
 //!     let r = d.square().sum_all().sqrt();
 //!     0.5 * k * (r - rest).powi(2)
 //! }

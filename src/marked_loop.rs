@@ -95,7 +95,7 @@ impl<Y: Tensors> CollectSteps<Y> for Vec<Y> {
             for (item, leaves) in stacked.iter().zip(&leaves) {
                 let mut sliced = leaves.iter().map(|l| {
                     let rest = l.shape().dims()[1..].to_vec();
-                    l.slice(0, row, 1).reshape(rest)
+                    l.slice_range(row..row + 1, 0).reshape(rest)
                 });
                 self.push(item.rebuild(&mut sliced));
             }
@@ -122,7 +122,7 @@ pub fn steps_of(xs: &Tensor, range: (usize, usize)) -> Tensor {
     if start == 0 && xs.rank() > 0 && xs.shape().dim(0) == len {
         xs.clone()
     } else {
-        xs.slice(0, start, len)
+        xs.slice_range(start..start + len, 0)
     }
 }
 

@@ -117,7 +117,7 @@ fn lj_num(r: f64) -> f64 {
 /// with a number, and a closure over numbers.
 #[differentiable]
 fn two_body(x: &Tensor, eps: f64) -> f64 {
-    let r = (x.slice(0, 1, 1) - x.slice(0, 0, 1)).sum_all();
+    let r = (x.slice_range(1..2, 0) - x.slice_range(0..1, 0)).sum_all();
     let spring = |d: f64| -> f64 { 0.5 * (d - 1.0) * (d - 1.0) };
     lj(&r) + pair(r.clone(), eps, 1.1) + spring(r) + lj(1.5)
 }
@@ -133,9 +133,9 @@ fn two_body_num(x: &[f64], eps: f64) -> f64 {
 #[differentiable]
 fn bond_chain(x: &Tensor, eps: f64, sigma: f64) -> f64 {
     let reach = sigma * 1.5;
-    let mut total = x.slice(0, 0, 1).sum_all() * 0.0;
+    let mut total = x.slice_range(0..1, 0).sum_all() * 0.0;
     for i in 0..3 {
-        let r = (x.slice(0, i + 1, 1) - x.slice(0, i, 1)).sum_all();
+        let r = (x.slice_range(i + 1..i + 1 + 1, 0) - x.slice_range(i..i + 1, 0)).sum_all();
         total = total + pair(&r, eps, sigma) + 0.01 * r.powf(reach) + r.hypot(eps);
     }
     total + lj(sigma) + lj(reach)
@@ -179,7 +179,7 @@ fn numbers_are_passed_to_calls_by_value_as_often_as_needed() {
 /// Per-row energies (a helper of numbers applied to a column).
 #[differentiable]
 fn rows(x: &Tensor) -> Tensor {
-    let r = x.slice(1, 1, 1) - x.slice(1, 0, 1);
+    let r = x.slice_range(1..2, 1) - x.slice_range(0..1, 1);
     lj(r.reshape([x.shape().dims()[0]]))
 }
 
@@ -283,7 +283,7 @@ fn as_numbers(q: Tensor, vs: f64) -> Tensor {
     let d = q.clone() - vs;
     let mut acc = d * d / vs;
     acc += -vs;
-    let level = Tensor::full(vs, [2], DType::F64);
+    let level = Tensor::full([2], vs, DType::F64);
     (acc * level).sum_all()
 }
 
@@ -385,7 +385,7 @@ fn exp_sin(x: f64) -> f64 {
 /// f(x) = Σ x_i⁴ + x_0 x_1: the third derivative is 24 x_i on the diagonal.
 #[differentiable]
 fn quartic(x: &Tensor) -> Tensor {
-    x.powi(4).sum_all() + (x.slice(0, 0, 1) * x.slice(0, 1, 1)).sum_all()
+    x.powi(4).sum_all() + (x.slice_range(0..1, 0) * x.slice_range(1..2, 0)).sum_all()
 }
 
 #[test]

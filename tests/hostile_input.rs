@@ -77,7 +77,7 @@ const BLOW_UP_LINE: u32 = line!() + 6;
 /// Reshapes an empty slice to a shape with 2^64 elements.
 #[differentiable]
 fn blow_up(x: &Tensor) -> Tensor {
-    let empty = x.slice(0, 0, 0);
+    let empty = x.slice_range(0..0, 0);
     let huge = empty.reshape([1usize << 32, 1 << 32]);
     x.square().sum_all() + huge.sum_all()
 }
@@ -162,7 +162,7 @@ fn zeros_of_a_shape_too_large_for_usize_panics_with_our_message() {
     for dt in DType::ALL {
         let e = Tensor::try_zeros([usize::MAX, 2], dt).unwrap_err();
         assert!(too_large(&e, "Tensor::zeros"), "{e}");
-        let e = Tensor::try_full(1.0, [usize::MAX, 2], dt).unwrap_err();
+        let e = Tensor::try_full([usize::MAX, 2], 1.0, dt).unwrap_err();
         assert!(too_large(&e, "Tensor::full"), "{e}");
         let e = Tensor::try_ones([usize::MAX], dt).unwrap_err();
         assert!(too_large(&e, "Tensor::ones"), "{e}");
@@ -185,7 +185,7 @@ fn an_allocation_the_allocator_refuses_is_an_error() {
     for dt in DType::ALL {
         let n = 1usize << 61 >> dt.size_in_bytes().trailing_zeros();
         assert!(matches!(
-            Tensor::try_full(2.0, [n], dt),
+            Tensor::try_full([n], 2.0, dt),
             Err(Error::OutOfMemory { .. })
         ));
     }
@@ -248,7 +248,7 @@ fn panicking_methods_name_the_callers_line() {
     let c = panic_of(|| x.reshape([3]));
     assert_ours(&c, "`reshape`", line);
     let line = line!() + 1;
-    let c = panic_of(|| x.slice(0, usize::MAX, 2));
+    let c = panic_of(|| x.slice_range(usize::MAX..=usize::MAX, 0));
     assert_ours(&c, "`slice`", line);
     let line = line!() + 1;
     let c = panic_of(|| &x + &Tensor::zeros([3], DType::F64));

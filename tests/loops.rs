@@ -34,7 +34,7 @@ fn driven_unrolled(q0: &Tensor, forces: &Tensor, k: f64, steps: usize) -> f64 {
     let mut p = q0 * 0.0;
     let mut path = Vec::new();
     for t in 0..steps {
-        let f = forces.slice(0, t, 1).reshape(q0.shape().clone());
+        let f = forces.slice_range(t..t + 1, 0).reshape(q0.shape().clone());
         p = &p + (&f - &q * &k - &p * 0.1) * H;
         q = &q + &p * H;
         path.push(q.sin().reshape([1, q0.shape().dim(0)]));
@@ -324,7 +324,7 @@ const GROWS_LINE: u32 = line!() + 4;
 #[differentiable]
 fn grows(x0: &Tensor) -> f64 {
     let x = rlx::iterate(x0.clone(), 3, |x| {
-        Tensor::concat(&[&x, &x], 0).slice(0, 0, 3)
+        Tensor::concat(&[&x, &x], 0).slice_range(0..3, 0)
     });
     x.sum_all()
 }

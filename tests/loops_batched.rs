@@ -23,7 +23,7 @@ fn force(t: usize) -> f64 {
 fn pendula(s: &Tensor) -> Tensor {
     let forces = Tensor::from_vec((0..STEPS).map(force).collect(), [STEPS, 1]);
     let ((q, p), ()) = rlx::scan(
-        (s.slice(1, 0, 1), s.slice(1, 1, 1)),
+        (s.slice_range(0..1, 1), s.slice_range(1..2, 1)),
         &forces,
         |(q, p), f| {
             let p = &p + (&f - q.sin() * 1.5 - &p * 0.1) * H;
@@ -36,7 +36,7 @@ fn pendula(s: &Tensor) -> Tensor {
 
 #[differentiable]
 fn pendula_unrolled(s: &Tensor) -> Tensor {
-    let (mut q, mut p) = (s.slice(1, 0, 1), s.slice(1, 1, 1));
+    let (mut q, mut p) = (s.slice_range(0..1, 1), s.slice_range(1..2, 1));
     for t in 0..STEPS {
         p = &p + (-(q.sin() * 1.5) - &p * 0.1 + force(t)) * H;
         q = &q + &p * H;
@@ -48,19 +48,23 @@ fn pendula_unrolled(s: &Tensor) -> Tensor {
 /// invariant), one energy per row.
 #[differentiable]
 fn energies(s: &Tensor) -> Tensor {
-    let k = s.slice(1, 2, 1);
-    let (q, p) = rlx::iterate((s.slice(1, 0, 1), s.slice(1, 1, 1)), STEPS, |(q, p)| {
-        let p = &p - ((&q * &k).sin() + &p * 0.1) * H;
-        let q = &q + &p * H;
-        (q, p)
-    });
+    let k = s.slice_range(2..3, 1);
+    let (q, p) = rlx::iterate(
+        (s.slice_range(0..1, 1), s.slice_range(1..2, 1)),
+        STEPS,
+        |(q, p)| {
+            let p = &p - ((&q * &k).sin() + &p * 0.1) * H;
+            let q = &q + &p * H;
+            (q, p)
+        },
+    );
     (q.square() * 0.5 + p.square() * &k).sum(&[1])
 }
 
 #[differentiable]
 fn energies_unrolled(s: &Tensor) -> Tensor {
-    let k = s.slice(1, 2, 1);
-    let (mut q, mut p) = (s.slice(1, 0, 1), s.slice(1, 1, 1));
+    let k = s.slice_range(2..3, 1);
+    let (mut q, mut p) = (s.slice_range(0..1, 1), s.slice_range(1..2, 1));
     for _ in 0..STEPS {
         p = &p - ((&q * &k).sin() + &p * 0.1) * H;
         q = &q + &p * H;
@@ -111,7 +115,7 @@ fn check_batch(
     let n = s.shape().dim(0);
     let item = bj.len() / n;
     for i in 0..n {
-        let j = per_item(&s.slice(0, i, 1)).unwrap();
+        let j = per_item(&s.slice_range(i..i + 1, 0)).unwrap();
         assert_eq!(j.shape().numel(), item);
         close(
             &format!("row {i}"),
@@ -145,7 +149,7 @@ fn reverse_batch_jacobian_through_a_loop_matches_per_item_jacobians() {
     let bj = check_batch(&bj, &unrolled, &s, jacobian_energies);
     // and central differences
     for i in 0..n {
-        let row = s.slice(0, i, 1);
+        let row = s.slice_range(i..i + 1, 0);
         let e = 1e-6;
         for c in 0..m {
             let at = |d: f64| {

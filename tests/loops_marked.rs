@@ -37,7 +37,7 @@ fn driven_unrolled(q0: &Tensor, forces: &Tensor, k: f64) -> f64 {
     let mut p = q0 * 0.0;
     let mut path = Vec::new();
     for t in 0..forces.shape().dim(0) {
-        p = &p + (&forces.slice(0, t, 1).reshape([3]) - &q * &k - &p * 0.1) * H;
+        p = &p + (&forces.slice_range(t..t + 1, 0).reshape([3]) - &q * &k - &p * 0.1) * H;
         q = &q + &p * H;
         path.push(q.sin());
     }
@@ -60,7 +60,9 @@ fn driven_scan(q0: &Tensor, forces: &Tensor, k: f64) -> f64 {
                 let y = q.sin();
                 ((p, q), vec![y])
             });
-    let path: Vec<Tensor> = (0..n).map(|t| ys[0].slice(0, t, 1).reshape([3])).collect();
+    let path: Vec<Tensor> = (0..n)
+        .map(|t| ys[0].slice_range(t..t + 1, 0).reshape([3]))
+        .collect();
     let rows: Vec<Tensor> = path.iter().map(|y| y.reshape([1, 3])).collect();
     let path = Tensor::concat(&rows, 0);
     (path.square() * 0.5).sum_all() + q.sum_all() * p.sum_all()
@@ -281,7 +283,7 @@ fn suffix_unrolled(xs: &Tensor, from: usize) -> Tensor {
     let mut acc = xs.sum_all() * 0.0;
     let mut sums = Vec::new();
     for i in (from..xs.shape().dim(0)).rev() {
-        let x = xs.slice(0, i, 1).reshape(Shape::scalar());
+        let x = xs.slice_range(i..i + 1, 0).reshape(Shape::scalar());
         acc = &acc + &x * &x;
         sums.push(acc.clone());
     }
@@ -444,7 +446,7 @@ fn readme_driven_unrolled(q0: &Tensor, forces: &Tensor, k: f64) -> f64 {
     let (mut q, mut p) = (q0.clone(), q0 * 0.0);
     let mut energy = Vec::new();
     for t in 0..forces.shape().dim(0) {
-        p = &p + (&forces.slice(0, t, 1).reshape([3]) - &q * &k) * 0.05;
+        p = &p + (&forces.slice_range(t..t + 1, 0).reshape([3]) - &q * &k) * 0.05;
         q = &q + &p * 0.05;
         energy.push((&p * &p + &q * &q * &k).sum_all());
     }

@@ -185,7 +185,7 @@ fn random_graph(steps: &[Step], dtype: DType) -> Graph {
             7 if !da.is_empty() => {
                 let axis = s.p % da.len();
                 let start = s.b % da[axis];
-                g.slice(a, axis, start, da[axis] - start)
+                g.slice_range(a, start..da[axis], axis)
             }
             8 if !da.is_empty() => {
                 let axis = s.p % da.len();
@@ -353,7 +353,7 @@ fn values_over_the_threshold_keep_the_general_plan() {
     // 1024 input elements in all.
     let mut g = Graph::new();
     let x = g.input("x", [1000], DType::F64);
-    let s = g.slice(x, 0, 10, 4).unwrap();
+    let s = g.slice_range(x, 10..14, 0).unwrap();
     let t = g.exp(s).unwrap();
     g.set_outputs(vec![t]);
     let xv = Tensor::from_slice(
@@ -363,7 +363,7 @@ fn values_over_the_threshold_keep_the_general_plan() {
     check_scalarised(&g, &[&xv], "slice of a large input");
     let mut g = Graph::new();
     let x = g.input("x", [2000], DType::F64);
-    let s = g.slice(x, 0, 10, 4).unwrap();
+    let s = g.slice_range(x, 10..14, 0).unwrap();
     let t = g.exp(s).unwrap();
     g.set_outputs(vec![t]);
     assert_eq!(rlx::compile(&g).unwrap().stats().scalarized_nodes, 0);
@@ -393,7 +393,7 @@ fn outputs_that_are_inputs_or_constants() {
     let x = g.input("x", [3], DType::F64);
     let zero = g.scalar(0.0, DType::F64);
     let y = g.add(x, zero).unwrap();
-    let c = g.full(2.5, [2], DType::F32);
+    let c = g.full([2], 2.5, DType::F32);
     let z = g.mul(x, x).unwrap();
     g.set_outputs(vec![y, c, z, x]);
     let xv = Tensor::from_slice(&[1.0, -2.0, 3.0], [3]);
@@ -404,7 +404,7 @@ fn outputs_that_are_inputs_or_constants() {
 #[differentiable]
 fn lj3(p: &Tensor) -> Tensor {
     let d = |i: usize, j: usize| {
-        (p.slice(0, 2 * i, 2) - p.slice(0, 2 * j, 2))
+        (p.slice_range(2 * i..2 * i + 2, 0) - p.slice_range(2 * j..2 * j + 2, 0))
             .square()
             .sum_all()
     };
@@ -465,7 +465,11 @@ fn companions_over_a_small_tensor_match_finite_differences() {
 fn warm_calls_allocate_only_their_outputs() {
     let t = rlx::trace::Trace::enter();
     let p = t.input("p", Shape::new(vec![6]), DType::F64);
-    let e = ((p.slice(0, 0, 2) - p.slice(0, 2, 2)).square().sum_all() + p.sin().sum_all()).sqrt();
+    let e = ((p.slice_range(0..2, 0) - p.slice_range(2..4, 0))
+        .square()
+        .sum_all()
+        + p.sin().sum_all())
+    .sqrt();
     let g = t.finish(&[&e]).unwrap();
     let vg = autodiff::value_and_grad(&g, &[0]).unwrap();
     let exe = rlx::compile(&vg).unwrap();
@@ -494,10 +498,10 @@ const PAIR_N: usize = 16;
 /// as the double loop physicists write (every pair unrolled at trace time).
 #[differentiable]
 fn pair_energy(p: &Tensor) -> Tensor {
-    let mut e = p.slice(0, 0, 1).sum_all() * 0.0;
+    let mut e = p.slice_range(0..1, 0).sum_all() * 0.0;
     for i in 0..PAIR_N {
         for j in i + 1..PAIR_N {
-            let d = p.slice(0, 3 * i, 3) - p.slice(0, 3 * j, 3);
+            let d = p.slice_range(3 * i..3 * i + 3, 0) - p.slice_range(3 * j..3 * j + 3, 0);
             let s3 = d.square().sum_all().recip().powi(3);
             e = e + (s3.square() - &s3) * 4.0;
         }

@@ -21,8 +21,11 @@ const V_T: f64 = 0.025_85;
 /// The diode ladder of `examples/circuit.rs`: a tridiagonal Jacobian.
 #[differentiable(wrt(v))]
 fn ladder(v: &Tensor, vs: f64, n: usize) -> Tensor {
-    let left = Tensor::concat(&[&vs.reshape([1]), &v.slice(0, 0, n - 1)], 0);
-    let right = Tensor::concat(&[&v.slice(0, 1, n - 1), &Tensor::zeros([1], DType::F64)], 0);
+    let left = Tensor::concat(&[&vs.reshape([1]), &v.slice_range(0..n - 1, 0)], 0);
+    let right = Tensor::concat(
+        &[&v.slice_range(1..n, 0), &Tensor::zeros([1], DType::F64)],
+        0,
+    );
     let diode = ((v / V_T).exp() - 1.0) * I_SAT;
     (v - &left) / R + (v - &right) / R + diode
 }
@@ -32,7 +35,7 @@ fn ladder(v: &Tensor, vs: f64, n: usize) -> Tensor {
 #[differentiable]
 fn dense_row(x: &Tensor, n: usize) -> Tensor {
     let head = x.square().sum_all().reshape([1]);
-    Tensor::concat(&[&head, &x.slice(0, 1, n - 1).sin()], 0)
+    Tensor::concat(&[&head, &x.slice_range(1..n, 0).sin()], 0)
 }
 
 /// A dense Jacobian: `y_i = sin(x_i) · Σ x`.
@@ -44,13 +47,13 @@ fn dense(x: &Tensor) -> Tensor {
 /// Two parameters: `y_i = a_i · b_{i+1} + exp(a_i)`, and a scalar.
 #[differentiable]
 fn two(a: &Tensor, b: &Tensor, s: f64, n: usize) -> Tensor {
-    a * b.slice(0, 1, n) + a.exp() * &s
+    a * b.slice_range(1..1 + n, 0) + a.exp() * &s
 }
 
 /// A chain energy with a tridiagonal Hessian.
 #[differentiable]
 fn chain(x: &Tensor, n: usize) -> f64 {
-    let d = x.slice(0, 1, n - 1) - x.slice(0, 0, n - 1);
+    let d = x.slice_range(1..n, 0) - x.slice_range(0..n - 1, 0);
     d.powi(4).sum_all() + x.cos().sum_all()
 }
 
@@ -269,10 +272,10 @@ fn into_forms_write_the_same_values() {
 #[test]
 fn bad_input_is_an_error_that_says_what_was_expected() {
     let n = 10;
-    let vt = Tensor::full(0.5, [n], DType::F64);
+    let vt = Tensor::full([n], 0.5, DType::F64);
     // Storage of another signature's pattern.
     let other =
-        sparse_jacobian_ladder(&Tensor::full(0.5, [n + 1], DType::F64), 5.0, n + 1).unwrap();
+        sparse_jacobian_ladder(&Tensor::full([n + 1], 0.5, DType::F64), 5.0, n + 1).unwrap();
     let mut wrong = other.clone();
     let e = sparse_jacobian_into_ladder(&vt, 5.0, n, &mut wrong).unwrap_err();
     let msg = e.to_string();
@@ -302,7 +305,7 @@ fn bad_input_is_an_error_that_says_what_was_expected() {
     );
     // Hessian storage of another pattern (an 11-node ladder's Jacobian;
     // the 10-node one has the Hessian's pattern, and is accepted).
-    let x = Tensor::full(0.5, [n], DType::F64);
+    let x = Tensor::full([n], 0.5, DType::F64);
     let msg = sparse_hessian_into_chain(&x, n, &mut other.clone())
         .unwrap_err()
         .to_string();
@@ -367,7 +370,7 @@ fn sparse_lu_solves_and_reports_singular_matrices() {
 #[differentiable]
 fn looped(x: &Tensor, n: usize) -> Tensor {
     rlx::iterate(x.clone(), 3, |x| {
-        let next = Tensor::concat(&[&x.slice(0, 1, n - 1), &x.slice(0, 0, 1)], 0);
+        let next = Tensor::concat(&[&x.slice_range(1..n, 0), &x.slice_range(0..1, 0)], 0);
         &x + x.sin() * next * 0.1
     })
 }

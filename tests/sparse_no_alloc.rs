@@ -14,7 +14,7 @@ use rlx::prelude::*;
 fn chain(x: &Tensor, c: &Tensor, n: usize) -> Tensor {
     let z = Tensor::zeros([1], DType::F64);
     let p = Tensor::concat(&[&z, x, &z], 0);
-    p.slice(0, 0, n) + p.slice(0, 2, n) - x * 2.0 - x.sinh() + c
+    p.slice_range(0..n, 0) + p.slice_range(2..2 + n, 0) - x * 2.0 - x.sinh() + c
 }
 
 #[test]
@@ -24,7 +24,7 @@ fn warm_into_calls_allocate_nothing() {
         &(0..n).map(|i| (i as f64 * 0.1).sin()).collect::<Vec<_>>(),
         [n],
     );
-    let c = Tensor::full(0.3, [n], DType::F64);
+    let c = Tensor::full([n], 0.3, DType::F64);
     let mut j = sparse_jacobian_chain(&x, &c, n).unwrap();
     let mut f = vec![0.0; n];
     for _ in 0..2 {
@@ -43,7 +43,7 @@ fn warm_into_calls_allocate_nothing() {
 /// `Σ (x_{i+1} - x_i)⁴ + Σ cos x_i`: a tridiagonal Hessian.
 #[differentiable]
 fn energy(x: &Tensor, n: usize) -> f64 {
-    let d = x.slice(0, 1, n - 1) - x.slice(0, 0, n - 1);
+    let d = x.slice_range(1..n, 0) - x.slice_range(0..n - 1, 0);
     d.powi(4).sum_all() + x.cos().sum_all()
 }
 
@@ -66,8 +66,8 @@ fn a_warm_sparse_hessian_into_call_allocates_nothing() {
 #[test]
 fn a_20000_unknown_sparse_jacobian_never_allocates_n_squared() {
     let n = 20_000;
-    let x = Tensor::full(0.1, [n], DType::F64);
-    let c = Tensor::full(0.3, [n], DType::F64);
+    let x = Tensor::full([n], 0.1, DType::F64);
+    let c = Tensor::full([n], 0.3, DType::F64);
     let mut j = None;
     let (_, largest) = measure(|| j = Some(sparse_jacobian_chain(&x, &c, n).unwrap()));
     let j = j.unwrap();

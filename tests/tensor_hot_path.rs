@@ -24,7 +24,7 @@ use rlx::{BinaryOp, Executable, Graph, Op, Result};
 #[differentiable]
 fn lj(p: &Tensor, k: f64) -> Tensor {
     let d = |i: usize, j: usize| {
-        (p.slice(0, 2 * i, 2) - p.slice(0, 2 * j, 2))
+        (p.slice_range(2 * i..2 * i + 2, 0) - p.slice_range(2 * j..2 * j + 2, 0))
             .square()
             .sum_all()
     };
@@ -38,8 +38,8 @@ fn lj(p: &Tensor, k: f64) -> Tensor {
 /// A map from `[2]` to `[2]` (the Van der Pol implicit Euler residual).
 #[differentiable(wrt(y))]
 fn residual(y: &Tensor, y_prev: &Tensor, h: f64) -> Tensor {
-    let y0 = y.slice(0, 0, 1);
-    let y1 = y.slice(0, 1, 1);
+    let y0 = y.slice_range(0..1, 0);
+    let y1 = y.slice_range(1..2, 0);
     let f1 = ((1.0 - y0.square()) * &y1 - &y0) * 1000.0;
     y - y_prev - Tensor::concat(&[&y1, &f1], 0) * h
 }

@@ -11,5 +11,7 @@ fn ui() {
     t.compile_fail("tests/ui/body/*.rs");
     t.compile_fail("tests/ui/call/*.rs");
     t.compile_fail("tests/ui/scan/*.rs");
+    t.compile_fail("tests/ui/lint/*.rs");
+    t.compile_fail("tests/ui/api/*.rs");
     t.pass("tests/ui/pass/*.rs");
 }

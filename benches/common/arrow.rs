@@ -9,7 +9,7 @@ use rlx::prelude::*;
 #[differentiable]
 pub fn arrow(x: &Tensor, n: usize) -> Tensor {
     let head = x.square().sum_all().reshape([1]);
-    let rest = x.slice(0, 1, n - 1);
-    let tail = &rest * &x.slice(0, 0, 1).exp() + rest.sin();
+    let rest = x.slice_range(1..n, 0);
+    let tail = &rest * &x.slice_range(0..1, 0).exp() + rest.sin();
     Tensor::concat(&[&head, &tail], 0)
 }

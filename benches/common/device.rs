@@ -13,9 +13,9 @@ pub const VT: f64 = 0.05;
 /// `0.01 v0 v2` from 0 to 2.
 #[differentiable]
 pub fn device(u: &Tensor) -> Tensor {
-    let v0 = u.slice(1, 0, 1);
-    let v1 = u.slice(1, 1, 1);
-    let v2 = u.slice(1, 2, 1);
+    let v0 = u.slice_range(0..1, 1);
+    let v1 = u.slice_range(1..2, 1);
+    let v2 = u.slice_range(2..3, 1);
     let id = ((&v0 - &v1) * (1.0 / VT)).exp() * IS - IS;
     let it = ((&v1 - &v2) * 2.0).tanh() * 0.5 * (&v0 * 0.1 + 1.0);
     let il = &v0 * &v2 * 0.01;

@@ -25,11 +25,11 @@ pub const START: [f64; 5] = [1.5e-12, 1.5, 300.0, 1.1, 1.8];
 /// The loss over the measured `(v, i_meas)` (a plain function over
 /// tensors: traced by [`diode_fit`] and by tests that build the graph).
 pub fn diode_fit_body(p: &Tensor, v: &Tensor, i_meas: &Tensor) -> Tensor {
-    let is0 = p.slice(0, 0, 1);
-    let n = p.slice(0, 1, 1);
-    let temp = p.slice(0, 2, 1);
-    let eg = p.slice(0, 3, 1);
-    let gain = p.slice(0, 4, 1);
+    let is0 = p.slice_range(0..1, 0);
+    let n = p.slice_range(1..2, 0);
+    let temp = p.slice_range(2..3, 0);
+    let eg = p.slice_range(3..4, 0);
+    let gain = p.slice_range(4..5, 0);
     let vt = &temp * K_OVER_Q;
     let r = &temp * (1.0 / TNOM);
     let is = is0 * r.powi(3) * ((&r - 1.0) * eg / &vt).exp();

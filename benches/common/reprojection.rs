@@ -40,7 +40,7 @@ const SMALL_ANGLE: f64 = 1e-12;
 
 /// Column `j` of `x: [N, 15]`, as `[N, 1]`.
 fn col(x: &Tensor, j: usize) -> Tensor {
-    x.slice(1, j, 1)
+    x.slice_range(j..j + 1, 1)
 }
 
 /// The residuals `[N, 3]` of `N` observations `x: [N, 15]` (see the module

@@ -11,7 +11,7 @@ pub fn stencil(u: &Tensor, k: usize) -> Tensor {
     let rows = Tensor::concat(&[&zr, u, &zr], 0);
     let zc = Tensor::zeros([k + 2, 1], DType::F64);
     let p = Tensor::concat(&[&zc, &rows, &zc], 1);
-    let nb = |di: usize, dj: usize| p.slice(0, di, k).slice(1, dj, k);
+    let nb = |di: usize, dj: usize| p.slice_range(di..di + k, 0).slice_range(dj..dj + k, 1);
     nb(0, 1) + nb(2, 1) + nb(1, 0) + nb(1, 2) - u * 4.0 - u.powi(3)
 }
 

@@ -11,7 +11,7 @@ use std::fmt;
 /// The element type of a tensor.
 ///
 /// ```
-/// use rlx_core::DType;
+/// use rlx::DType;
 /// assert!(DType::F64.is_float());
 /// assert_eq!(DType::BF16.size_in_bytes(), 2);
 /// assert_eq!(DType::F32.to_string(), "f32");
@@ -58,7 +58,7 @@ impl DType {
     /// Whether values of this type are complex numbers.
     ///
     /// ```
-    /// use rlx_core::DType;
+    /// use rlx::DType;
     /// assert!(DType::C64.is_complex() && !DType::C64.is_float());
     /// ```
     #[inline]
@@ -77,7 +77,7 @@ impl DType {
     /// dtype is its own.
     ///
     /// ```
-    /// use rlx_core::DType;
+    /// use rlx::DType;
     /// assert_eq!(DType::C32.real(), DType::F32);
     /// assert_eq!(DType::F64.real(), DType::F64);
     /// ```
@@ -95,7 +95,7 @@ impl DType {
     /// is its own.
     ///
     /// ```
-    /// use rlx_core::DType;
+    /// use rlx::DType;
     /// assert_eq!(DType::F64.complex(), Some(DType::C64));
     /// assert_eq!(DType::I64.complex(), None);
     /// ```

@@ -11,7 +11,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong when building, transforming or running a graph.
 ///
 /// ```
-/// use rlx_core::{DType, Graph, Shape};
+/// use rlx::{DType, Graph, Shape};
 /// let mut g = Graph::new();
 /// let a = g.input("a", [2, 3], DType::F64);
 /// let b = g.input("b", [4], DType::F64);
@@ -182,7 +182,7 @@ pub enum Error {
     /// [`Shape::check_size`]). Found before anything is allocated.
     ///
     /// ```
-    /// use rlx_core::{DType, Shape};
+    /// use rlx::{DType, Shape};
     /// let e = Shape::from([usize::MAX, 2]).check_size(DType::F64, "zeros", &[]).unwrap_err();
     /// assert_eq!(
     ///     e.to_string(),
@@ -235,7 +235,7 @@ pub enum Error {
     /// renumbers the graph. [`Error::root`] gives the wrapped error:
     ///
     /// ```
-    /// use rlx_core::{Error, Shape};
+    /// use rlx::{Error, Shape};
     /// let e = Error::AtNode {
     ///     node: 12,
     ///     op: "solve",
@@ -315,7 +315,7 @@ impl Error {
 /// mask: the other operand is cast to the float's type.
 ///
 /// ```
-/// use rlx_core::{DType, Error};
+/// use rlx::{DType, Error};
 /// let e = Error::DTypeMismatch { op: "add", lhs: DType::F32, rhs: DType::I64 };
 /// assert!(e.to_string().contains("cast the i64 operand with `.cast(DType::F32)`"));
 /// ```
@@ -356,7 +356,7 @@ fn too_large(op: &str, shape: &Shape, dtype: DType, operands: &[Shape]) -> Strin
 /// when none did, the input that held one.
 ///
 /// ```
-/// use rlx_core::{Error, NonFinite, Shape};
+/// use rlx::{Error, core::NonFinite, Shape};
 /// let e = Error::NonFinite(Box::new(NonFinite {
 ///     function: "the gradient of `f`".into(),
 ///     node: 7,

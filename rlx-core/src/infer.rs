@@ -28,7 +28,7 @@ impl TensorType {
 /// Infers the output type of `op` applied to operands of types `inputs`.
 ///
 /// ```
-/// use rlx_core::{infer, BinaryOp, DType, Op, Shape, TensorType};
+/// use rlx::{core::infer, BinaryOp, DType, Op, Shape, TensorType};
 /// let a = TensorType::new([4, 1], DType::F32);
 /// let b = TensorType::new([3], DType::F32);
 /// let out = infer(&Op::Binary(BinaryOp::Mul), &[&a, &b]).unwrap();
@@ -41,7 +41,7 @@ impl TensorType {
 /// the operand shapes, never a wrapped-around element count.
 ///
 /// ```
-/// use rlx_core::{infer, DType, Error, Op, Shape, TensorType};
+/// use rlx::{core::infer, DType, Error, Op, Shape, TensorType};
 /// let x = TensorType::new([0], DType::F64);
 /// let op = Op::Reshape { shape: Shape::from([1 << 32, 1 << 32]) };
 /// assert!(matches!(infer(&op, &[&x]), Err(Error::TooLarge { op: "reshape", .. })));

@@ -33,7 +33,7 @@ pub const MAX_BYTES: usize = isize::MAX as usize;
 /// The dimensions of a tensor, outermost first.
 ///
 /// ```
-/// use rlx_core::Shape;
+/// use rlx::Shape;
 /// let s = Shape::from([2, 3]);
 /// assert_eq!(s.rank(), 2);
 /// assert_eq!(s.numel(), 6);
@@ -94,7 +94,7 @@ impl Shape {
     /// tensor, even an empty one: its strides would overflow).
     ///
     /// ```
-    /// use rlx_core::Shape;
+    /// use rlx::Shape;
     /// assert_eq!(Shape::from([2, 3]).checked_numel(), Some(6));
     /// assert_eq!(Shape::from([0, 1 << 40]).checked_numel(), Some(0));
     /// assert_eq!(Shape::from([1 << 32, 1 << 32]).checked_numel(), None);
@@ -115,7 +115,7 @@ impl Shape {
     /// `MAX_BYTES / dtype.size_in_bytes()`.
     ///
     /// ```
-    /// use rlx_core::{DType, Shape};
+    /// use rlx::{DType, Shape};
     /// assert_eq!(Shape::max_numel(DType::F64), (isize::MAX as usize) / 8);
     /// assert_eq!(Shape::max_numel(DType::Bool), isize::MAX as usize);
     /// ```
@@ -130,7 +130,7 @@ impl Shape {
     /// `op` and the shapes of its `operands`.
     ///
     /// ```
-    /// use rlx_core::{DType, Error, Shape};
+    /// use rlx::{DType, Error, Shape};
     /// assert!(Shape::from([1 << 20, 8]).check_size(DType::F64, "zeros", &[]).is_ok());
     /// let e = Shape::from([1 << 32, 1 << 32])
     ///     .check_size(DType::F64, "reshape", &[Shape::from([0])])
@@ -154,7 +154,7 @@ impl Shape {
     /// [`Shape::check_size`] checks, without building an error.
     ///
     /// ```
-    /// use rlx_core::{DType, Shape};
+    /// use rlx::{DType, Shape};
     /// assert!(Shape::from([3, 4]).fits(DType::F64));
     /// assert!(!Shape::from([1 << 62, 4]).fits(DType::F64));
     /// ```
@@ -203,10 +203,64 @@ impl Shape {
         self.dims()[axis]
     }
 
+    /// The first element and the length of `range` along `axis` (an
+    /// open end is the axis's size): what [`Graph::slice_range`](crate::Graph::slice_range)
+    /// and `Tensor::slice_range` take. An error naming `slice` if the axis
+    /// is out of range, or the range ends before it starts or past the axis.
+    ///
+    /// ```
+    /// use rlx::Shape;
+    /// let s = Shape::from([4, 3]);
+    /// assert_eq!(s.range_along(&(1..3), 0).unwrap(), (1, 2));
+    /// assert_eq!(s.range_along(&(1..), 1).unwrap(), (1, 2));
+    /// assert_eq!(s.range_along(&(..=3), 0).unwrap(), (0, 4));
+    /// assert!(s.range_along(&(2..5), 1).is_err());
+    /// assert!(s.range_along(&(0..1), 2).is_err());
+    /// ```
+    pub fn range_along(
+        &self,
+        range: &impl std::ops::RangeBounds<usize>,
+        axis: usize,
+    ) -> Result<(usize, usize)> {
+        use std::ops::Bound;
+        let invalid = |message: String| Error::InvalidArgument {
+            op: "slice",
+            message,
+        };
+        let Some(&size) = self.dims().get(axis) else {
+            return Err(invalid(format!(
+                "axis {axis} is out of range for a tensor of rank {} (shape {self})",
+                self.rank()
+            )));
+        };
+        let start = match range.start_bound() {
+            Bound::Included(&s) => Some(s),
+            Bound::Excluded(&s) => s.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.checked_add(1),
+            Bound::Excluded(&e) => Some(e),
+            Bound::Unbounded => Some(size),
+        };
+        let show = |b: Option<usize>| b.map_or("usize::MAX + 1".to_string(), |b| b.to_string());
+        match (start, end) {
+            (Some(s), Some(e)) if s <= e && e <= size => Ok((s, e - s)),
+            (Some(s), Some(e)) if e < s => Err(invalid(format!(
+                "the range {s}..{e} ends before it starts (axis {axis} of shape {self})"
+            ))),
+            _ => Err(invalid(format!(
+                "elements {}..{} are out of range for axis {axis} of size {size} (shape {self})",
+                show(start),
+                show(end)
+            ))),
+        }
+    }
+
     /// Row-major strides in elements: `strides[i] = prod(dims[i+1..])`.
     ///
     /// ```
-    /// use rlx_core::Shape;
+    /// use rlx::Shape;
     /// assert_eq!(Shape::from([2, 3, 4]).strides(), vec![12, 4, 1]);
     /// ```
     pub fn strides(&self) -> Vec<usize> {
@@ -223,7 +277,7 @@ impl Shape {
     /// dimensions must be equal or one of them 1. `None` if incompatible.
     ///
     /// ```
-    /// use rlx_core::Shape;
+    /// use rlx::Shape;
     /// let a = Shape::from([4, 1, 3]);
     /// let b = Shape::from([5, 1]);
     /// assert_eq!(Shape::broadcast(&a, &b), Some(Shape::from([4, 5, 3])));

@@ -42,7 +42,7 @@ use crate::{Error, Graph, Result, TensorType};
 /// condition on the residual norm, at most 30 halvings).
 ///
 /// ```
-/// use rlx_core::solvers::Newton;
+/// use rlx::core::solvers::Newton;
 /// let n = Newton::new().tol(1e-12).max_iter(20).line_search(false);
 /// assert_eq!((n.tol, n.max_iter, n.line_search, n.damping), (1e-12, 20, false, 1.0));
 /// assert!(Newton::new().tol(0.0).check("root").is_err());

@@ -8,10 +8,10 @@ use crate::{DType, Graph};
 pub(crate) fn tridiagonal(n: usize) -> Graph {
     let mut g = Graph::new();
     let x = g.input("x", [n], DType::F64);
-    let z = g.full(0.0, [1], DType::F64);
+    let z = g.full([1], 0.0, DType::F64);
     let xp = g.concat(&[z, x, z], 0).unwrap();
-    let l = g.slice(xp, 0, 0, n).unwrap();
-    let r = g.slice(xp, 0, 2, n).unwrap();
+    let l = g.slice_range(xp, 0..n, 0).unwrap();
+    let r = g.slice_range(xp, 2..2 + n, 0).unwrap();
     let two = g.scalar(2.0, DType::F64);
     let x2 = g.mul(x, two).unwrap();
     let lap = g.sub(l, x2).unwrap();

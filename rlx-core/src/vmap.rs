@@ -60,7 +60,7 @@ use crate::{DType, Error, Graph, Literal, Node, NodeId, Op, Result, Shape};
 /// `batched[i]`; see the module docs.
 ///
 /// ```
-/// use rlx_core::{vmap, DType, Graph};
+/// use rlx::{core::vmap, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let w = g.input("w", [3], DType::F64);
@@ -472,7 +472,7 @@ mod tests {
         let s = g.reduce(ReduceOp::Max, x, &[0, 2]).unwrap();
         let t = g.transpose(x, &[2, 0, 1]).unwrap();
         let r = g.reshape(x, [6, 4]).unwrap();
-        let sl = g.slice(x, 2, 1, 2).unwrap();
+        let sl = g.slice_range(x, 1..3, 2).unwrap();
         let sm = g.softmax(x, 1).unwrap();
         let ls = g.log_softmax(x, 0).unwrap();
         let cat = g.concat(&[x, sl], 2).unwrap();

@@ -87,7 +87,7 @@ fn recurrence(k: usize, m: usize) -> Graph {
     let half = g.scalar(0.5, DType::F64);
     let mut h = None;
     for t in 0..k {
-        let r = g.slice(x, 0, t, 1).unwrap();
+        let r = g.slice_range(x, t..t + 1, 0).unwrap();
         let a = match h {
             None => r,
             Some(h) => {
@@ -121,9 +121,9 @@ fn the_backward_of_slices_costs_the_slices() {
     // layout: two layers, each a zero-padded copy.
     let mut g = Graph::new();
     let x = g.input("x", [6], DType::F64);
-    let a = g.slice(x, 0, 0, 5).unwrap();
-    let b = g.slice(x, 0, 1, 5).unwrap();
-    let c = g.slice(x, 0, 2, 2).unwrap();
+    let a = g.slice_range(x, 0..5, 0).unwrap();
+    let b = g.slice_range(x, 1..6, 0).unwrap();
+    let c = g.slice_range(x, 2..4, 0).unwrap();
     let p = g.mul(a, b).unwrap();
     let s1 = g.sum_all(p).unwrap();
     let s2 = g.sum_all(c).unwrap();

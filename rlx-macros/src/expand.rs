@@ -18,9 +18,14 @@
 //!   `value_and_sparse_jacobian_into_f`, `sparse_hessian_into_f` over
 //!   `Function::run_sparse_into`.
 //!
-//! Companions allow `dead_code` and name `f` (a zero-sized function item),
-//! so an unused private `f` is reported by its own name, and one used only
-//! through a companion is not.
+//! `dead_code`: the companions name `f` (a zero-sized function item), so
+//! `f` is live when a companion is, and they do not allow `dead_code`:
+//! rustc takes every item that allows it for a root of liveness, so `f`
+//! would never be reported. An unused companion is not reported either:
+//! rustc drops lints whose span comes from an attribute macro, and a
+//! companion's `fn ... { }` is generated code, while the plain `f` keeps
+//! the user's `fn` token and braces. So an unused private `f` is reported
+//! by its own name and nothing else is.
 //!
 //! Submodules: `companions` (which companions exist, their names and
 //! results), `docs` (their doc comments), `statics` (the static
@@ -132,7 +137,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         );
         quote! {
             #[doc = #doc]
-            #[allow(dead_code, non_snake_case, clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
+            #[allow(non_snake_case, clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
             #[track_caller]
             #vis fn #cname #plain_generics (#(#plain_params,)* #(#extra_params),*) -> ::rlx::Result<#ret> {
                 #uses_plain
@@ -154,6 +159,14 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
     };
     let graph_and_nth =
         bodies.graph_and_nth(&ctx, vis, &plain_generics, &plain_params, &uses_plain);
+    // The plain function's `fn` and braces are the user's: rustc lints an
+    // item at a span from its first token to its last, dropped when that
+    // span is the macro's, so `dead_code` reports an unused `f` only if
+    // both ends are the user's tokens (see the module docs).
+    let fn_token = &item.sig.fn_token;
+    let mut plain_body = TokenStream::new();
+    body.brace_token
+        .surround(&mut plain_body, |t| t.extend(call_body));
     quote! {
         #graph_and_nth
 
@@ -184,9 +197,7 @@ pub fn expand(f: &Func, body: &syn::Block) -> TokenStream {
         // A plain call that fails panics at the caller's line.
         #[allow(clippy::too_many_arguments, clippy::needless_question_mark)]
         #[track_caller]
-        #vis fn #name #plain_generics (#(#plain_params),*) -> #plain_ret {
-            #call_body
-        }
+        #vis #fn_token #name #plain_generics (#(#plain_params),*) -> #plain_ret #plain_body
 
         #(#companions)*
     }

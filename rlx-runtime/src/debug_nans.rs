@@ -38,7 +38,7 @@ const ON: u8 = 2;
 /// overrides the environment variable `RLX_DEBUG_NANS`.
 ///
 /// ```
-/// use rlx_runtime::{debug_nans, set_debug_nans};
+/// use rlx::{debug_nans, set_debug_nans};
 /// set_debug_nans(true);
 /// assert!(debug_nans());
 /// set_debug_nans(false);
@@ -54,9 +54,9 @@ pub fn set_debug_nans(on: bool) {
 /// environment variable `RLX_DEBUG_NANS` is `1`, `true`, `yes` or `on`.
 ///
 /// ```
-/// use rlx_core::TensorType;
-/// use rlx_runtime::function::{Arg, Function, Transform};
-/// use rlx_runtime::{set_debug_nans, Error, Graph, Result, UnaryOp};
+/// use rlx::TensorType;
+/// use rlx::runtime::function::{Arg, Function, Transform};
+/// use rlx::{set_debug_nans, Error, Graph, Result, UnaryOp};
 ///
 /// // `ln(x)`, as `#[differentiable]` would trace it.
 /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {

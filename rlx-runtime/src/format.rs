@@ -118,7 +118,7 @@ fn write(t: &Tensor, f: &mut fmt::Formatter<'_>, style: Style) -> fmt::Result {
 
 impl fmt::Display for Tensor {
     /// ```
-    /// use rlx_runtime::Tensor;
+    /// use rlx::Tensor;
     /// let t = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2]);
     /// assert_eq!(t.to_string(), "[[1, 2],\n [3, 4]]");
     /// assert_eq!(format!("{t:.1}"), "[[1.0, 2.0],\n [3.0, 4.0]]");
@@ -130,7 +130,7 @@ impl fmt::Display for Tensor {
 
 impl fmt::Debug for Tensor {
     /// ```
-    /// use rlx_runtime::Tensor;
+    /// use rlx::Tensor;
     /// let t = Tensor::from_slice(&[1.0f64, 2.5], [2]);
     /// assert_eq!(format!("{t:?}"), "[1.0, 2.5], shape=[2], dtype=f64");
     /// ```

@@ -18,7 +18,7 @@ use crate::tensor::Tensor;
 /// of range).
 ///
 /// ```
-/// use rlx_runtime::{interpret, DType, Graph, Tensor};
+/// use rlx::{runtime::interpret, DType, Graph, Tensor};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [2], DType::F64);
 /// let y = g.mul(x, x).unwrap();

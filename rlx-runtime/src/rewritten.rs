@@ -24,8 +24,8 @@ use crate::value::Arg;
 /// borrowed, any `Copy` value (a number, a `&Tensor`) is copied.
 ///
 /// ```
-/// use rlx_runtime::rewritten::operand;
-/// use rlx_runtime::Tensor;
+/// use rlx::runtime::rewritten::operand;
+/// use rlx::Tensor;
 /// let x = Tensor::scalar(3.0f64);
 /// let y = operand(&x) * operand(&x) - operand(&x); // `x` is not moved
 /// assert_eq!(y.item::<f64>().unwrap(), 6.0);
@@ -75,8 +75,8 @@ pub fn operand<T: Operand>(t: &T) -> T::Out<'_> {
 /// it does for `k: f64`.
 ///
 /// ```
-/// use rlx_runtime::rewritten::pass_number;
-/// use rlx_runtime::Tensor;
+/// use rlx::runtime::rewritten::pass_number;
+/// use rlx::Tensor;
 /// fn twice(k: Tensor) -> Tensor {
 ///     &k + &k
 /// }
@@ -158,8 +158,8 @@ impl<F> ScalarParam<F> for &Tensor {
 /// The rewritten parameter of a closure declared `|r: F|` (see [`ScalarParam`]).
 ///
 /// ```
-/// use rlx_runtime::rewritten::scalar_param;
-/// use rlx_runtime::Tensor;
+/// use rlx::runtime::rewritten::scalar_param;
+/// use rlx::Tensor;
 /// let lj = |r| {
 ///     let r: Tensor = scalar_param::<f64, _>(r);
 ///     4.0 * (r.powi(-12) - r.powi(-6))
@@ -227,8 +227,8 @@ impl Kind for Traced {
 /// that dtype, computed element-wise, outside).
 ///
 /// ```
-/// use rlx_runtime::rewritten::NumberArg;
-/// use rlx_runtime::Tensor;
+/// use rlx::runtime::rewritten::NumberArg;
+/// use rlx::Tensor;
 /// assert_eq!(NumberArg::<f64>::number(&2.0f64), Some(2.0));
 /// assert_eq!(NumberArg::<f64>::number(&Tensor::scalar(2.0f64)), None);
 /// ```

@@ -164,7 +164,7 @@ tuple_per_step!(A 0, B 1, C 2, D 3);
 /// direction. [`scan`] and [`iterate`] use the defaults.
 ///
 /// ```
-/// use rlx_runtime::{scan::Scan, Tensor};
+/// use rlx::{Scan, Tensor};
 /// // a running sum of the rows of xs, visited from the last one
 /// let xs = Tensor::from_slice(&[1.0, 2.0, 3.0], [3]);
 /// let (total, partial) = Scan::new()
@@ -213,7 +213,7 @@ impl Scan {
     /// outputs; with per-step inputs it must equal their first axis.
     ///
     /// ```
-    /// use rlx_runtime::{scan::Scan, Tensor};
+    /// use rlx::{Scan, Tensor};
     /// // the first four powers of 2, stacked
     /// let (_, powers) = Scan::new().length(4).run(Tensor::scalar(1.0), (), |p, ()| {
     ///     let next = &p * 2.0;
@@ -444,7 +444,11 @@ impl Scan {
             let mut off = 0;
             for s in &segments {
                 let n = s.shape.numel();
-                pieces.push(packed.try_slice(0, off, n)?.try_reshape(s.shape.clone())?);
+                pieces.push(
+                    packed
+                        .try_slice_range(off..off + n, 0)?
+                        .try_reshape(s.shape.clone())?,
+                );
                 off += n;
             }
             let mut it = pieces.into_iter();
@@ -470,7 +474,10 @@ impl Scan {
             let s = if self.reverse { length - 1 - t } else { t };
             let mut x_t = Vec::with_capacity(xl.len());
             for x in xl {
-                x_t.push(x.try_slice(0, s, 1)?.try_reshape(per_step(x.shape()))?);
+                x_t.push(
+                    x.try_slice_range(s..s + 1, 0)?
+                        .try_reshape(per_step(x.shape()))?,
+                );
             }
             let (next, y) = f(carry, xs.step(&mut x_t.into_iter()))?;
             let got: Vec<TensorType> = next.tensors().iter().map(|c| c.ty()).collect();
@@ -587,7 +594,7 @@ fn unwrap<T>(r: Outcome<T>, loc: &'static Location<'static>) -> T {
 /// module docs); settings are on [`Scan`].
 ///
 /// ```
-/// use rlx_runtime::{scan::scan, Tensor};
+/// use rlx::{scan, Tensor};
 /// // a damped oscillator driven by a per-step force
 /// let force = Tensor::from_slice(&[1.0, 0.0, -1.0, 0.5], [4]);
 /// let init = (Tensor::scalar(0.0), Tensor::scalar(0.0)); // (position, velocity)
@@ -616,7 +623,7 @@ pub fn scan<C: Tensors, X: PerStep, Y: Tensors>(
 /// closure is traced once.
 ///
 /// ```
-/// use rlx_runtime::{scan::iterate, Tensor};
+/// use rlx::{iterate, Tensor};
 /// // explicit Euler for x' = -x, 1000 steps of 0.001
 /// let x = iterate(Tensor::scalar(1.0), 1000, |x| &x - &x * 0.001);
 /// assert!((x.item::<f64>().unwrap() - (-1.0f64).exp()).abs() < 1e-3);

@@ -36,8 +36,8 @@ use crate::trace::{self, Trace};
 /// module docs for tracing, derivatives and errors.
 ///
 /// ```
-/// use rlx_runtime::solvers::{root, Newton};
-/// use rlx_runtime::Tensor;
+/// use rlx::{root, Newton};
+/// use rlx::Tensor;
 /// // x³ + x = 10 has the root x = 2
 /// let c = Tensor::scalar(10.0);
 /// let x0 = Tensor::scalar(1.0);
@@ -92,8 +92,8 @@ fn solve(
 /// Errors as for [`root`] (a singular `I − ∂g/∂x`: `g` has slope 1 there).
 ///
 /// ```
-/// use rlx_runtime::solvers::{fixed_point, Newton};
-/// use rlx_runtime::Tensor;
+/// use rlx::{fixed_point, Newton};
+/// use rlx::Tensor;
 /// // x = cos(x): the Dottie number
 /// let x = fixed_point(|x| x.cos(), &Tensor::scalar(1.0), Newton::new().tol(1e-14)).unwrap();
 /// assert!((x.item::<f64>().unwrap() - 0.739_085_133_215_160_6).abs() < 1e-14);

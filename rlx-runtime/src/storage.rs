@@ -157,7 +157,7 @@ impl Storage {
     /// allocator refuses the memory.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Storage};
+    /// use rlx::{DType, runtime::Storage};
     /// assert_eq!(Storage::try_full(DType::F32, 2, 1.5).unwrap(), Storage::F32(vec![1.5, 1.5]));
     /// assert!(Storage::try_full(DType::F64, usize::MAX / 8, 0.0).is_err());
     /// ```
@@ -188,7 +188,7 @@ impl Storage {
     /// faults once per 2 MiB instead of once per 4 KiB.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Storage};
+    /// use rlx::{DType, runtime::Storage};
     /// assert_eq!(Storage::try_zeroed(DType::F64, 2), Some(Storage::F64(vec![0.0, 0.0])));
     /// assert!(Storage::try_zeroed(DType::F32, usize::MAX / 2).is_none());
     /// ```
@@ -276,7 +276,7 @@ impl Storage {
     /// the memory.
     ///
     /// ```
-    /// use rlx_runtime::Storage;
+    /// use rlx::runtime::Storage;
     /// let s = Storage::F64(vec![1.0, 2.0]);
     /// assert_eq!(s.try_clone().unwrap(), s);
     /// ```

@@ -20,7 +20,7 @@ use crate::storage::{allocate, out_of_memory, try_copy, Element, Storage};
 /// A tensor: concrete values, or a traced node.
 ///
 /// ```
-/// use rlx_runtime::Tensor;
+/// use rlx::Tensor;
 /// let t = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2]);
 /// assert_eq!(t.shape().dims(), &[2, 2]);
 /// assert_eq!(t.to_vec::<f64>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
@@ -117,7 +117,7 @@ impl Tensor {
     /// the shape is too large for any tensor.
     ///
     /// ```
-    /// use rlx_runtime::Tensor;
+    /// use rlx::Tensor;
     /// assert!(Tensor::try_from_vec(vec![1.0f64, 2.0], [2]).is_ok());
     /// assert!(Tensor::try_from_vec(vec![1.0f64, 2.0], [3]).is_err());
     /// assert!(Tensor::try_from_vec(vec![1.0f64, 2.0], [usize::MAX, 2]).is_err());
@@ -140,7 +140,7 @@ impl Tensor {
     /// differ, the shape is too large, or the copy cannot be allocated.
     ///
     /// ```
-    /// use rlx_runtime::Tensor;
+    /// use rlx::Tensor;
     /// let t = Tensor::try_from_slice(&[1i64, 2, 3, 4], [2, 2]).unwrap();
     /// assert_eq!(t.to_vec::<i64>().unwrap(), vec![1, 2, 3, 4]);
     /// assert!(Tensor::try_from_slice(&[1i64], [2, 2]).is_err());
@@ -177,13 +177,13 @@ impl Tensor {
     /// of aborting the process).
     ///
     /// ```
-    /// use rlx_runtime::{DType, Error, Tensor};
-    /// let t = Tensor::try_full(2.0, [2, 3], DType::F32).unwrap();
+    /// use rlx::{DType, Error, Tensor};
+    /// let t = Tensor::try_full([2, 3], 2.0, DType::F32).unwrap();
     /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![2.0; 6]);
-    /// let e = Tensor::try_full(0.0, [1usize << 32, 1 << 32], DType::F64).unwrap_err();
+    /// let e = Tensor::try_full([1usize << 32, 1 << 32], 0.0, DType::F64).unwrap_err();
     /// assert!(matches!(e, Error::TooLarge { .. }));
     /// ```
-    pub fn try_full(value: f64, shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+    pub fn try_full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
         Tensor::full_in("Tensor::full", value, shape.into(), dtype)
     }
 
@@ -194,28 +194,29 @@ impl Tensor {
 
     /// A tensor of `shape` and `dtype` where every element is `value`: a
     /// number, or a 0-d tensor (an `f64` parameter inside a
-    /// `#[differentiable]` body is one), broadcast and cast.
+    /// `#[differentiable]` body is one), broadcast and cast. The shape
+    /// comes first, as in `zeros`, `ones` and NumPy's `full`.
     ///
     /// # Panics
     /// If no tensor may have that shape or the memory cannot be allocated,
     /// with the caller's location; use [`Tensor::try_full`] to get an `Error`.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
-    /// let a = Tensor::full(1.5, [2], DType::F32);
+    /// use rlx::{DType, Tensor};
+    /// let a = Tensor::full([2], 1.5, DType::F32);
     /// assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.5, 1.5]);
-    /// let b = Tensor::full(&Tensor::scalar(2.0f64), [2], DType::F64);
+    /// let b = Tensor::full([2], &Tensor::scalar(2.0f64), DType::F64);
     /// assert_eq!(b.to_vec::<f64>().unwrap(), vec![2.0, 2.0]);
     /// ```
     #[track_caller]
-    pub fn full(value: impl FillValue, shape: impl Into<Shape>, dtype: DType) -> Tensor {
+    pub fn full(shape: impl Into<Shape>, value: impl FillValue, dtype: DType) -> Tensor {
         value.fill(shape.into(), dtype)
     }
 
     /// Zeros of `shape` and `dtype`, or an error as [`Tensor::try_full`] gives.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// assert!(Tensor::try_zeros([3], DType::F64).is_ok());
     /// assert!(Tensor::try_zeros([usize::MAX, 2], DType::F64).is_err());
     /// ```
@@ -235,7 +236,7 @@ impl Tensor {
     /// Ones of `shape` and `dtype`, or an error as [`Tensor::try_full`] gives.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// assert_eq!(Tensor::try_ones([2], DType::I64).unwrap().to_vec::<i64>().unwrap(), vec![1, 1]);
     /// ```
     pub fn try_ones(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
@@ -273,7 +274,7 @@ impl Tensor {
     /// [`Tensor::try_full`] gives.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// assert_eq!(Tensor::try_eye(2, DType::F64).unwrap().to_vec::<f64>().unwrap(), vec![1.0, 0.0, 0.0, 1.0]);
     /// assert!(Tensor::try_eye(1 << 32, DType::F64).is_err());
     /// ```
@@ -398,7 +399,7 @@ impl Tensor {
     /// or another size. [`Tensor::item`] reads it without converting.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// let r = Tensor::from_slice(&[3.0f32, 4.0], [2]).square().sum_all().sqrt();
     /// assert_eq!(r.to_f64().unwrap(), 5.0);
     /// let e = Tensor::zeros([2], DType::F64).to_f64().unwrap_err();
@@ -493,6 +494,11 @@ fn traced_read() -> Error {
 /// What [`Tensor::full`] fills with: an `f64`, or a tensor that broadcasts
 /// to the shape (it is cast to the dtype; those impls live with the shape
 /// ops in `ops/shape.rs`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a value to fill a tensor with",
+    label = "expected an `f64` or a `Tensor` here",
+    note = "`Tensor::full` takes `(shape, value, dtype)`: the shape first, as `zeros(shape, dtype)` and NumPy's `full`"
+)]
 pub trait FillValue {
     /// A tensor of `shape` and `dtype` filled with the value.
     #[track_caller]
@@ -502,6 +508,6 @@ pub trait FillValue {
 impl FillValue for f64 {
     #[track_caller]
     fn fill(self, shape: Shape, dtype: DType) -> Tensor {
-        unwrap_or_panic(Tensor::try_full(self, shape, dtype))
+        unwrap_or_panic(Tensor::try_full(shape, self, dtype))
     }
 }

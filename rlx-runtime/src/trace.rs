@@ -32,7 +32,7 @@ pub use crate::context::{current_id, is_tracing};
 /// An active trace. Dropping it without [`Trace::finish`] discards it.
 ///
 /// ```
-/// use rlx_runtime::{trace::Trace, DType, Op, Tensor, UnaryOp};
+/// use rlx::{trace::Trace, DType, Op, Tensor, UnaryOp};
 /// let t = Trace::enter();
 /// let x = t.input("x", [3], DType::F64);
 /// let y = Tensor::apply(Op::Unary(UnaryOp::Sin), &[&x]).unwrap();

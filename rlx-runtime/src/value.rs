@@ -17,7 +17,7 @@ use crate::tensor::Tensor;
 /// of its type.
 ///
 /// ```
-/// use rlx_runtime::{Arg, DType, Tensor};
+/// use rlx::{Arg, DType, Tensor};
 /// let t = Tensor::from_slice(&[1.0f32, 2.0], [2]);
 /// let args = [Arg::from(&t), Arg::from(3.0f64)];
 /// assert_eq!(args[1].dtype(), DType::F64);
@@ -128,7 +128,7 @@ pub(crate) fn same_dims(a: &[usize], b: &[usize]) -> bool {
 /// as numbers, every other output as a tensor.
 ///
 /// ```
-/// use rlx_runtime::{Tensor, Value};
+/// use rlx::{Tensor, Value};
 /// assert_eq!(Value::F64(2.5).into_f64().unwrap(), 2.5);
 /// let t = Value::F32(1.5).into_tensor();
 /// assert_eq!(t.item::<f32>().unwrap(), 1.5);
@@ -190,7 +190,7 @@ impl Value {
 /// small function allocates only its tensor results.
 ///
 /// ```
-/// use rlx_runtime::{Value, Values};
+/// use rlx::{Value, runtime::Values};
 /// let vs: Values = [Value::F64(1.0), Value::F64(2.0)].into_iter().collect();
 /// assert!(!vs.spilled());
 /// ```

@@ -315,7 +315,7 @@ op_tests! {
         g.conj(t).unwrap()
     };
     reshape: &[c(&[2, 3])], |g, x| g.reshape(x[0], [3, 2]).unwrap();
-    slice: &[c(&[4])], |g, x| g.slice(x[0], 0, 1, 2).unwrap();
+    slice: &[c(&[4])], |g, x| g.slice_range(x[0], 1..3, 0).unwrap();
     concat: &[c(&[2]), c(&[3])], |g, x| g.concat(&[x[0], x[1]], 0).unwrap();
     broadcast: &[c(&[3])], |g, x| g.broadcast(x[0], [2, 3]).unwrap();
     select_by_real_part: &[c(&[4]), c(&[4])], |g, x| {

@@ -83,8 +83,8 @@ fn batched_jacobian_equals_column_by_column() {
 
 /// Rows [x0, x1] ↦ [sin(x0) x1 w, x0² + e^{x1}] for a shared weight `w`.
 fn per_row(g: &mut Graph, x: NodeId, w: NodeId) -> NodeId {
-    let x0 = g.slice(x, 1, 0, 1).unwrap();
-    let x1 = g.slice(x, 1, 1, 1).unwrap();
+    let x0 = g.slice_range(x, 0..1, 1).unwrap();
+    let x1 = g.slice_range(x, 1..2, 1).unwrap();
     let s = g.sin(x0).unwrap();
     let a = g.mul(s, x1).unwrap();
     let a = g.mul(a, w).unwrap();
@@ -135,7 +135,7 @@ fn batch_jacobian_with_folded_seeds_equals_the_batched_jvp() {
     let y = input(&mut g, "y", &[n, 1]);
     let w = input(&mut g, "w", &[]);
     let a = per_row(&mut g, x, w);
-    let x0 = g.slice(x, 1, 0, 1).unwrap();
+    let x0 = g.slice_range(x, 0..1, 1).unwrap();
     let e = g.exp(y).unwrap();
     let b = g.mul(e, x0).unwrap();
     let c = g.sin(b).unwrap();

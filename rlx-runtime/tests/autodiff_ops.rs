@@ -221,7 +221,7 @@ op_tests! {
     reshape: &[&[2, 6]], ANY, true, |g, x| { let r = g.reshape(x[0], [3, 4]).unwrap(); let c = g.constant(rlx_core::Literal::F64((0..12).map(f64::from).collect::<Vec<_>>().into()), [3, 4], DType::F64).unwrap(); g.mul(r, c).unwrap() };
     broadcast: &[&[3, 1]], ANY, true, |g, x| { let b = g.broadcast(x[0], [2, 3, 4]).unwrap(); g.sin(b).unwrap() };
     concat: &[&[2, 3], &[2, 1]], ANY, true, |g, x| { let c = g.concat(&[x[0], x[1], x[0]], 1).unwrap(); g.square(c).unwrap() };
-    slice: &[&[3, 5]], ANY, true, |g, x| { let s = g.slice(x[0], 1, 1, 3).unwrap(); g.exp(s).unwrap() };
+    slice: &[&[3, 5]], ANY, true, |g, x| { let s = g.slice_range(x[0], 1..4, 1).unwrap(); g.exp(s).unwrap() };
     gather_repeated: &[&[3, 4]], ANY, true, |g, x| { let i = indices(g, vec![2, 0, 2], &[3]); let y = g.gather(x[0], i, 1).unwrap(); g.sin(y).unwrap() };
     scatter_add: &[&[3, 4], &[3, 4]], ANY, true, |g, x| { let i = indices(g, vec![0, 2, 0], &[3]); let y = g.scatter_add(x[0], i, x[1], 0).unwrap(); g.square(y).unwrap() };
     softmax: &[&[3, 4]], ANY, true, |g, x| g.softmax(x[0], 1).unwrap();

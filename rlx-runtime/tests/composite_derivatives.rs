@@ -55,7 +55,7 @@ fn check(
     let (x, y) = (Tensor::from_slice(xs, [n]), Tensor::from_slice(ys, [n]));
     let g = traced(n, ours);
     let grads = run(&autodiff::grad(&g, &[0, 1]).unwrap(), &[&x, &y]);
-    let ones = Tensor::full(1.0, [n], DType::F64);
+    let ones = Tensor::full([n], 1.0, DType::F64);
     let jvp_graph = autodiff::jvp(&g, &[0, 1]).unwrap();
     for i in 0..n {
         let (xi, yi) = (xs[i], ys[i]);

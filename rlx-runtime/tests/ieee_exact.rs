@@ -166,7 +166,7 @@ fn random_graph(dtype: DType, steps: &[Step]) -> Graph {
         let konst = |g: &mut Graph, k: u8| {
             let v = CONSTANTS[k as usize % CONSTANTS.len()];
             if k & 16 != 0 {
-                g.full(v, [4], dtype)
+                g.full([4], v, dtype)
             } else {
                 g.scalar(v, dtype)
             }

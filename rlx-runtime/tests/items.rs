@@ -26,7 +26,7 @@ fn rows_graph(n: usize, dtype: DType) -> Graph {
     let a = g.mul(e, k).unwrap();
     let t = g.transpose(a, &[0, 2, 1]).unwrap(); // [n, 3, 2]
     let r = g.reshape(t, [n, 6]).unwrap();
-    let c = g.slice(r, 1, 1, 3).unwrap();
+    let c = g.slice_range(r, 1..4, 1).unwrap();
     let sq = g.mul(c, c).unwrap();
     let c = g.concat(&[c, sq], 1).unwrap(); // [n, 6]
     let c = g.reshape(c, [n, 2, 3]).unwrap();
@@ -34,7 +34,7 @@ fn rows_graph(n: usize, dtype: DType) -> Graph {
     let half = g.scalar(0.5, dtype);
     let big = g.compare(CmpOp::Gt, p, half).unwrap();
     let sq = g.sqrt(p).unwrap();
-    let ones = g.full(1.0, [2, 2], dtype);
+    let ones = g.full([2, 2], 1.0, dtype);
     let ones = g.broadcast(ones, [n, 2, 2]).unwrap();
     let sel = g.select(big, sq, ones).unwrap();
     let y = g.sum(sel, &[2]).unwrap(); // [n, 2]

@@ -69,7 +69,7 @@ fn diode(n: usize) -> Graph {
     let v = g.input("v", [n], DType::F64);
     let meas = g.input("i_meas", [n], DType::F64);
     let c = |g: &mut Graph, x: f64| g.scalar(x, DType::F64);
-    let at = |g: &mut Graph, k: usize| g.slice(p, 0, k, 1).unwrap();
+    let at = |g: &mut Graph, k: usize| g.slice_range(p, k..k + 1, 0).unwrap();
     let (is0, em, temp, eg, gain) = (
         at(&mut g, 0),
         at(&mut g, 1),
@@ -133,7 +133,7 @@ fn chain(k: usize) -> Graph {
     let mut g = Graph::new();
     let x = g.input("x", [k + 3], DType::F64);
     let big = g.input("big", [4096], DType::F64);
-    let s = g.slice(x, 0, 1, k).unwrap();
+    let s = g.slice_range(x, 1..1 + k, 0).unwrap();
     let half = g.scalar(0.5, DType::F64);
     let t = g.mul(s, half).unwrap();
     let t = g.sin(t).unwrap();
@@ -298,7 +298,7 @@ fn random_graph(n: usize, steps: &[Step]) -> Graph {
             Step::SmallShape(slice, a) => {
                 let a = pick(&small, a);
                 let y = if slice && g.shape(a).numel() >= 4 {
-                    g.slice(a, 0, 1, 2).unwrap()
+                    g.slice_range(a, 1..3, 0).unwrap()
                 } else {
                     g.sum_all(a).unwrap()
                 };

@@ -22,7 +22,7 @@ fn warm_run_into_allocates_nothing() {
     let k = g.input("k", (), DType::F64);
     // Fused chain with a broadcast row and constants.
     let half = g.scalar(0.5, DType::F64);
-    let row = g.full(0.25, [5], DType::F64);
+    let row = g.full([5], 0.25, DType::F64);
     let t0 = g.mul(x, half).unwrap();
     let t1 = g.add(t0, row).unwrap();
     let t2 = g.tanh(t1).unwrap();
@@ -42,7 +42,7 @@ fn warm_run_into_allocates_nothing() {
     let out0 = g.add(tot, k3).unwrap();
     // Softmax and slice.
     let sm = g.softmax(p, 1).unwrap();
-    let sl = g.slice(sm, 0, 1, 3).unwrap();
+    let sl = g.slice_range(sm, 1..4, 0).unwrap();
     // A gather through the reference kernels.
     let idx = g.input("idx", [3], DType::I64);
     let ga = g.gather(sl, idx, 1).unwrap();

@@ -22,8 +22,8 @@ fn random_graph(rng: &mut Rng) -> Graph {
         g.input("y", [3], DType::F64),
         g.input("s", [], DType::F64),
         g.scalar(0.0, DType::F64),
-        g.full(1.0, [3], DType::F64),
-        g.full(-0.0, [2, 3], DType::F64),
+        g.full([3], 1.0, DType::F64),
+        g.full([2, 3], -0.0, DType::F64),
         g.constant(Literal::F64(vec![0.5, -1.0, 2.0].into()), [3], DType::F64)
             .unwrap(),
     ];
@@ -59,12 +59,12 @@ fn random_graph(rng: &mut Rng) -> Graph {
             9 if xs.rank() > 0 => g.sum(x, &[pick(rng, xs.rank())]),
             10 => g.compare(CmpOp::Lt, x, y).and_then(|m| g.select(m, x, y)),
             11 => g.cast(x, DType::F32).and_then(|c| g.cast(c, DType::F64)),
-            12 => Ok(g.full(consts[pick(rng, consts.len())], xs, DType::F64)),
+            12 => Ok(g.full(xs, consts[pick(rng, consts.len())], DType::F64)),
             13 => g.stop_gradient(x),
             14 => g.concat(&[x, y], 0),
             15 => g.abs(x).and_then(|a| g.sqrt(a)),
             16 => g.max(x, y),
-            17 if xs.rank() > 0 && xs.dim(0) > 1 => g.slice(x, 0, 1, xs.dim(0) - 1),
+            17 if xs.rank() > 0 && xs.dim(0) > 1 => g.slice_range(x, 1..xs.dim(0), 0),
             _ => g.push(
                 Op::Reduce {
                     op: ReduceOp::Sum,
@@ -315,7 +315,7 @@ fn folded_reductions_match_the_kernels() {
             if dt == DType::I64 && (v.fract() != 0.0 || v.is_nan()) {
                 continue;
             }
-            let x = g.full(v, [4, 300], dt);
+            let x = g.full([4, 300], v, dt);
             for op in ReduceOp::ALL {
                 if op == ReduceOp::Mean && dt == DType::I64 {
                     continue;

@@ -23,8 +23,8 @@ fn pair_energy(n: usize) -> Graph {
     let mut e = g.scalar(0.0, DType::F64);
     for i in 0..n {
         for j in i + 1..n {
-            let a = g.slice(p, 0, 3 * i, 3).unwrap();
-            let b = g.slice(p, 0, 3 * j, 3).unwrap();
+            let a = g.slice_range(p, 3 * i..3 * i + 3, 0).unwrap();
+            let b = g.slice_range(p, 3 * j..3 * j + 3, 0).unwrap();
             let d = g.sub(a, b).unwrap();
             let d2 = g.square(d).unwrap();
             let r2 = g.sum_all(d2).unwrap();
@@ -241,8 +241,8 @@ fn repeated(body: &Body, other: &Body, starts: &[(usize, usize)], odd: usize, ro
     let mut e: Option<NodeId> = None;
     for (k, &(i, j)) in starts.iter().enumerate() {
         let b = if k < odd { other } else { body };
-        let x = g.slice(p, 0, i, b.len).unwrap();
-        let y = g.slice(p, 0, j, b.len).unwrap();
+        let x = g.slice_range(p, i..i + b.len, 0).unwrap();
+        let y = g.slice_range(p, j..j + b.len, 0).unwrap();
         let t = apply_body(&mut g, b, x, y);
         let t = if b.reduce { t } else { g.sum_all(t).unwrap() };
         if rows {
@@ -327,7 +327,7 @@ fn copies_over_rows_of_a_matrix_with_broadcasts_and_plain_operands() {
     let mut rows = Vec::new();
     let mut e = g.scalar(0.0, DType::F64);
     for k in 0..MIN_LANES + 3 {
-        let a = g.slice(p, 0, k % 19, 2).unwrap();
+        let a = g.slice_range(p, k % 19..k % 19 + 2, 0).unwrap();
         let b = g.mul(a, w).unwrap();
         let s = g.sum(b, &[1]).unwrap(); // [2]
         let s = g.reshape(s, [2, 1]).unwrap();

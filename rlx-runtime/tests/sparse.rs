@@ -46,8 +46,8 @@ fn random_graph(rng: &mut Rng, n: usize) -> Graph {
             3 => g.add(a, b).unwrap(),
             4 => {
                 // Shift by one: y_i = a_{i+1}, 0 at the end.
-                let s = g.slice(a, 0, 1, n - 1).unwrap();
-                let z = g.full(0.0, [1], DType::F64);
+                let s = g.slice_range(a, 1..n, 0).unwrap();
+                let z = g.full([1], 0.0, DType::F64);
                 g.concat(&[s, z], 0).unwrap()
             }
             5 => {
@@ -204,7 +204,7 @@ fn the_cheaper_mode_is_picked() {
     let sq = g.square(x).unwrap();
     let s = g.sum_all(sq).unwrap();
     let s = g.reshape(s, [1]).unwrap();
-    let rest = g.slice(x, 0, 1, n - 1).unwrap();
+    let rest = g.slice_range(x, 1..n, 0).unwrap();
     let rest = g.sin(rest).unwrap();
     let y = g.concat(&[s, rest], 0).unwrap();
     g.set_outputs(vec![y]);
@@ -213,7 +213,7 @@ fn the_cheaper_mode_is_picked() {
     // Its transpose (one dense column): forward mode with two colours.
     let mut g = Graph::new();
     let x = g.input("x", [n], DType::F64);
-    let x0 = g.slice(x, 0, 0, 1).unwrap();
+    let x0 = g.slice_range(x, 0..1, 0).unwrap();
     let e = g.exp(x0).unwrap();
     let y = g.mul(x, e).unwrap();
     g.set_outputs(vec![y]);
@@ -231,9 +231,9 @@ fn arrow(n: usize) -> Graph {
     let sq = g.square(x).unwrap();
     let s = g.sum_all(sq).unwrap();
     let s = g.reshape(s, [1]).unwrap();
-    let x0 = g.slice(x, 0, 0, 1).unwrap();
+    let x0 = g.slice_range(x, 0..1, 0).unwrap();
     let e = g.exp(x0).unwrap();
-    let rest = g.slice(x, 0, 1, n - 1).unwrap();
+    let rest = g.slice_range(x, 1..n, 0).unwrap();
     let coupled = g.mul(rest, e).unwrap();
     let sin = g.sin(rest).unwrap();
     let rest = g.add(coupled, sin).unwrap();
@@ -261,8 +261,8 @@ fn an_arrow_is_bicoloured_in_three_passes_and_equals_the_dense_jacobian() {
 
 /// `x` shifted by `k` places: element `i` is `x[i + k]`, 0 past the end.
 fn shifted(g: &mut Graph, x: NodeId, n: usize, k: usize) -> NodeId {
-    let s = g.slice(x, 0, k, n - k).unwrap();
-    let z = g.full(0.0, [k], DType::F64);
+    let s = g.slice_range(x, k..n, 0).unwrap();
+    let z = g.full([k], 0.0, DType::F64);
     g.concat(&[s, z], 0).unwrap()
 }
 
@@ -294,8 +294,8 @@ fn constant_entries_are_folded_and_only_the_others_computed() {
         let mut g = Graph::new();
         let x = g.input("x", [n], DType::F64);
         let right = shifted(&mut g, x, n, 1);
-        let s = g.slice(x, 0, 0, n - 1).unwrap();
-        let z = g.full(0.0, [1], DType::F64);
+        let s = g.slice_range(x, 0..n - 1, 0).unwrap();
+        let z = g.full([1], 0.0, DType::F64);
         let left = g.concat(&[z, s], 0).unwrap();
         let two = g.scalar(2.0, DType::F64);
         let lap = g.add(left, right).unwrap();

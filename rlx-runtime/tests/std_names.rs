@@ -42,7 +42,7 @@ fn check(name: &str, f: &dyn Fn(&Tensor) -> Tensor, want: &dyn Fn(f64) -> f64, x
     }
     let g = traced(xs.len(), f);
     let grad = &run(&autodiff::grad(&g, &[0]).unwrap(), &[&x])[1];
-    let ones = Tensor::full(1.0, [xs.len()], DType::F64);
+    let ones = Tensor::full([xs.len()], 1.0, DType::F64);
     let jvp = run(&autodiff::jvp(&g, &[0]).unwrap(), &[&x, &ones]);
     let mut fd_sum = 0.0;
     for (i, &xi) in xs.iter().enumerate() {

@@ -121,7 +121,9 @@ fn movement_graph(n: usize) -> Graph {
     let mut g = Graph::new();
     let u = g.input("u", [n, 3], DType::F64);
     let w = g.input("w", [100, 7], DType::F64);
-    let v: Vec<_> = (0..3).map(|k| g.slice(u, 1, k, 1).unwrap()).collect();
+    let v: Vec<_> = (0..3)
+        .map(|k| g.slice_range(u, k..k + 1, 1).unwrap())
+        .collect();
     let d = g.sub(v[0], v[1]).unwrap();
     let e = g.exp(d).unwrap();
     let t = g.tanh(v[2]).unwrap();

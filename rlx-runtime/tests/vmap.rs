@@ -243,7 +243,7 @@ fn layout_ops() {
         let r = g.reshape(x[0], [6, 4]).unwrap();
         let b = g.broadcast(x[1], [2, 3, 4]).unwrap();
         let b2 = g.broadcast(x[1], [3, 5]).unwrap();
-        let s = g.slice(x[0], 1, 1, 2).unwrap();
+        let s = g.slice_range(x[0], 1..3, 1).unwrap();
         let c = g.concat(&[x[0], b], 2).unwrap();
         let sm = g.softmax(x[0], 1).unwrap();
         let ls = g.log_softmax(x[0], 2).unwrap();

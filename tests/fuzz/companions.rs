@@ -36,7 +36,7 @@ fn fold(x: &Tensor, rows: usize, cols: usize) -> Tensor {
 /// static slice width.
 #[differentiable(wrt(q))]
 fn spring(q: &Tensor, k: f64, n: usize) -> f64 {
-    let d = q.slice(0, n, n) - q.slice(0, 0, n);
+    let d = q.slice_range(n..n + n, 0) - q.slice_range(0..n, 0);
     0.5 * k * d.square().sum_all()
 }
 

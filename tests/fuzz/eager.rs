@@ -153,7 +153,7 @@ pub fn check(c: &Call) -> Res {
             let got = match which {
                 0 => Tensor::try_zeros(shape.clone(), *dt),
                 1 => Tensor::try_ones(shape.clone(), *dt),
-                _ => Tensor::try_full(2.0, shape.clone(), *dt),
+                _ => Tensor::try_full(shape.clone(), 2.0, *dt),
             };
             let s = Shape::new(shape.clone());
             let fits = s.check_size(*dt, "full", &[]).is_ok();
@@ -214,8 +214,12 @@ fn call_method(op: &Op, t: &[Tensor], panicking: bool) -> rlx::Result<Tensor> {
         (Op::Reshape { shape }, true) => ok(x.reshape(shape.clone())),
         (Op::Broadcast { shape }, false) => x.try_broadcast_to(shape.clone()),
         (Op::Broadcast { shape }, true) => ok(x.broadcast_to(shape.clone())),
-        (Op::Slice { axis, start, len }, false) => x.try_slice(*axis, *start, *len),
-        (Op::Slice { axis, start, len }, true) => ok(x.slice(*axis, *start, *len)),
+        (Op::Slice { axis, start, len }, false) => {
+            x.try_slice_range(*start..start.saturating_add(*len), *axis)
+        }
+        (Op::Slice { axis, start, len }, true) => {
+            ok(x.slice_range(*start..start.saturating_add(*len), *axis))
+        }
         (Op::Transpose { perm }, false) => x.try_transpose(perm),
         (Op::Transpose { perm }, true) => ok(x.transpose(perm)),
         (Op::Concat { axis }, false) => Tensor::try_concat(&[x, y], *axis),

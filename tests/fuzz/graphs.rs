@@ -204,7 +204,7 @@ pub fn step(
             let size = dims.get(axis).copied().unwrap_or(0);
             let start = (p as usize >> 4) % size.saturating_add(2);
             let len = size.saturating_sub(start) / 2 + (p as usize & 1);
-            g.slice(x, axis, start, len)
+            g.slice_range(x, start..start.saturating_add(len), axis)
         }
         15 => g.concat(&[x, y], axis),
         16 => g.softmax(x, axis),
@@ -245,7 +245,7 @@ pub fn step(
             } else {
                 1 + p as usize % 3
             };
-            let c = g.full(1.5, [n, 1], g.dtype(x));
+            let c = g.full([n, 1], 1.5, g.dtype(x));
             g.mul(x, c)
         }
         _ => {

@@ -12,12 +12,12 @@ use crate::{CustomOp, Error, Graph, Result, TensorType};
 /// `ẏ` shaped like `y`. Use it with [`Graph::custom`].
 ///
 /// ```
-/// use rlx_core::{autodiff::custom_op, DType, Graph};
+/// use rlx::{autodiff::custom_op, DType, Graph};
 /// // softplus(x) = ln(1 + e^x) with the stable derivative sigmoid(x)
 /// let mut f = Graph::new();
 /// let x = f.input("x", [3], DType::F64);
 /// let e = f.exp(x).unwrap();
-/// let y = f.unary(rlx_core::UnaryOp::Log1p, e).unwrap();
+/// let y = f.unary(rlx::UnaryOp::Log1p, e).unwrap();
 /// f.set_outputs(vec![y]);
 /// let mut r = Graph::new();
 /// let x = r.input("x", [3], DType::F64);

@@ -122,7 +122,7 @@ pub fn jvp_rule(
             Some(g.concat(&parts, *axis)?)
         }
         Op::Slice { axis, start, len } => match t(0) {
-            Some(tx) => Some(g.slice(tx, *axis, *start, *len)?),
+            Some(tx) => Some(g.slice_range(tx, *start..*start + *len, *axis)?),
             None => None,
         },
         Op::Gather { axis } => match t(0) {

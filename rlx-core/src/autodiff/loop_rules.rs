@@ -111,10 +111,10 @@ pub(crate) fn jvp(
     let len_y: usize = seg[2 * c + p..].iter().sum();
     let mut parts = Vec::new();
     if len_c > 0 {
-        parts.push(g.slice(node, 0, off_c, len_c)?);
+        parts.push(g.slice_range(node, off_c..off_c + len_c, 0)?);
     }
     if len_y > 0 {
-        parts.push(g.slice(node, 0, off_y, len_y)?);
+        parts.push(g.slice_range(node, off_y..off_y + len_y, 0)?);
     }
     Ok(Some(match parts.len() {
         1 => parts[0],

@@ -68,7 +68,7 @@ use crate::{Error, Graph, Node, NodeId, Op, Result, Shape};
 /// shape and dtype of its output.
 ///
 /// ```
-/// use rlx_core::{autodiff::vjp_nodes, DType, Graph};
+/// use rlx::{autodiff::vjp_nodes, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let y = g.sin(x).unwrap();
@@ -124,7 +124,7 @@ pub fn vjp_nodes(
 /// shape and dtype of its `wrt` node.
 ///
 /// ```
-/// use rlx_core::{autodiff::jvp_nodes, DType, Graph};
+/// use rlx::{autodiff::jvp_nodes, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let t = g.input("t", [3], DType::F64);

@@ -52,7 +52,7 @@ pub(super) fn gather(g: &mut Graph, x: NodeId, mut parts: Vec<SliceCt>) -> Resul
         let zeros = |g: &mut Graph, k: usize| {
             let mut d = shape.dims().to_vec();
             d[axis] = k;
-            g.full(0.0, d, dt)
+            g.full(d, 0.0, dt)
         };
         for p in &l {
             if p.start > at {

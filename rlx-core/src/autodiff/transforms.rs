@@ -20,7 +20,7 @@ use crate::{DType, Error, Graph, Literal, NodeId, Op, Result, Shape};
 /// `wrt`. Outputs: the original outputs, then one gradient per `wrt`.
 ///
 /// ```
-/// use rlx_core::{autodiff::grad, DType, Graph};
+/// use rlx::{autodiff::grad, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let y = g.square(x).unwrap();
@@ -219,7 +219,7 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
         let mut off = 0;
         for item in &items {
             let k = item.numel();
-            let cols = r.slice(jac, os.rank(), off, k)?;
+            let cols = r.slice_range(jac, off..off + k, os.rank())?;
             let mut d = os.dims().to_vec();
             d.extend_from_slice(item.dims());
             blocks.push(r.reshape(cols, d)?);
@@ -243,7 +243,7 @@ pub fn batch_jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
         let mut off = 0;
         for item in &items {
             let k = item.numel();
-            let s = r.slice(out, 0, off, k)?;
+            let s = r.slice_range(out, off..off + k, 0)?;
             let rank = out_item.rank() + 2;
             let mut perm: Vec<usize> = (1..rank).collect();
             perm.push(0);
@@ -382,7 +382,7 @@ fn jac_fwd_core(g: &Graph, wrt: &[usize], of: &[usize], op: &'static str) -> Res
             let os = g.shape(o).clone();
             let mut off = 0;
             for (&w, &k) in nodes.iter().zip(&sizes) {
-                let s = r.slice(y, 0, off, k)?;
+                let s = r.slice_range(y, off..off + k, 0)?;
                 let mut perm: Vec<usize> = (1..=os.rank()).collect();
                 perm.push(0);
                 let tr = r.transpose(s, &perm)?;
@@ -529,7 +529,7 @@ fn basis(r: &mut Graph, m: usize, off: usize, shape: &Shape, dt: DType) -> Resul
 fn zero_block(r: &mut Graph, dims: Vec<usize>, dt: DType, op: &'static str) -> Result<NodeId> {
     let shape = Shape::new(dims);
     shape.check_size(dt, op, &[])?;
-    Ok(r.full(0.0, shape, dt))
+    Ok(r.full(shape, 0.0, dt))
 }
 
 /// The total element count of `shapes` (the number of Jacobian columns

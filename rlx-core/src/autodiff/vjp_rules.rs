@@ -145,7 +145,7 @@ pub fn vjp_rule(
             for (i, &xi) in x.iter().enumerate() {
                 let len = g.shape(xi).dim(*axis);
                 out.push(if need(i) {
-                    Some(g.slice(ct, *axis, start, len)?)
+                    Some(g.slice_range(ct, start..start + len, *axis)?)
                 } else {
                     None
                 });
@@ -161,7 +161,7 @@ pub fn vjp_rule(
             let pad = |g: &mut Graph, k: usize| {
                 let mut d = xs.dims().to_vec();
                 d[*axis] = k;
-                g.full(0.0, d, dt)
+                g.full(d, 0.0, dt)
             };
             if *start > 0 {
                 parts.push(pad(g, *start));

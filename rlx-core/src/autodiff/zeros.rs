@@ -98,14 +98,14 @@ mod tests {
             )
             .unwrap();
         let b = g.broadcast(e, [5, 3]).unwrap();
-        let s01 = g.slice(b, 1, 0, 2).unwrap();
-        let s2 = g.slice(b, 1, 2, 1).unwrap();
-        let rows = g.slice(b, 0, 1, 2).unwrap(); // a broadcast axis: all of `e`
+        let s01 = g.slice_range(b, 0..2, 1).unwrap();
+        let s2 = g.slice_range(b, 2..3, 1).unwrap();
+        let rows = g.slice_range(b, 1..3, 0).unwrap(); // a broadcast axis: all of `e`
         let r = g.reshape(s01, [10]).unwrap();
         let n = g.neg(r).unwrap();
-        let inner = g.slice(s01, 1, 1, 1).unwrap();
+        let inner = g.slice_range(s01, 1..2, 1).unwrap();
         let x = g.input("x", [5, 3], DType::F64);
-        let z = g.full(0.0, [5, 3], DType::F64);
+        let z = g.full([5, 3], 0.0, DType::F64);
         let m = g.mul_zero(z, x).unwrap();
         assert!(is_zero(&g, s01) && is_zero(&g, r) && is_zero(&g, n) && is_zero(&g, inner));
         assert!(is_zero(&g, z));

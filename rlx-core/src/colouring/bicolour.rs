@@ -34,8 +34,8 @@ use crate::sparsity::Pattern;
 /// A bidirectional colouring and its decompression map.
 ///
 /// ```
-/// use rlx_core::colouring::{self, is_bicolouring};
-/// use rlx_core::sparsity::Pattern;
+/// use rlx::core::colouring::{self, is_bicolouring};
+/// use rlx::core::sparsity::Pattern;
 /// // An arrow (dense first row and column, and the diagonal): one-sided
 /// // colourings need a colour per column or row; bidirectionally, one
 /// // reverse pass for row 0, then forward column 0 and all the others.
@@ -103,8 +103,8 @@ impl Bicolouring {
     /// Forward mode only, from a column colouring.
     ///
     /// ```
-    /// use rlx_core::colouring::{self, Bicolouring};
-    /// use rlx_core::sparsity::Pattern;
+    /// use rlx::core::colouring::{self, Bicolouring};
+    /// use rlx::core::sparsity::Pattern;
     /// let p = Pattern::from_entries(2, 2, &[(0, 0), (1, 1)]).unwrap();
     /// let b = Bicolouring::from_columns(&p, &colouring::columns(&p));
     /// assert_eq!((b.forward(), b.reverse(), b.sources()), (1, 0, &[0, 1][..]));

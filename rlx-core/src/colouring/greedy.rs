@@ -8,7 +8,7 @@ use crate::sparsity::Pattern;
 /// row. Sources index the compressed product laid out `[count, p.nrows()]`.
 ///
 /// ```
-/// use rlx_core::{colouring, sparsity::Pattern};
+/// use rlx::core::{colouring, sparsity::Pattern};
 /// // An arrow: a dense first row and column plus the diagonal needs all
 /// // columns apart (row 0 touches them all).
 /// let mut e: Vec<(usize, usize)> = (0..4).flat_map(|i| [(0, i), (i, 0), (i, i)]).collect();
@@ -36,7 +36,7 @@ pub fn columns(p: &Pattern) -> Colouring {
 /// column. Sources index the compressed product laid out `[count, p.ncols()]`.
 ///
 /// ```
-/// use rlx_core::{colouring, sparsity::Pattern};
+/// use rlx::core::{colouring, sparsity::Pattern};
 /// // One dense row: forward mode needs a colour per column, reverse mode
 /// // needs two passes (the dense row, then all the diagonal rows together).
 /// let mut e: Vec<(usize, usize)> = (0..6).map(|j| (0, j)).collect();

@@ -52,8 +52,8 @@ pub const ORDERS: [Order; 3] = [Order::Natural, Order::LargestFirst, Order::Smal
 /// decompression map that goes with it.
 ///
 /// ```
-/// use rlx_core::colouring;
-/// use rlx_core::sparsity::Pattern;
+/// use rlx::core::colouring;
+/// use rlx::core::sparsity::Pattern;
 /// // Tridiagonal 5 × 5: three colours, and no row sees one colour twice.
 /// let mut e = vec![];
 /// for i in 0..5usize {

@@ -23,7 +23,7 @@ use crate::sparsity::Pattern;
 /// `[count, n]` (product `c` is row `c`).
 ///
 /// ```
-/// use rlx_core::{colouring, sparsity::Pattern};
+/// use rlx::core::{colouring, sparsity::Pattern};
 /// // Tridiagonal Hessian: star colouring needs 3 colours, like the
 /// // column colouring; on an arrow (dense first row and column) it needs 2
 /// // where a column colouring needs one per column.

@@ -186,7 +186,27 @@ impl Graph {
         self.push(Op::Concat { axis }, xs)
     }
 
-    /// Elements `start..start + len` along `axis` (the full range returns `x`).
+    /// The elements of `range` along `axis` (`1..3`, `2..`, `..=4`; the
+    /// whole axis returns `x`); an error if the range is not within the axis
+    /// (see [`Shape::range_along`]).
+    pub fn slice_range(
+        &mut self,
+        x: NodeId,
+        range: impl std::ops::RangeBounds<usize>,
+        axis: usize,
+    ) -> Result<NodeId> {
+        let s = &self.try_node(x)?.shape;
+        let (start, len) = s.range_along(&range, axis)?;
+        if start == 0 && len == s.dim(axis) {
+            return Ok(x);
+        }
+        self.push(Op::Slice { axis, start, len }, &[x])
+    }
+
+    /// Elements `start..start + len` along `axis`.
+    #[deprecated(
+        note = "use `slice_range(x, start..start + len, axis)` (argument order: the range, then the axis last)"
+    )]
     pub fn slice(&mut self, x: NodeId, axis: usize, start: usize, len: usize) -> Result<NodeId> {
         let s = &self.try_node(x)?.shape;
         if axis < s.rank() && start == 0 && len == s.dim(axis) {
@@ -257,7 +277,7 @@ impl Graph {
     /// inlined forward graph).
     ///
     /// ```
-    /// use rlx_core::{DType, Graph};
+    /// use rlx::{DType, Graph};
     /// let mut g = Graph::new();
     /// let x = g.input("x", [2], DType::F64);
     /// let y = g.sin(x).unwrap();

@@ -75,7 +75,7 @@ pub struct GraphInput {
 /// A computation graph: nodes in topological order, named inputs, ordered outputs.
 ///
 /// ```
-/// use rlx_core::{DType, Graph};
+/// use rlx::{DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let y = g.sin(x).unwrap();
@@ -166,7 +166,7 @@ impl Graph {
     /// the module docs).
     ///
     /// ```
-    /// use rlx_core::{DType, Graph, NodeId};
+    /// use rlx::{DType, Graph, NodeId};
     /// let mut g = Graph::new();
     /// let x = g.input("x", [3], DType::F64);
     /// let y = g.sin(x).unwrap();
@@ -342,8 +342,9 @@ impl Graph {
         }))
     }
 
-    /// A constant where every element equals `value`.
-    pub fn full(&mut self, value: f64, shape: impl Into<Shape>, dtype: DType) -> NodeId {
+    /// A constant of `shape` and `dtype` where every element equals
+    /// `value` (the shape first, as every constructor that fills takes it).
+    pub fn full(&mut self, shape: impl Into<Shape>, value: f64, dtype: DType) -> NodeId {
         let lit = if dtype == DType::I64 {
             Literal::SplatI64(value as i64)
         } else {
@@ -359,21 +360,21 @@ impl Graph {
 
     /// A 0-d constant.
     pub fn scalar(&mut self, value: f64, dtype: DType) -> NodeId {
-        self.full(value, Shape::scalar(), dtype)
+        self.full(Shape::scalar(), value, dtype)
     }
 
     /// Zeros shaped like node `like`.
     pub fn zeros_like(&mut self, like: NodeId) -> NodeId {
         let n = self.node(like);
         let (shape, dtype) = (n.shape.clone(), n.dtype);
-        self.full(0.0, shape, dtype)
+        self.full(shape, 0.0, dtype)
     }
 
     /// Ones shaped like node `like`.
     pub fn ones_like(&mut self, like: NodeId) -> NodeId {
         let n = self.node(like);
         let (shape, dtype) = (n.shape.clone(), n.dtype);
-        self.full(1.0, shape, dtype)
+        self.full(shape, 1.0, dtype)
     }
 
     /// Appends `op` applied to `inputs`, inferring its type.
@@ -498,7 +499,7 @@ impl Graph {
     /// constants can fail it, since the builder checks every op's result.
     ///
     /// ```
-    /// use rlx_core::{DType, Error, Graph};
+    /// use rlx::{DType, Error, Graph};
     /// let mut g = Graph::new();
     /// g.input("x", [usize::MAX, 2], DType::F64);
     /// assert!(matches!(g.check_sizes(), Err(Error::TooLarge { op: "input", .. })));

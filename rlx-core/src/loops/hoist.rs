@@ -89,8 +89,8 @@ fn linear(op: &Op) -> bool {
 /// and what the sweep does with them; `None` when no product qualifies.
 ///
 /// ```
-/// use rlx_core::{autodiff, DType, Graph, LoopKind, LoopOp, Op};
-/// use rlx_core::loops::{hoist::hoist, residuals::split};
+/// use rlx::{autodiff, DType, Graph, core::{LoopKind, LoopOp}, Op};
+/// use rlx::core::loops::{hoist::hoist, residuals::split};
 /// // c' = tanh(c·W) over [4, 32] states: W̄ = Σ_t c_tᵀ·(c̄'_t (1 − c'_t²))
 /// let mut b = Graph::new();
 /// let c = b.input("c", [4, 32], DType::F64);
@@ -124,8 +124,8 @@ pub fn hoist(adj: &LoopOp, b: &Graph) -> Result<Option<(Graph, Hoisted)>> {
 /// gives the same sums up to the order of their additions.
 ///
 /// ```
-/// use rlx_core::{autodiff, DType, Graph, LoopKind, LoopOp, Op};
-/// use rlx_core::loops::{hoist::hoist_grouped, residuals::split};
+/// use rlx::{autodiff, DType, Graph, core::{LoopKind, LoopOp}, Op};
+/// use rlx::core::loops::{hoist::hoist_grouped, residuals::split};
 /// let mut b = Graph::new();
 /// let c = b.input("c", [4, 32], DType::F64);
 /// let w = b.input("w", [32, 32], DType::F64);
@@ -447,7 +447,7 @@ fn linear_part(
             let full: Vec<NodeId> = parts
                 .iter()
                 .zip(&n.inputs)
-                .map(|(p, &j)| p.unwrap_or_else(|| to.full(0.0, b.shape(j).clone(), b.dtype(j))))
+                .map(|(p, &j)| p.unwrap_or_else(|| to.full(b.shape(j).clone(), 0.0, b.dtype(j))))
                 .collect();
             to.concat(&full, *axis)?
         }

@@ -93,7 +93,7 @@ pub fn lower_adjoint(adj: &LoopOp) -> Result<Graph> {
     )?;
     let mut r_ops = ct_final.to_vec();
     for &j in &fk {
-        let z = g.full(0.0, kt[j].shape.clone(), kt[j].dtype);
+        let z = g.full(kt[j].shape.clone(), 0.0, kt[j].dtype);
         r_ops.push(z);
     }
     r_ops.extend(&stacked_carries);

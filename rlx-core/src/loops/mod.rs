@@ -160,7 +160,7 @@ pub const STORE_ALL_BYTES: usize = 16 << 20;
 /// three more times.
 ///
 /// ```
-/// use rlx_core::loops::default_budget;
+/// use rlx::core::loops::default_budget;
 /// // an LSTM's state: 1025 f64, 1024 steps: 8.4 MB, stored
 /// assert_eq!(default_budget(1024, 1025 * 8), 1024);
 /// // 64 f64 over 10⁵ steps: 51 MB, checkpointed
@@ -187,8 +187,8 @@ pub(crate) fn bytes(types: impl IntoIterator<Item = TensorType>) -> usize {
 /// or too large to store every carry (see [`default_budget`]).
 ///
 /// ```
-/// assert_eq!(rlx_core::loops::default_checkpoints(100_000), 317);
-/// assert_eq!(rlx_core::loops::default_checkpoints(1), 1);
+/// assert_eq!(rlx::core::loops::default_checkpoints(100_000), 317);
+/// assert_eq!(rlx::core::loops::default_checkpoints(1), 1);
 /// ```
 pub fn default_checkpoints(length: usize) -> usize {
     let mut s = (length as f64).sqrt().ceil() as usize;
@@ -204,7 +204,7 @@ impl LoopOp {
     /// [`default_budget`]).
     ///
     /// ```
-    /// use rlx_core::{DType, Graph, LoopOp};
+    /// use rlx::{DType, Graph, core::LoopOp};
     /// // c' = c * x_t, y_t = c: a running product of the rows of xs
     /// let mut b = Graph::new();
     /// let c = b.input("c", [2], DType::F64);
@@ -662,7 +662,7 @@ pub fn unpack(g: &mut Graph, packed: NodeId, segments: &[TensorType]) -> Result<
     let mut off = 0;
     for s in segments {
         let n = s.shape.numel();
-        let piece = g.slice(packed, 0, off, n)?;
+        let piece = g.slice_range(packed, off..off + n, 0)?;
         out.push(g.reshape(piece, s.shape.clone())?);
         off += n;
     }

@@ -67,8 +67,8 @@ impl Residuals {
 /// Splits the reverse-mode step of adjoint `adj` (see the module docs).
 ///
 /// ```
-/// use rlx_core::{autodiff, DType, Graph, LoopKind, LoopOp, Op};
-/// use rlx_core::loops::residuals::split;
+/// use rlx::{autodiff, DType, Graph, core::{LoopKind, LoopOp}, Op};
+/// use rlx::core::loops::residuals::split;
 /// // c' = sin(c): the reverse step needs cos(c), one residual
 /// let mut b = Graph::new();
 /// let c = b.input("c", [3], DType::F64);

@@ -50,8 +50,8 @@ fn beta(s: usize, r: usize) -> u128 {
 /// `checkpoints` carries. On entry the working carry is `c(0)`.
 ///
 /// ```
-/// use rlx_core::loops::schedule::{revolve, Sweep};
-/// use rlx_core::Result;
+/// use rlx::core::loops::schedule::{revolve, Sweep};
+/// use rlx::Result;
 /// // carries are the step numbers themselves
 /// struct Count { work: usize, slots: Vec<usize>, order: Vec<usize>, steps: usize }
 /// impl Sweep for Count {
@@ -211,7 +211,7 @@ impl<S: Sweep> State<'_, S> {
 /// descent (the compiler's spine fusion, see `LoopOp::spine`).
 ///
 /// ```
-/// use rlx_core::loops::schedule::spine;
+/// use rlx::core::loops::schedule::spine;
 /// // every carry fits: all are stored, then the sweep starts at T - 1
 /// assert_eq!(spine(4, 4), vec![0, 1, 2, 3, 3]);
 /// assert_eq!(spine(5, 1), vec![0, 4]);

@@ -31,8 +31,8 @@ use crate::{Graph, Node, NodeId, Op, Result};
 /// result; `None` when there is nothing to fuse.
 ///
 /// ```
-/// use rlx_core::loops::spine::fuse_spines;
-/// use rlx_core::{autodiff, DType, Graph, LoopOp};
+/// use rlx::core::loops::spine::fuse_spines;
+/// use rlx::{autodiff, DType, Graph, core::LoopOp};
 /// // Σ c(20) of c' = sin(c), with a budget of 5 carries or the default (all 20)
 /// let fused = |budget: Option<usize>| {
 ///     let mut b = Graph::new();
@@ -109,7 +109,7 @@ pub fn fuse_spines(g: &Graph) -> Result<Option<(Graph, Vec<NodeId>)>> {
                 }));
                 let node = out.looped(l.clone(), &args)?;
                 fused[i] = Some((node, l));
-                out.slice(node, 0, 0, n.shape.numel())?
+                out.slice_range(node, 0..n.shape.numel(), 0)?
             }
             Op::Loop(a) if partner[i].is_some() => {
                 let j = partner[i].expect("checked");

@@ -20,7 +20,7 @@ impl LoopRef {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use rlx_core::{DType, Graph, LoopOp, LoopRef};
+    /// use rlx::{DType, Graph, core::{LoopOp, LoopRef}};
     /// let mut b = Graph::new();
     /// let c = b.input("c", [2], DType::F64);
     /// let s = b.sin(c).unwrap();

@@ -20,7 +20,7 @@ use crate::{Graph, NodeId, Op, Result};
 /// their order. Inputs, outputs and source lines are kept.
 ///
 /// ```
-/// use rlx_core::{passes::assemble_late, DType, Graph, Op};
+/// use rlx::{core::passes::assemble_late, DType, Graph, Op};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [4, 1], DType::F64);
 /// let a = g.exp(x).unwrap();

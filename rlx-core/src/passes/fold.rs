@@ -39,9 +39,9 @@ pub const MAX_FOLD_ELEMENTS: usize = 4096;
 /// docs for which ones).
 ///
 /// ```
-/// use rlx_core::{passes::fold_constants, DType, Graph, Literal, Op};
+/// use rlx::{core::passes::fold_constants, DType, Graph, Literal, Op};
 /// let mut g = Graph::new();
-/// let a = g.full(2.0, [3], DType::F32);
+/// let a = g.full([3], 2.0, DType::F32);
 /// let b = g.scalar(0.5, DType::F32);
 /// let c = g.mul(a, b).unwrap();
 /// g.set_outputs(vec![c]);
@@ -628,7 +628,7 @@ mod tests {
         // 1/3 in f32 is 0.3333333432674408 (f32 rounding), not the f64 value.
         let mut g = Graph::new();
         let one = g.scalar(1.0, DType::F32);
-        let three = g.full(3.0, [2], DType::F32);
+        let three = g.full([2], 3.0, DType::F32);
         let q = g.div(one, three).unwrap();
         g.set_outputs(vec![q]);
         let before = g.to_string();
@@ -672,7 +672,7 @@ mod tests {
             .unwrap();
         let c = g.add(a, b).unwrap();
         let t = g.transpose(c, &[1, 0]).unwrap();
-        let s = g.slice(t, 0, 1, 2).unwrap();
+        let s = g.slice_range(t, 1..3, 0).unwrap();
         g.set_outputs(vec![s]);
         let f = fold_constants(&g).unwrap();
         assert_eq!(f.len(), 1, "{f}");
@@ -687,7 +687,7 @@ mod tests {
     #[test]
     fn folds_concat_select_compare_and_casts() {
         let mut g = Graph::new();
-        let a = g.full(1.0, [2], DType::F64);
+        let a = g.full([2], 1.0, DType::F64);
         let b = g
             .constant(Literal::F64(vec![0.5, 3.0].into()), [2], DType::F64)
             .unwrap();
@@ -716,7 +716,7 @@ mod tests {
     #[test]
     fn never_folds_transcendentals_reductions_or_ambiguous_cases() {
         let mut g = Graph::new();
-        let a = g.full(0.5, [3], DType::F32);
+        let a = g.full([3], 0.5, DType::F32);
         let e = g.exp(a).unwrap();
         let s = g.sum(a, &[0]).unwrap();
         let nan = g.scalar(f64::NAN, DType::F64);
@@ -749,7 +749,7 @@ mod tests {
             )
             .unwrap();
         let b = g.neg(a).unwrap();
-        let big = g.full(2.0, [100, 100], DType::F64);
+        let big = g.full([100, 100], 2.0, DType::F64);
         let c = g.neg(big).unwrap();
         g.set_outputs(vec![b, c]);
         let f = fold_constants(&g).unwrap();
@@ -763,13 +763,13 @@ mod tests {
     #[test]
     fn folds_reductions_of_splats_only_when_order_cannot_matter() {
         let mut g = Graph::new();
-        let threes = g.full(3.0, [4, 5], DType::F16);
-        let halves = g.full(0.5, [4, 5], DType::F32);
+        let threes = g.full([4, 5], 3.0, DType::F16);
+        let halves = g.full([4, 5], 0.5, DType::F32);
         let s = g.sum(threes, &[0, 1]).unwrap(); // 60, exact
         let m = g.reduce(ReduceOp::Mean, threes, &[1]).unwrap(); // 3
         let mx = g.reduce(ReduceOp::Max, halves, &[0]).unwrap(); // 0.5
         let h = g.sum(halves, &[1]).unwrap(); // not an integer sum: kept
-        let empty = g.full(1.0, [0, 3], DType::F64);
+        let empty = g.full([0, 3], 1.0, DType::F64);
         let e = g.sum(empty, &[0]).unwrap(); // empty reduction: kept
         g.set_outputs(vec![s, m, mx, h, e]);
         let f = fold_constants(&g).unwrap();

@@ -64,7 +64,7 @@ pub const MAX_ROUNDS: usize = 16;
 /// a round changes nothing (at most [`MAX_ROUNDS`] rounds).
 ///
 /// ```
-/// use rlx_core::{passes::optimize, DType, Graph, Op, UnaryOp};
+/// use rlx::{core::passes::optimize, DType, Graph, Op, UnaryOp};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let one = g.scalar(1.0, DType::F64);
@@ -90,7 +90,7 @@ pub fn optimize(g: &Graph) -> Result<Graph> {
 /// they replace.
 ///
 /// ```
-/// use rlx_core::{passes::optimize_with_origins, DType, Graph, NodeId};
+/// use rlx::{core::passes::optimize_with_origins, DType, Graph, NodeId};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let _dead = g.exp(x).unwrap();
@@ -138,7 +138,7 @@ fn compose(first: &[NodeId], then: &[NodeId]) -> Vec<NodeId> {
 /// Dead-code elimination: keeps the inputs and the nodes some output needs.
 ///
 /// ```
-/// use rlx_core::{passes::dce, DType, Graph};
+/// use rlx::{core::passes::dce, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [2], DType::F32);
 /// let _unused = g.exp(x).unwrap();
@@ -211,7 +211,7 @@ pub fn strip_stop_gradient(g: &Graph) -> Result<Graph> {
 /// result (as [`optimize_with_origins`] does).
 ///
 /// ```
-/// use rlx_core::{passes::strip_stop_gradient_with_origins, DType, Graph};
+/// use rlx::{core::passes::strip_stop_gradient_with_origins, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [2], DType::F32);
 /// let s = g.stop_gradient(x).unwrap();

@@ -58,10 +58,10 @@ use crate::{BinaryOp, DType, Graph, Literal, Node, NodeId, Op, ReduceOp, Result,
 /// Applies the algebraic identities listed in the module docs.
 ///
 /// ```
-/// use rlx_core::{passes::simplify, DType, Graph, Op};
+/// use rlx::{core::passes::simplify, DType, Graph, Op};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
-/// let zero = g.full(-0.0, [2, 3], DType::F64);
+/// let zero = g.full([2, 3], -0.0, DType::F64);
 /// let y = g.add(x, zero).unwrap(); // [3] + [2, 3] -> broadcast of x
 /// g.set_outputs(vec![y]);
 /// let s = simplify(&g).unwrap();
@@ -147,7 +147,7 @@ fn nowhere_zero(g: &Graph, id: NodeId) -> bool {
 }
 
 fn filled(out: &mut Graph, node: &Node, v: f64) -> Option<NodeId> {
-    Some(out.full(v, node.shape.clone(), node.dtype))
+    Some(out.full(node.shape.clone(), v, node.dtype))
 }
 
 /// The replacement for `node` (operands already mapped to `args`), if a rule applies.
@@ -446,7 +446,7 @@ mod tests {
         let x = g.input("x", [3], DType::F32);
         let nz = g.scalar(-0.0, DType::F32);
         let z = g.scalar(0.0, DType::F32);
-        let one = g.full(1.0, [3], DType::F32);
+        let one = g.full([3], 1.0, DType::F32);
         let a = g.add(x, nz).unwrap();
         let b = g.mul(one, a).unwrap();
         let c = g.div(b, one).unwrap();
@@ -461,7 +461,7 @@ mod tests {
     fn add_zero_that_broadcasts_becomes_a_broadcast() {
         let mut g = Graph::new();
         let x = g.input("x", [3], DType::F64);
-        let z = g.full(-0.0, [2, 1], DType::F64);
+        let z = g.full([2, 1], -0.0, DType::F64);
         let y = g.add(z, x).unwrap();
         g.set_outputs(vec![y]);
         let s = crate::passes::dce(&simplify(&g).unwrap()).unwrap();
@@ -737,7 +737,7 @@ mod tests {
         let mut g = Graph::new();
         let a = g.input("a", [3], DType::F64);
         let b = g.input("b", [2, 3], DType::F64);
-        let t = g.full(1.0, [2, 3], DType::Bool);
+        let t = g.full([2, 3], 1.0, DType::Bool);
         let f = g.scalar(0.0, DType::Bool);
         let m = g.input("m", [3], DType::Bool);
         let s1 = g.select(t, a, b).unwrap();
@@ -777,7 +777,7 @@ mod tests {
         // a dtype mismatch; and `x * 1` with a bigger `1` broadcasts `x`.
         let mut g = Graph::new();
         let x = g.input("x", [1, 3], DType::F64);
-        let one = g.full(1.0, [4, 1, 1], DType::F64);
+        let one = g.full([4, 1, 1], 1.0, DType::F64);
         let y = g.mul(x, one).unwrap();
         g.set_outputs(vec![y]);
         let s = simplify(&g).unwrap();

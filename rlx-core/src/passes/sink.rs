@@ -39,7 +39,7 @@ pub(super) fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Opti
             let r = if *axis < lead || xs.dim(axis - lead) == 1 {
                 x
             } else {
-                out.slice(x, axis - lead, *start, *len)?
+                out.slice_range(x, *start..*start + *len, axis - lead)?
             };
             widen(out, r, &node.shape)
         }

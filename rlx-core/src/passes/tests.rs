@@ -95,7 +95,7 @@ fn optimize_cleans_an_autodiff_style_graph() {
     let seed_b = g.broadcast(seed, [4]).unwrap();
     let c = g.cos(x).unwrap();
     let t = g.mul_zero(seed_b, c).unwrap();
-    let zero = g.full(-0.0, [4], DType::F64);
+    let zero = g.full([4], -0.0, DType::F64);
     let acc = g.add(zero, t).unwrap();
     let guarded = g.mul_zero(zero, c).unwrap(); // +0.0 everywhere
     let acc2 = g.add(acc, guarded).unwrap();
@@ -183,7 +183,7 @@ fn origins_name_the_nodes_each_result_node_was_made_for() {
     let s1 = g.sin(x).unwrap();
     let s2 = g.sin(x).unwrap(); // merged into s1
     let m = g.mul(s2, cd).unwrap();
-    let z = g.full(-0.0, [3], DType::F64);
+    let z = g.full([3], -0.0, DType::F64);
     let a = g.add(m, z).unwrap(); // simplified to m
     let sg = g.stop_gradient(a).unwrap();
     g.set_outputs(vec![sg, s1]);
@@ -215,8 +215,8 @@ fn random_graph(steps: &[(u8, u8, u8, u8)]) -> Graph {
         g.input("y", [3], DType::F64),
         g.input("s", [], DType::F64),
         g.scalar(0.0, DType::F64),
-        g.full(1.0, [3], DType::F64),
-        g.full(-0.0, [2, 3], DType::F64),
+        g.full([3], 1.0, DType::F64),
+        g.full([2, 3], -0.0, DType::F64),
     ];
     pool.push(
         g.constant(Literal::F64(vec![0.5, -1.0, 2.0].into()), [3], DType::F64)
@@ -253,7 +253,7 @@ fn random_graph(steps: &[(u8, u8, u8, u8)]) -> Graph {
             10 if xs.rank() > 0 => g.sum(x, &[p as usize % xs.rank()]),
             11 => g.compare(CmpOp::Lt, x, y).and_then(|m| g.select(m, x, y)),
             12 => g.cast(x, DType::F32).and_then(|c| g.cast(c, DType::F64)),
-            13 => Ok(g.full(consts[p as usize % consts.len()], xs, DType::F64)),
+            13 => Ok(g.full(xs, consts[p as usize % consts.len()], DType::F64)),
             14 => g.stop_gradient(x),
             15 => g.concat(&[x, y], 0),
             16 => g.push(Op::Unary(UnaryOp::Sqrt), &[x]),

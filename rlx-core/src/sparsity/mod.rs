@@ -24,12 +24,12 @@ use crate::{Error, Graph, NodeId, Result};
 /// positions `wrt`: `[out0.numel(), Σ wrt numel]`.
 ///
 /// ```
-/// use rlx_core::{sparsity::jacobian_pattern, DType, Graph};
+/// use rlx::{core::sparsity::jacobian_pattern, DType, Graph};
 /// // y_i = x_i · x_{i+1}: two nonzeros per row.
 /// let mut g = Graph::new();
 /// let x = g.input("x", [4], DType::F64);
-/// let a = g.slice(x, 0, 0, 3).unwrap();
-/// let b = g.slice(x, 0, 1, 3).unwrap();
+/// let a = g.slice_range(x, 0..3, 0).unwrap();
+/// let b = g.slice_range(x, 1..4, 0).unwrap();
 /// let y = g.mul(a, b).unwrap();
 /// g.set_outputs(vec![y]);
 /// let p = jacobian_pattern(&g, &[0]).unwrap();
@@ -52,12 +52,12 @@ pub fn jacobian_pattern(g: &Graph, wrt: &[usize]) -> Result<Pattern> {
 /// the inputs at positions `wrt`: `[n, n]` with `n = Σ wrt numel`.
 ///
 /// ```
-/// use rlx_core::{sparsity::hessian_pattern, DType, Graph};
+/// use rlx::{core::sparsity::hessian_pattern, DType, Graph};
 /// // f = Σ_i x_i · x_{i+1}: only neighbours interact.
 /// let mut g = Graph::new();
 /// let x = g.input("x", [4], DType::F64);
-/// let a = g.slice(x, 0, 0, 3).unwrap();
-/// let b = g.slice(x, 0, 1, 3).unwrap();
+/// let a = g.slice_range(x, 0..3, 0).unwrap();
+/// let b = g.slice_range(x, 1..4, 0).unwrap();
 /// let y = g.mul(a, b).unwrap();
 /// let f = g.sum_all(y).unwrap();
 /// g.set_outputs(vec![f]);

@@ -14,7 +14,7 @@ use crate::{Error, Result};
 /// concatenated in parameter order): entry `(i, j)` is `∂y_i/∂x_j`.
 ///
 /// ```
-/// use rlx_core::sparsity::Pattern;
+/// use rlx::core::sparsity::Pattern;
 /// // [[a, 0],
 /// //  [b, c]]
 /// let p = Pattern::from_entries(2, 2, &[(0, 0), (1, 0), (1, 1)]).unwrap();

@@ -41,14 +41,14 @@ fn tridiagonal_residual_and_its_energy() {
 fn stencil(k: usize) -> Graph {
     let mut g = Graph::new();
     let u = g.input("u", [k, k], DType::F64);
-    let zr = g.full(0.0, [1, k], DType::F64);
+    let zr = g.full([1, k], 0.0, DType::F64);
     let rows = g.concat(&[zr, u, zr], 0).unwrap();
-    let zc = g.full(0.0, [k + 2, 1], DType::F64);
+    let zc = g.full([k + 2, 1], 0.0, DType::F64);
     let p = g.concat(&[zc, rows, zc], 1).unwrap();
     let mut acc = g.powi(u, 3).unwrap();
     for (di, dj) in [(0, 1), (2, 1), (1, 0), (1, 2)] {
-        let a = g.slice(p, 0, di, k).unwrap();
-        let b = g.slice(a, 1, dj, k).unwrap();
+        let a = g.slice_range(p, di..di + k, 0).unwrap();
+        let b = g.slice_range(a, dj..dj + k, 1).unwrap();
         let d = g.sub(b, u).unwrap();
         acc = g.add(acc, d).unwrap();
     }
@@ -115,8 +115,8 @@ fn arrow_and_its_hessian() {
     let x = g.input("x", [n], DType::F64);
     let s = g.sum(x, &[0]).unwrap();
     let s = g.reshape(s, [1]).unwrap();
-    let x0 = g.slice(x, 0, 0, 1).unwrap();
-    let rest = g.slice(x, 0, 1, n - 1).unwrap();
+    let x0 = g.slice_range(x, 0..1, 0).unwrap();
+    let rest = g.slice_range(x, 1..n, 0).unwrap();
     let prod = g.mul(rest, x0).unwrap();
     let y = g.concat(&[s, prod], 0).unwrap();
     g.set_outputs(vec![y]);

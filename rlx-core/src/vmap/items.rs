@@ -50,7 +50,7 @@ pub struct Item {
 /// docs), or `None` if its outputs are not all computed row by row.
 ///
 /// ```
-/// use rlx_core::{vmap::unbatch, DType, Graph};
+/// use rlx::{core::vmap::unbatch, DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [1000, 3], DType::F64);
 /// let w = g.input("w", [3], DType::F64);
@@ -94,7 +94,7 @@ pub fn unbatch(g: &Graph, n: usize) -> Option<Item> {
         let before = out.len();
         let r = match &node.op {
             Op::Constant(Literal::Splat(v)) if leads_with(&node.shape, n) => {
-                (out.full(*v, item(&node.shape), node.dtype), true)
+                (out.full(item(&node.shape), *v, node.dtype), true)
             }
             // A shared value spread over the batch: equal rows.
             Op::Broadcast { shape }
@@ -248,19 +248,19 @@ mod tests {
         let x = g.input("x", [N, 2, 3], DType::F64);
         let w = g.input("w", [3, 2], DType::F64); // shared
         let k = g.input("k", (), DType::F64); // shared
-        let half = g.full(0.5, [N, 2, 3], DType::F64); // splat: equal rows
+        let half = g.full([N, 2, 3], 0.5, DType::F64); // splat: equal rows
         let s = g.sin(x).unwrap();
         let a = g.mul(s, half).unwrap();
         let a = g.mul(a, k).unwrap();
         let t = g.transpose(a, &[0, 2, 1]).unwrap(); // [N, 3, 2]
         let r = g.reshape(t, [N, 6]).unwrap();
-        let c = g.slice(r, 1, 1, 3).unwrap();
+        let c = g.slice_range(r, 1..4, 1).unwrap();
         let c = g.concat(&[c, c], 1).unwrap(); // [N, 6]
         let c = g.reshape(c, [N, 2, 3]).unwrap();
         let p = g.matmul(c, w).unwrap(); // [N, 2, 2]
         let zero = g.scalar(0.0, DType::F64);
         let pos = g.compare(CmpOp::Gt, p, zero).unwrap();
-        let ones = g.full(1.0, [2, 2], DType::F64);
+        let ones = g.full([2, 2], 1.0, DType::F64);
         let spread = g.broadcast(ones, [N, 2, 2]).unwrap();
         let sel = g.select(pos, p, spread).unwrap();
         let y = g.sum(sel, &[2]).unwrap(); // [N, 2]
@@ -303,7 +303,7 @@ mod tests {
                 g.broadcast(s, [N, 3]).unwrap()
             },
             &|g, x| {
-                let s = g.slice(x, 0, 1, N - 1).unwrap();
+                let s = g.slice_range(x, 1..N, 0).unwrap();
                 g.concat(&[s, s], 0).unwrap()
             },
             &|g, x| {
@@ -323,7 +323,7 @@ mod tests {
                 g.add(x, c).unwrap()
             },
             &|g, x| {
-                let s = g.slice(x, 1, 0, 1).unwrap();
+                let s = g.slice_range(x, 0..1, 1).unwrap();
                 let rows: Vec<f64> = (0..N).map(|v| v as f64).collect();
                 let c = g
                     .constant(Literal::F64(rows.into()), [N, 1], DType::F64)

@@ -10,7 +10,9 @@ use rlx_core::{DType, Graph};
 pub fn device(n: usize) -> Graph {
     let mut g = Graph::new();
     let u = g.input("u", [n, 3], DType::F64);
-    let v: Vec<_> = (0..3).map(|k| g.slice(u, 1, k, 1).unwrap()).collect();
+    let v: Vec<_> = (0..3)
+        .map(|k| g.slice_range(u, k..k + 1, 1).unwrap())
+        .collect();
     let d = g.sub(v[0], v[1]).unwrap();
     let e = g.exp(d).unwrap();
     let s = g.sub(v[1], v[2]).unwrap();

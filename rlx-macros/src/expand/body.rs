@@ -410,14 +410,14 @@ impl Bodies {
         };
         quote! {
             #[doc = #graph_doc]
-            #[allow(dead_code, clippy::too_many_arguments)]
+            #[allow(clippy::too_many_arguments)]
             #vis fn #graph_name #generics (#(#params),*) -> ::rlx::Result<::rlx::Graph> {
                 #uses_plain
                 #fn_ident().graph(&[#(#generic_args),*], &#statics_val, #trace_ident)
             }
 
             #[doc = #nth_doc]
-            #[allow(dead_code, clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
+            #[allow(clippy::too_many_arguments, clippy::type_complexity, clippy::needless_question_mark)]
             #[track_caller]
             #vis fn #nth_name #generics (#(#params,)* #order: usize) -> ::rlx::Result<#nth_ty> {
                 #uses_plain

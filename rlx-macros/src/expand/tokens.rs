@@ -229,10 +229,10 @@ impl GenericFloats {
     }
 
     /// The statement a companion starts with so that using it uses the
-    /// plain function `name` (for `dead_code`): companions allow
-    /// `dead_code`, so an unused private function is reported by its own
-    /// name, and one used only through a companion is not reported. A
-    /// function item is zero-sized: this emits no code.
+    /// plain function `name` (for `dead_code`, see `expand`): a private
+    /// function used only through a companion is not reported, an unused
+    /// one is, by its own name. A function item is zero-sized: this emits
+    /// no code.
     pub(super) fn uses_plain(&self, name: &Ident) -> TokenStream {
         let tys = self.params.iter().map(|(_, t, _)| t);
         if self.kind.is_none() {

@@ -59,13 +59,23 @@ impl Tensor {
     /// recorded and a placeholder returned.
     #[track_caller]
     pub fn apply_or_panic(op: Op, inputs: &[&Tensor]) -> Tensor {
-        let loc = Location::caller();
         match Tensor::apply(op, inputs) {
             Ok(t) => t,
-            Err(e) => match trace::poison(inputs, e.clone()) {
-                Some(t) => t,
-                None => panic!("{}", e.at(loc.file(), loc.line(), loc.column())),
-            },
+            Err(e) => Tensor::failed(inputs, e),
+        }
+    }
+
+    /// An op on `inputs` failed with `e` before it reached [`Tensor::apply`]
+    /// (its arguments were checked first): traced, the error is recorded
+    /// with the caller's line and a placeholder returned; eager, it panics
+    /// there.
+    #[track_caller]
+    pub(crate) fn failed(inputs: &[&Tensor], e: rlx_core::Error) -> Tensor {
+        let loc = Location::caller();
+        let e = e.at(loc.file(), loc.line(), loc.column());
+        match trace::poison(inputs, e.clone()) {
+            Some(t) => t,
+            None => panic!("{e}"),
         }
     }
 }

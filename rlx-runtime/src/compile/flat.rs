@@ -19,9 +19,9 @@ use crate::value::{is_number, Value, Values};
 /// tensor result, none per number.
 ///
 /// ```
-/// use rlx_runtime::function::{Function, Transform};
-/// use rlx_core::TensorType;
-/// use rlx_runtime::{Arg, Graph, Result, Tensor};
+/// use rlx::runtime::function::{Function, Transform};
+/// use rlx::TensorType;
+/// use rlx::{Arg, Graph, Result, Tensor};
 ///
 /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
 ///     let mut g = Graph::new();
@@ -38,7 +38,7 @@ use crate::value::{is_number, Value, Values};
 /// SQUARES.run(Transform::Grad, &[Arg::from(&x)], &[], &(), trace).unwrap();
 /// let (value, grad) = SQUARES
 ///     .run_small(Transform::Grad, &[Arg::from(&x)], &[], &(), 0, |it| {
-///         Some((it.number(rlx_runtime::DType::F64)?, it.tensor()?))
+///         Some((it.number(rlx::DType::F64)?, it.tensor()?))
 ///     })
 ///     .expect("a warm call over the pinned signature");
 /// assert_eq!(value, 14.0);

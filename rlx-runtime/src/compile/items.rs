@@ -283,14 +283,14 @@ fn raw(s: &mut Storage) -> Rows {
 /// counts describe one item's program.
 ///
 /// ```
-/// use rlx_runtime::compile::{compile_items, Options};
-/// use rlx_runtime::{DType, Graph, Tensor};
+/// use rlx::compile::{compile_items, Options};
+/// use rlx::{DType, Graph, Tensor};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [1000, 2], DType::F64);
 /// let s = g.sin(x).unwrap();
 /// let y = g.mul(s, x).unwrap();
 /// g.set_outputs(vec![y]);
-/// let item = rlx_core::vmap::unbatch(&g, 1000).unwrap();
+/// let item = rlx::core::vmap::unbatch(&g, 1000).unwrap();
 /// let exe = compile_items(&g, &item, &Options::default()).unwrap().unwrap();
 /// assert_eq!(exe.stats().item_runs, 1000);
 /// let xs: Vec<f64> = (0..2000).map(|i| i as f64 * 1e-3).collect();

@@ -109,7 +109,7 @@ const POOL: usize = 4;
 /// A compiled graph, ready to run many times (from many threads).
 ///
 /// ```
-/// use rlx_runtime::{compile, DType, Graph, Tensor};
+/// use rlx::{compile, DType, Graph, Tensor};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [3], DType::F64);
 /// let y = g.sin(x).unwrap();
@@ -438,7 +438,7 @@ impl Executable {
     /// [`PlanStats::small_region_outputs`].
     ///
     /// ```
-    /// use rlx_runtime::{compile, DType, Graph};
+    /// use rlx::{compile, DType, Graph};
     /// let mut g = Graph::new();
     /// let p = g.input("p", [4], DType::F64);
     /// let big = g.input("big", [1000], DType::F64);

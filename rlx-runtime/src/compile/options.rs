@@ -4,8 +4,8 @@
 /// Compilation settings for [`compile_with`](super::compile_with).
 ///
 /// ```
-/// use rlx_runtime::compile::{compile_with, Options};
-/// use rlx_runtime::{DType, Graph};
+/// use rlx::compile::{compile_with, Options};
+/// use rlx::{DType, Graph};
 /// let mut g = Graph::new();
 /// let x = g.input("x", [], DType::F64);
 /// let y = g.sin(x).unwrap();
@@ -65,8 +65,8 @@ impl Options {
     /// Scalarised plans are tested against it, bit for bit.
     ///
     /// ```
-    /// use rlx_runtime::compile::{compile, compile_with, Options};
-    /// use rlx_runtime::{DType, Graph, Tensor};
+    /// use rlx::compile::{compile, compile_with, Options};
+    /// use rlx::{DType, Graph, Tensor};
     /// let mut g = Graph::new();
     /// let x = g.input("x", [3], DType::F64);
     /// let y = g.sin(x).unwrap();

@@ -34,10 +34,10 @@ static THREADS: AtomicUsize = AtomicUsize::new(0);
 /// for every count; only the speed changes.
 ///
 /// ```
-/// rlx_runtime::set_num_threads(1); // single-threaded
-/// assert_eq!(rlx_runtime::num_threads(), 1);
-/// rlx_runtime::set_num_threads(0); // back to the default
-/// assert!(rlx_runtime::num_threads() >= 1);
+/// rlx::set_num_threads(1); // single-threaded
+/// assert_eq!(rlx::num_threads(), 1);
+/// rlx::set_num_threads(0); // back to the default
+/// assert!(rlx::num_threads() >= 1);
 /// ```
 pub fn set_num_threads(n: usize) {
     THREADS.store(
@@ -50,7 +50,7 @@ pub fn set_num_threads(n: usize) {
 /// [`set_num_threads`]).
 ///
 /// ```
-/// assert!(rlx_runtime::num_threads() >= 1);
+/// assert!(rlx::num_threads() >= 1);
 /// ```
 pub fn num_threads() -> usize {
     match THREADS.load(Ordering::Relaxed) {

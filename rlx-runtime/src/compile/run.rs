@@ -108,7 +108,7 @@ impl Executable {
     /// allocates only the result vector (and the tensor outputs, if any).
     ///
     /// ```
-    /// use rlx_runtime::{compile, Arg, DType, Graph, Value};
+    /// use rlx::{compile, Arg, DType, Graph, Value};
     /// let mut g = Graph::new();
     /// let x = g.input("x", [], DType::F64);
     /// let y = g.input("y", [], DType::F64);

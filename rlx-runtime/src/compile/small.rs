@@ -597,8 +597,8 @@ mod tests {
     fn rosenbrock(n: usize) -> Graph {
         let mut g = Graph::new();
         let x = g.input("x", [n], DType::F64);
-        let head = g.slice(x, 0, 0, n - 1).unwrap();
-        let tail = g.slice(x, 0, 1, n - 1).unwrap();
+        let head = g.slice_range(x, 0..n - 1, 0).unwrap();
+        let tail = g.slice_range(x, 1..n, 0).unwrap();
         let h2 = g.square(head).unwrap();
         let d = g.sub(tail, h2).unwrap();
         let d2 = g.square(d).unwrap();

@@ -35,10 +35,10 @@ static CAPACITY: AtomicUsize = AtomicUsize::new(MAX_ENTRIES);
 /// A function declared `#[differentiable(cache = N)]` keeps its own bound.
 ///
 /// ```
-/// use rlx_runtime::function::{plan_cache_capacity, set_plan_cache_capacity};
+/// use rlx::{plan_cache_capacity, set_plan_cache_capacity};
 /// set_plan_cache_capacity(256);
 /// assert_eq!(plan_cache_capacity(), 256);
-/// # set_plan_cache_capacity(rlx_runtime::function::MAX_ENTRIES);
+/// # set_plan_cache_capacity(rlx::runtime::function::MAX_ENTRIES);
 /// ```
 pub fn set_plan_cache_capacity(n: usize) {
     CAPACITY.store(n.max(1), Ordering::Relaxed);

@@ -70,7 +70,7 @@ macro_rules! scalar_operand {
     ($($f:ty => $d:expr),*) => {$(
         impl TracedOperand for $f {
             fn operand(&self, like: Option<DType>) -> Tensor {
-                Tensor::full(*self as f64, Shape::scalar(), like.unwrap_or($d))
+                Tensor::full(Shape::scalar(), *self as f64, like.unwrap_or($d))
             }
             fn tensor_dtype(&self) -> Option<DType> {
                 None

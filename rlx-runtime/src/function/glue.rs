@@ -202,7 +202,7 @@ impl Number for f32 {
 /// refuses any other size), so the `NaN` fallback is never read.
 ///
 /// ```
-/// use rlx_runtime::function::number;
+/// use rlx::runtime::function::number;
 /// let results = [1.5, 2.0];
 /// let mut it = results.iter();
 /// let (a, b): (f64, f32) = (number(&mut it), number(&mut it));
@@ -266,7 +266,7 @@ tuple_placeholder!(
 /// tenth of a warm `grad_` of six numbers).
 ///
 /// ```
-/// use rlx_runtime::function::out_of_line;
+/// use rlx::runtime::function::out_of_line;
 /// let (x, y) = (1.5, 2.0);
 /// assert_eq!(out_of_line(move || x * y), 3.0);
 /// ```
@@ -289,8 +289,8 @@ pub fn companion<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> Result<T> {
 /// reach (the companion reads its caller's line before the closure).
 ///
 /// ```
-/// use rlx_runtime::function::companion_at;
-/// use rlx_runtime::{Error, Result};
+/// use rlx::runtime::function::companion_at;
+/// use rlx::{Error, Result};
 /// let here = std::panic::Location::caller();
 /// // Outside a trace an error comes back as it is (the check of
 /// // non-finite results would add the line).
@@ -325,7 +325,7 @@ pub fn plain<T: Placeholder>(f: impl FnOnce() -> Result<T>) -> T {
 /// panic's message names it, as its location cannot.
 ///
 /// ```
-/// use rlx_runtime::function::plain_at;
+/// use rlx::runtime::function::plain_at;
 /// let here = std::panic::Location::caller();
 /// assert_eq!(plain_at(here, || Ok(2.0f64)), 2.0);
 /// ```

@@ -87,9 +87,9 @@ impl Function {
     /// scalars: no allocation, no enum per argument or result, no lock.
     ///
     /// ```
-    /// use rlx_core::TensorType;
-    /// use rlx_runtime::function::{Function, Transform};
-    /// use rlx_runtime::{Graph, Result};
+    /// use rlx::TensorType;
+    /// use rlx::runtime::function::{Function, Transform};
+    /// use rlx::{Graph, Result};
     ///
     /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
     ///     let mut g = Graph::new();
@@ -220,9 +220,9 @@ impl Function {
     /// nothing alive across the native call but where its results go.
     ///
     /// ```
-    /// use rlx_core::TensorType;
-    /// use rlx_runtime::function::{Function, Transform};
-    /// use rlx_runtime::{Graph, Result};
+    /// use rlx::TensorType;
+    /// use rlx::runtime::function::{Function, Transform};
+    /// use rlx::{Graph, Result};
     ///
     /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
     ///     let mut g = Graph::new();

@@ -113,9 +113,9 @@ impl Function {
     /// table, no lock.
     ///
     /// ```
-    /// use rlx_runtime::function::{Function, Transform};
-    /// use rlx_core::TensorType;
-    /// use rlx_runtime::{Arg, Graph, Result, Tensor};
+    /// use rlx::runtime::function::{Function, Transform};
+    /// use rlx::TensorType;
+    /// use rlx::{Arg, Graph, Result, Tensor};
     ///
     /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
     ///     let mut g = Graph::new();
@@ -202,9 +202,9 @@ impl Function {
     /// [`Function::run_small`] or the general path.
     ///
     /// ```
-    /// use rlx_runtime::function::{Function, Transform};
-    /// use rlx_core::{DType, TensorType};
-    /// use rlx_runtime::{Arg, Graph, Result, Tensor};
+    /// use rlx::runtime::function::{Function, Transform};
+    /// use rlx::{DType, TensorType};
+    /// use rlx::{Arg, Graph, Result, Tensor};
     ///
     /// fn trace(types: &[TensorType], _: &()) -> Result<Graph> {
     ///     let mut g = Graph::new();
@@ -323,7 +323,7 @@ mod tests {
         let p = g.mul(x, y)?;
         let s = g.sin(p)?;
         let s = g.sum_all(s)?;
-        let x0 = g.slice(x, 0, 0, 1)?;
+        let x0 = g.slice_range(x, 0..1, 0)?;
         let x0 = g.sum_all(x0)?;
         let q = g.mul(x0, y)?;
         let e = g.add(s, q)?;
@@ -488,7 +488,7 @@ mod tests {
         let x = g.input("x", types[0].shape.clone(), types[0].dtype);
         let s = g.sin(x)?;
         let s = g.sum_all(s)?;
-        let x0 = g.slice(x, 0, 0, 1)?;
+        let x0 = g.slice_range(x, 0..1, 0)?;
         let x0 = g.sum_all(x0)?;
         let e = g.mul(s, x0)?;
         g.set_outputs(vec![e]);

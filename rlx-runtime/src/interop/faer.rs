@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use faer::{Col, Mat};
-//! use rlx_runtime::Tensor;
+//! use rlx::Tensor;
 //! let m = Mat::from_fn(2, 3, |i, j| (10 * i + j) as f64);
 //! let t = Tensor::from(&m);
 //! assert_eq!(t.to_vec::<f64>().unwrap(), vec![0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);

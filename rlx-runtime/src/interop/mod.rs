@@ -33,7 +33,7 @@ impl Tensor {
     /// dtype is not `T`'s or the tensor is traced.
     ///
     /// ```
-    /// use rlx_runtime::Tensor;
+    /// use rlx::Tensor;
     /// let t = Tensor::from_vec(vec![1.0f64, 2.0], [2]);
     /// assert_eq!(t.into_vec::<f64>().unwrap(), vec![1.0, 2.0]);
     /// ```

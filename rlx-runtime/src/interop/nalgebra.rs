@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use nalgebra::{DMatrix, DVector};
-//! use rlx_runtime::Tensor;
+//! use rlx::Tensor;
 //! let v = DVector::from_vec(vec![1.0f64, 2.0]);
 //! let t = Tensor::from(v);
 //! assert_eq!(t.shape().dims(), &[2]);

@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use ndarray::{array, Array2, ArrayD};
-//! use rlx_runtime::Tensor;
+//! use rlx::Tensor;
 //! let a = array![[1.0f64, 2.0, 3.0], [4.0, 5.0, 6.0]];
 //! let t = Tensor::from(a.t()); // a transposed view: copied
 //! assert_eq!(t.to_vec::<f64>().unwrap(), vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);

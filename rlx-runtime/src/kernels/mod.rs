@@ -46,8 +46,8 @@ pub use solve::{solve_into, solve_scratch_len};
 /// `out_shape.numel()` elements.
 ///
 /// ```
-/// use rlx_runtime::kernels::{eval_into, Operand};
-/// use rlx_runtime::{BinaryOp, Op, Shape, Storage};
+/// use rlx::runtime::kernels::{eval_into, Operand};
+/// use rlx::{BinaryOp, Op, Shape, runtime::Storage};
 /// let (a, b) = (Storage::F64(vec![1.0, 2.0]), Storage::F64(vec![10.0]));
 /// let (sa, sb, so) = (Shape::from([2]), Shape::from([1]), Shape::from([2]));
 /// let mut out = Storage::F64(vec![0.0; 2]);

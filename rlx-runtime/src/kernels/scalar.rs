@@ -195,7 +195,7 @@ float!(bf16, f32, bf16::to_f32, bf16::from_f32);
 /// loops: a compare, an unordered test and a blend).
 ///
 /// ```
-/// use rlx_runtime::kernels::scalar::max_nan;
+/// use rlx::runtime::kernels::scalar::max_nan;
 /// assert!(max_nan(1.0f32, f32::NAN).is_nan() && max_nan(f32::NAN, 1.0).is_nan());
 /// assert_eq!(max_nan(-1.0f64, 2.0), 2.0);
 /// ```
@@ -227,7 +227,7 @@ pub fn min_nan<C: Real>(a: C, b: C) -> C {
 /// to 0 a little before the true value would).
 ///
 /// ```
-/// use rlx_runtime::kernels::scalar::sigmoid;
+/// use rlx::runtime::kernels::scalar::sigmoid;
 /// assert_eq!(sigmoid(0.0f64), 0.5);
 /// assert_eq!((sigmoid(-800.0f64), sigmoid(800.0f64)), (0.0, 1.0));
 /// ```
@@ -242,8 +242,8 @@ pub fn sigmoid<C: Real>(x: C) -> C {
 /// `x / (1 + e^-x)`, one rounding fewer than `x * sigmoid(x)`.
 ///
 /// ```
-/// use rlx_runtime::kernels::scalar::unary;
-/// use rlx_runtime::UnaryOp;
+/// use rlx::runtime::kernels::scalar::unary;
+/// use rlx::UnaryOp;
 /// assert_eq!(unary(UnaryOp::Round, -2.5f64), -3.0);
 /// assert_eq!(unary(UnaryOp::Sign, 0.0f64), 0.0);
 /// assert!((unary(UnaryOp::Gelu, 1.0f64) - 0.8413447460685429).abs() < 1e-15);
@@ -313,8 +313,8 @@ pub fn unary<C: Real>(op: UnaryOp, x: C) -> C {
 /// `And`/`Or` on numbers are logical on `x != 0` (1 or 0).
 ///
 /// ```
-/// use rlx_runtime::kernels::scalar::binary;
-/// use rlx_runtime::BinaryOp;
+/// use rlx::runtime::kernels::scalar::binary;
+/// use rlx::BinaryOp;
 /// assert_eq!(binary(BinaryOp::MulZero, 0.0f64, f64::INFINITY), 0.0);
 /// assert!(binary(BinaryOp::Max, f64::NAN, 1.0).is_nan());
 /// ```
@@ -350,8 +350,8 @@ pub fn binary<C: Real>(op: BinaryOp, a: C, b: C) -> C {
 /// same bits as calling [`unary`] per element (see [`super::vmath`]).
 ///
 /// ```
-/// use rlx_runtime::kernels::scalar::{unary, unary_core, unary_rare};
-/// use rlx_runtime::UnaryOp;
+/// use rlx::runtime::kernels::scalar::{unary, unary_core, unary_rare};
+/// use rlx::UnaryOp;
 /// assert!(!unary_rare(UnaryOp::Sin, 1.0f64) && unary_rare(UnaryOp::Sin, 1e300f64));
 /// assert_eq!(unary_core(UnaryOp::Sin, 1.0f64), unary(UnaryOp::Sin, 1.0f64));
 /// ```

@@ -35,8 +35,8 @@ pub(crate) fn eps(d: DType) -> f64 {
 /// reused, so a caller that keeps it warm does not allocate.
 ///
 /// ```
-/// use rlx_runtime::kernels::{solve_into, Operand};
-/// use rlx_runtime::{Shape, Storage};
+/// use rlx::runtime::kernels::{solve_into, Operand};
+/// use rlx::{Shape, runtime::Storage};
 /// let a = Storage::F64(vec![2.0, 0.0, 0.0, 4.0]);
 /// let b = Storage::F64(vec![2.0, 8.0]);
 /// let (sa, sb) = (Shape::from([2, 2]), Shape::from([2, 1]));

@@ -37,7 +37,7 @@ binary_methods! {
     /// `a + b` with broadcasting.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let a = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2]);
     /// let b = Tensor::from_slice(&[10.0f64, 20.0], [2]);
     /// assert_eq!(a.add(&b).to_vec::<f64>().unwrap(), vec![11.0, 22.0, 13.0, 24.0]);
@@ -55,7 +55,7 @@ binary_methods! {
     /// negative base and a non-integer exponent, ...).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[4.0f64, 9.0], [2]).pow_scalar(0.5);
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![2.0, 3.0]);
     /// ```
@@ -67,7 +67,7 @@ binary_methods! {
     /// `maximum` and unlike `f64::max`; exact).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[-1.0f64, 2.0], [2]).maximum_scalar(0.5);
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![0.5, 2.0]);
     /// ```
@@ -77,7 +77,7 @@ binary_methods! {
     /// Element-wise `a < b`, a `bool` mask.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let m = Tensor::from_slice(&[1.0f64, 3.0], [2]).lt_scalar(2.0);
     /// assert_eq!(m.to_vec::<bool>().unwrap(), vec![true, false]);
     /// ```
@@ -99,7 +99,7 @@ impl Tensor {
     /// Logical and of two `bool` tensors.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let a = Tensor::from_slice(&[true, true, false], [3]);
     /// let b = Tensor::from_slice(&[true, false, false], [3]);
     /// assert_eq!(a.and(&b).to_vec::<bool>().unwrap(), vec![true, false, false]);

@@ -18,7 +18,7 @@ impl Tensor {
     /// dtype (`f32` gives a `c32` tensor, `f64` a `c64` one).
     ///
     /// ```
-    /// use rlx_runtime::{Tensor, C64};
+    /// use rlx::{Tensor, C64};
     /// let z = Tensor::complex(&Tensor::from_slice(&[1.0, 2.0], [2]), &Tensor::scalar(3.0));
     /// assert_eq!(z.to_vec::<C64>().unwrap(), vec![C64::new(1.0, 3.0), C64::new(2.0, 3.0)]);
     /// ```
@@ -37,7 +37,7 @@ impl Tensor {
     /// angle of one real dtype.
     ///
     /// ```
-    /// use rlx_runtime::{Tensor, C64};
+    /// use rlx::{Tensor, C64};
     /// let z = Tensor::polar(&Tensor::scalar(2.0), &Tensor::scalar(std::f64::consts::FRAC_PI_2));
     /// let v = z.item::<C64>().unwrap();
     /// assert!((v - C64::new(0.0, 2.0)).norm() < 1e-15);
@@ -54,7 +54,7 @@ impl Tensor {
     /// and on integer and boolean tensors.
     ///
     /// ```
-    /// use rlx_runtime::{Tensor, C32, C64};
+    /// use rlx::{Tensor, C32, C64};
     /// let z = Tensor::from_slice(&[C32::new(1.0, -2.0)], [1]);
     /// assert_eq!(z.to_complex_vec().unwrap(), vec![C64::new(1.0, -2.0)]);
     /// assert!(Tensor::from_slice(&[1i64], [1]).to_complex_vec().is_err());
@@ -101,7 +101,7 @@ impl Tensor {
     pub fn imag(&self) -> Tensor {
         match self.dtype().is_complex() {
             true => Tensor::apply_or_panic(Op::Unary(UnaryOp::Imag), &[self]),
-            false => Tensor::full(0.0, self.shape().clone(), self.dtype()),
+            false => Tensor::full(self.shape().clone(), 0.0, self.dtype()),
         }
     }
 
@@ -109,7 +109,7 @@ impl Tensor {
     /// tensor; for a real tensor, `0` or `π` by the sign (`atan2(0, x)`).
     ///
     /// ```
-    /// use rlx_runtime::{Tensor, C64};
+    /// use rlx::{Tensor, C64};
     /// let z = Tensor::from_slice(&[C64::new(0.0, 2.0)], [1]);
     /// assert_eq!(z.arg().to_vec::<f64>().unwrap(), vec![std::f64::consts::FRAC_PI_2]);
     /// ```
@@ -128,7 +128,7 @@ impl Tensor {
     /// `|z|² = x² + y²`, a real tensor (`x²` for a real tensor).
     ///
     /// ```
-    /// use rlx_runtime::{Tensor, C64};
+    /// use rlx::{Tensor, C64};
     /// let z = Tensor::from_slice(&[C64::new(3.0, 4.0)], [1]);
     /// assert_eq!(z.norm_sqr().to_vec::<f64>().unwrap(), vec![25.0]);
     /// ```
@@ -144,7 +144,7 @@ impl Tensor {
     /// [`Tensor::t`] for a real tensor).
     ///
     /// ```
-    /// use rlx_runtime::{Tensor, C64};
+    /// use rlx::{Tensor, C64};
     /// let a = Tensor::from_slice(&[C64::new(1.0, 2.0), C64::new(3.0, -1.0)], [1, 2]);
     /// let h = a.mh();
     /// assert_eq!(h.shape().dims(), &[2, 1]);

@@ -21,7 +21,7 @@ impl Tensor {
     /// tensor. Use [`Tensor::matmul`] for matrix products.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let a = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]);
     /// assert_eq!(a.dot(&a).item::<f64>().unwrap(), 14.0);
     /// ```
@@ -39,7 +39,7 @@ impl Tensor {
     /// NaN if one is NaN; 0 for an empty tensor.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let v = Tensor::from_slice(&[3.0f64, 4.0], [2]);
     /// assert_eq!(v.norm().item::<f64>().unwrap(), 5.0);
     /// let big = Tensor::from_slice(&[3e300f64, 4e300], [2]).norm();
@@ -61,7 +61,7 @@ impl Tensor {
     /// `axes`: `mean((x - mean(x))²)`.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[1.0f64, 3.0, 2.0, 2.0], [2, 2]);
     /// assert_eq!(x.var(&[1]).to_vec::<f64>().unwrap(), vec![1.0, 0.0]);
     /// ```
@@ -74,15 +74,16 @@ impl Tensor {
 
     /// Normalises along `axis` to zero mean and unit variance:
     /// `(x - mean) / sqrt(var + eps)` (no learned scale or shift; multiply
-    /// and add those yourself).
+    /// and add those yourself). The axis comes last, as in every method
+    /// that takes one.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
-    /// let y = Tensor::from_slice(&[1.0f64, 3.0], [1, 2]).layer_norm(1, 0.0);
+    /// # use rlx::Tensor;
+    /// let y = Tensor::from_slice(&[1.0f64, 3.0], [1, 2]).layer_norm(0.0, 1);
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![-1.0, 1.0]);
     /// ```
     #[track_caller]
-    pub fn layer_norm(&self, axis: usize, eps: f64) -> Tensor {
+    pub fn layer_norm(&self, eps: f64, axis: usize) -> Tensor {
         let keep = keep_dims(self.shape(), &[axis]);
         let centred = self.sub(&self.mean(&[axis]).reshape(keep.clone()));
         let var = centred.square().mean(&[axis]).reshape(keep);
@@ -96,7 +97,7 @@ impl Tensor {
     /// or `logits.cross_entropy_with_logits(&labels)`.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let logits = Tensor::from_slice(&[0.0f64, 0.0], [1, 2]);
     /// let labels = Tensor::from_slice(&[1.0f64, 0.0], [1, 2]);
     /// let l = Tensor::cross_entropy_with_logits(&logits, &labels);
@@ -112,7 +113,7 @@ impl Tensor {
     /// Limits every element to `[lo, hi]` (`max(lo, min(x, hi))`).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[-2.0f64, 0.5, 2.0], [3]).clamp(-1.0, 1.0);
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![-1.0, 0.5, 1.0]);
     /// ```

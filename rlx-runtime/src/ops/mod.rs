@@ -31,14 +31,14 @@ impl Tensor {
     /// current trace (if any), so traced code may use it as a constant.
     ///
     /// ```
-    /// use rlx_runtime::{DType, Tensor};
+    /// use rlx::{DType, Tensor};
     /// let x = Tensor::from_slice(&[1.0f32, 2.0], [2]);
     /// let two = x.scalar_like(2.0);
     /// assert_eq!(two.dtype(), DType::F32);
     /// assert!(two.shape().is_scalar());
     /// ```
     pub fn scalar_like(&self, value: f64) -> Tensor {
-        Tensor::full(value, [], self.dtype())
+        Tensor::full([], value, self.dtype())
     }
 
     #[track_caller]

@@ -11,7 +11,7 @@
 //! `f32` variable converts with `f64::from(v)`.
 //!
 //! ```
-//! use rlx_runtime::Tensor;
+//! use rlx::Tensor;
 //! let x = Tensor::from_slice(&[1.0f64, 2.0], [2]);
 //! let y = 2.0 * &x + 1.0;
 //! assert_eq!(y.to_vec::<f64>().unwrap(), vec![3.0, 5.0]);

@@ -48,7 +48,7 @@ reductions! {
     /// with size 1 by `sum_keepdim`). The sum of nothing is 0.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2]);
     /// assert_eq!(x.sum(&[0]).to_vec::<f64>().unwrap(), vec![4.0, 6.0]);
     /// assert_eq!(x.sum_all().item::<f64>().unwrap(), 10.0);
@@ -59,7 +59,7 @@ reductions! {
     /// Arithmetic mean over `axes` (the mean of nothing is NaN).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2]);
     /// assert_eq!(x.mean(&[1]).to_vec::<f64>().unwrap(), vec![1.5, 3.5]);
     /// ```
@@ -68,7 +68,7 @@ reductions! {
     /// `x.max(&axes)` calls it too (see [`Tensor::max`]).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[1.0f64, 5.0, 3.0, 4.0], [2, 2]);
     /// assert_eq!(x.reduce_max(&[1]).to_vec::<f64>().unwrap(), vec![5.0, 4.0]);
     /// ```
@@ -99,7 +99,7 @@ impl Tensor {
     /// is the softmax. Where every element is `-∞` the result is `-∞`.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[1000.0f64, 1000.0, 0.0, f64::NEG_INFINITY], [2, 2]);
     /// let l = x.logsumexp(&[1]).to_vec::<f64>().unwrap();
     /// assert_eq!(l, vec![1000.0 + std::f64::consts::LN_2, 0.0]);
@@ -117,7 +117,7 @@ impl Tensor {
     /// Softmax along `axis`, computed stably (`exp(x - max)` normalised).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let p = Tensor::from_slice(&[0.0f64, 0.0], [2]).softmax(0);
     /// assert_eq!(p.to_vec::<f64>().unwrap(), vec![0.5, 0.5]);
     /// ```
@@ -129,7 +129,7 @@ impl Tensor {
     /// Log-softmax along `axis`, computed stably (`x - max - ln Σ exp(x - max)`).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let l = Tensor::from_slice(&[1000.0f64, 1000.0], [2]).log_softmax(0);
     /// assert_eq!(l.to_vec::<f64>().unwrap(), vec![-std::f64::consts::LN_2; 2]);
     /// ```
@@ -142,7 +142,7 @@ impl Tensor {
     /// dimensions broadcasting.
     ///
     /// ```
-    /// # use rlx_runtime::{DType, Tensor};
+    /// # use rlx::{DType, Tensor};
     /// let a = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2]);
     /// let c = a.matmul(&Tensor::eye(2, DType::F64));
     /// assert_eq!(c.to_vec::<f64>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
@@ -165,7 +165,7 @@ impl Tensor {
     /// the conjugate transpose).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let a = Tensor::from_slice(&[2.0f64, 1.0, 1.0, 3.0], [2, 2]);
     /// let b = Tensor::from_slice(&[3.0f64, 5.0], [2, 1]);
     /// let x = a.solve(&b).to_vec::<f64>().unwrap();

@@ -2,6 +2,7 @@
 //! slice, gather, scatter-add, select, cast, stop-gradient.
 
 use std::borrow::Borrow;
+use std::ops::RangeBounds;
 
 use rlx_core::{DType, Op, Result, Shape};
 
@@ -11,8 +12,8 @@ impl Tensor {
     /// The same elements in a new shape (row-major order).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
-    /// let x = Tensor::arange(6, rlx_runtime::DType::F64).reshape([2, 3]);
+    /// # use rlx::Tensor;
+    /// let x = Tensor::arange(6, rlx::DType::F64).reshape([2, 3]);
     /// assert_eq!(x.shape().dims(), &[2, 3]);
     /// ```
     #[track_caller]
@@ -33,7 +34,7 @@ impl Tensor {
     /// NumPy broadcast to `shape`.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[1.0f64, 2.0], [2]).broadcast_to([3, 2]);
     /// assert_eq!(x.to_vec::<f64>().unwrap(), vec![1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
     /// ```
@@ -55,8 +56,8 @@ impl Tensor {
     /// Permutes the axes: output axis `i` is input axis `perm[i]`.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
-    /// let x = Tensor::zeros([2, 3, 4], rlx_runtime::DType::F32).transpose(&[2, 0, 1]);
+    /// # use rlx::Tensor;
+    /// let x = Tensor::zeros([2, 3, 4], rlx::DType::F32).transpose(&[2, 0, 1]);
     /// assert_eq!(x.shape().dims(), &[4, 2, 3]);
     /// ```
     #[track_caller]
@@ -78,7 +79,7 @@ impl Tensor {
     /// 0-d and 1-d tensors are returned unchanged, as NumPy's `.T` does.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let a = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
     /// assert_eq!(a.t().to_vec::<f64>().unwrap(), vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
     /// ```
@@ -97,7 +98,7 @@ impl Tensor {
     /// tensors or of references: `&[&a, &b]`, `&vec_of_tensors`.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let a = Tensor::from_slice(&[1.0f64, 2.0], [1, 2]);
     /// let b = Tensor::from_slice(&[3.0f64, 4.0], [1, 2]);
     /// let c = Tensor::concat(&[&a, &b], 0);
@@ -118,19 +119,62 @@ impl Tensor {
         Tensor::apply(Op::Concat { axis }, &refs)
     }
 
-    /// Elements `start..start + len` along `axis`.
+    /// The elements of `range` along `axis`: `1..3`, `2..`, `..=4` or `..`
+    /// (NumPy's `x[1:3]` on that axis). The axis comes last, as in every
+    /// method that takes one.
+    ///
+    /// # Panics
+    /// If the axis is out of range or the range not within it, with the
+    /// caller's location; [`Tensor::try_slice_range`] returns the error.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
-    /// let q = Tensor::from_slice(&[0.0f64, 1.0, 2.0, 3.0], [4]);
-    /// assert_eq!(q.slice(0, 1, 2).to_vec::<f64>().unwrap(), vec![1.0, 2.0]);
+    /// use rlx::Tensor;
+    /// let q = Tensor::from_slice(&[0.0f64, 1.0, 2.0, 3.0], [2, 2]);
+    /// assert_eq!(q.slice_range(1..2, 0).to_vec::<f64>().unwrap(), vec![2.0, 3.0]);
+    /// assert_eq!(q.slice_range(..1, 1).to_vec::<f64>().unwrap(), vec![0.0, 2.0]);
     /// ```
+    #[track_caller]
+    pub fn slice_range(&self, range: impl RangeBounds<usize>, axis: usize) -> Tensor {
+        match self.shape().range_along(&range, axis) {
+            Ok((start, len)) => self.op1(Op::Slice { axis, start, len }),
+            Err(e) => Tensor::failed(&[self], e),
+        }
+    }
+
+    /// [`Tensor::slice_range`] returning an error (naming `slice`, the axis
+    /// and the shape) when the axis or the range is out of range.
+    ///
+    /// ```
+    /// use rlx::Tensor;
+    /// let q = Tensor::from_slice(&[0.0f64, 1.0, 2.0], [3]);
+    /// assert!(q.try_slice_range(2.., 0).is_ok());
+    /// assert!(q.try_slice_range(2..4, 0).is_err());
+    /// ```
+    #[track_caller]
+    pub fn try_slice_range(&self, range: impl RangeBounds<usize>, axis: usize) -> Result<Tensor> {
+        let (start, len) = self.shape().range_along(&range, axis).map_err(|e| {
+            let loc = std::panic::Location::caller();
+            match self.is_traced() {
+                true => e.at(loc.file(), loc.line(), loc.column()),
+                false => e,
+            }
+        })?;
+        self.try_op1(Op::Slice { axis, start, len })
+    }
+
+    /// Elements `start..start + len` along `axis`.
+    #[deprecated(
+        note = "use `slice_range(start..start + len, axis)` (argument order: the range, then the axis last)"
+    )]
     #[track_caller]
     pub fn slice(&self, axis: usize, start: usize, len: usize) -> Tensor {
         self.op1(Op::Slice { axis, start, len })
     }
 
-    /// [`Tensor::slice`] returning an error when out of range.
+    /// Elements `start..start + len` along `axis`, or an error when out of range.
+    #[deprecated(
+        note = "use `try_slice_range(start..start + len, axis)` (argument order: the range, then the axis last)"
+    )]
     #[track_caller]
     pub fn try_slice(&self, axis: usize, start: usize, len: usize) -> Result<Tensor> {
         self.try_op1(Op::Slice { axis, start, len })
@@ -141,7 +185,7 @@ impl Tensor {
     /// range (or negative) is an error.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[10.0f64, 20.0, 30.0], [3]);
     /// let i = Tensor::from_slice(&[2i64, 0, 2], [3]);
     /// assert_eq!(x.gather(&i, 0).to_vec::<f64>().unwrap(), vec![30.0, 10.0, 30.0]);
@@ -161,8 +205,8 @@ impl Tensor {
     /// indices accumulate); the transpose of [`Tensor::gather`].
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
-    /// let x = Tensor::zeros([3], rlx_runtime::DType::F64);
+    /// # use rlx::Tensor;
+    /// let x = Tensor::zeros([3], rlx::DType::F64);
     /// let i = Tensor::from_slice(&[0i64, 2, 0], [3]);
     /// let u = Tensor::from_slice(&[1.0f64, 2.0, 3.0], [3]);
     /// assert_eq!(x.scatter_add(&i, &u, 0).to_vec::<f64>().unwrap(), vec![4.0, 0.0, 2.0]);
@@ -183,7 +227,7 @@ impl Tensor {
     /// or `mask.select(&a, &b)`.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[-1.0f64, 2.0], [2]);
     /// let y = Tensor::select(&x.gt_scalar(0.0), &x, &x.neg());
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![1.0, 2.0]);
@@ -205,7 +249,7 @@ impl Tensor {
     /// `i64` truncate toward zero; to `bool`, non-zero is `true`.
     ///
     /// ```
-    /// # use rlx_runtime::{DType, Tensor};
+    /// # use rlx::{DType, Tensor};
     /// let x = Tensor::from_slice(&[1.7f64, -1.7], [2]).cast(DType::I64);
     /// assert_eq!(x.to_vec::<i64>().unwrap(), vec![1, -1]);
     /// ```
@@ -220,7 +264,7 @@ impl Tensor {
     /// The same values, with a zero derivative.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::scalar(3.0f64);
     /// assert_eq!(x.stop_gradient().item::<f64>().unwrap(), 3.0);
     /// ```

@@ -101,7 +101,7 @@ impl Tensor {
     /// same bits; `f32`: within 1 ulp).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[4.0f64, 9.0], [2]).powf(1.5);
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![8.0, 27.0]);
     /// ```
@@ -115,7 +115,7 @@ impl Tensor {
     /// (the same bits; `f32`: within 1 ulp).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[1.0f64, -1.0], [2]);
     /// let a = y.atan2(-1.0).to_vec::<f64>().unwrap();
     /// assert_eq!(a, vec![1.0f64.atan2(-1.0), (-1.0f64).atan2(-1.0)]);
@@ -144,7 +144,7 @@ impl Tensor {
     /// over them (a reduction; see [`Tensor::reduce_max`]).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[-1.0f64, 5.0, 3.0, 4.0], [2, 2]);
     /// assert_eq!(x.max(0.0).to_vec::<f64>().unwrap(), vec![0.0, 5.0, 3.0, 4.0]);
     /// assert_eq!(x.max(&[1]).to_vec::<f64>().unwrap(), vec![5.0, 4.0]);
@@ -159,7 +159,7 @@ impl Tensor {
     /// over them (a reduction; see [`Tensor::reduce_min`]).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let x = Tensor::from_slice(&[-1.0f64, 5.0, 3.0, 4.0], [2, 2]);
     /// assert_eq!(x.min(0.0).to_vec::<f64>().unwrap(), vec![-1.0, 0.0, 0.0, 0.0]);
     /// assert_eq!(x.min(&[0]).to_vec::<f64>().unwrap(), vec![-1.0, 4.0]);
@@ -175,7 +175,7 @@ impl Tensor {
     /// Within 2 ulp of `f64::hypot` everywhere (`f32`: 2 ulp).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// assert_eq!(Tensor::scalar(3.0f64).hypot(4.0).item::<f64>().unwrap(), 5.0);
     /// let big = Tensor::scalar(3e300f64).hypot(4e300).item::<f64>().unwrap();
     /// assert!((big - 5e300).abs() <= 2e284);
@@ -202,7 +202,7 @@ impl Tensor {
     /// where `self a` and `b` cancel, the relative error is unbounded.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::scalar(2.0f64).mul_add(3.0, 1.0);
     /// assert_eq!(y.item::<f64>().unwrap(), 7.0);
     /// ```
@@ -225,7 +225,7 @@ impl Tensor {
     /// 10: `log10(1000)` may be 1 ulp off 3).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[1.0f64, 100.0], [2]).log10();
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![0.0, 2.0]);
     /// ```
@@ -246,7 +246,7 @@ impl Tensor {
     /// `f64::exp2`, exact at integers.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[3.0f64, -1074.0, 0.5], [3]).exp2();
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![8.0, 5e-324, 2f64.sqrt()]);
     /// ```
@@ -276,7 +276,7 @@ impl Tensor {
     /// of `f64::cbrt` everywhere; `±0`, `±∞` and NaN as std.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[8.0f64, -27.0, 1e300], [3]).cbrt();
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![2.0, -3.0, 1e100]);
     /// ```
@@ -309,7 +309,7 @@ impl Tensor {
     /// [`Tensor::sign`], which gives 0 at zero). Its derivative is 0.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[0.0f64, -0.0, -2.0], [3]).signum();
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![1.0, -1.0, -1.0]);
     /// ```
@@ -331,7 +331,7 @@ impl Tensor {
     /// Rounds toward zero, as `f64::trunc` (exact, `-0.0` for `-0.5`).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[2.7f64, -2.7], [2]).trunc();
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![2.0, -2.0]);
     /// ```
@@ -361,7 +361,7 @@ impl Tensor {
     /// and NaN as std; the derivative is `1/sqrt(1 + x²)`, 1 at 0.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[1e-10f64, 1e200], [2]).asinh().to_vec::<f64>().unwrap();
     /// assert_eq!(y[0], 1e-10);
     /// assert!((y[1] - 1e200f64.asinh()).abs() <= 1e-13);
@@ -386,7 +386,7 @@ impl Tensor {
     /// as std.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[1.0f64, 1e300], [2]).acosh().to_vec::<f64>().unwrap();
     /// assert_eq!(y[0], 0.0);
     /// // ln(2x); std's `f64::acosh` overflows to ∞ here.
@@ -426,7 +426,7 @@ impl Tensor {
     /// `f64::is_finite`.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let m = Tensor::from_slice(&[1.0f64, f64::NAN, f64::INFINITY], [3]).is_finite();
     /// assert_eq!(m.to_vec::<bool>().unwrap(), vec![true, false, false]);
     /// ```

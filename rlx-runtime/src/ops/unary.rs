@@ -29,7 +29,7 @@ unary_methods! {
     /// `-x` (exact).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// assert_eq!(Tensor::scalar(2.0f64).neg().item::<f64>().unwrap(), -2.0);
     /// ```
     neg => UnaryOp::Neg;
@@ -37,7 +37,7 @@ unary_methods! {
     /// normal number may flush to 0 a little early).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// assert_eq!(Tensor::scalar(0.0f64).exp().item::<f64>().unwrap(), 1.0);
     /// ```
     exp => UnaryOp::Exp;
@@ -51,7 +51,7 @@ unary_methods! {
     /// Sine, within 2 ulp (`f32`: 1).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[0.0f64, std::f64::consts::FRAC_PI_2], [2]).sin();
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![0.0, 1.0]);
     /// ```
@@ -79,7 +79,7 @@ unary_methods! {
     /// Square root (exact: correctly rounded).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// assert_eq!(Tensor::scalar(9.0f64).sqrt().item::<f64>().unwrap(), 3.0);
     /// ```
     sqrt => UnaryOp::Sqrt;
@@ -97,7 +97,7 @@ unary_methods! {
     /// `max(x, 0)` (exact; NaN stays NaN).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[-1.0f64, 2.0], [2]).relu();
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![0.0, 2.0]);
     /// ```
@@ -121,7 +121,7 @@ unary_methods! {
     /// Round half away from zero (`2.5 -> 3`, `-2.5 -> -3`; exact).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[2.5f64, -2.5, 0.4], [3]).round();
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![3.0, -3.0, 0.0]);
     /// ```
@@ -129,7 +129,7 @@ unary_methods! {
     /// Logical not of a `bool` tensor.
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let m = Tensor::from_slice(&[true, false], [2]).not();
     /// assert_eq!(m.to_vec::<bool>().unwrap(), vec![false, true]);
     /// ```
@@ -144,7 +144,7 @@ impl Tensor {
     /// overflows though `x^n` is subnormal).
     ///
     /// ```
-    /// # use rlx_runtime::Tensor;
+    /// # use rlx::Tensor;
     /// let y = Tensor::from_slice(&[2.0f64, -3.0], [2]).powi(3);
     /// assert_eq!(y.to_vec::<f64>().unwrap(), vec![8.0, -27.0]);
     /// ```

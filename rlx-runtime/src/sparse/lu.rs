@@ -37,7 +37,7 @@ const OP: &str = "sparse_lu";
 /// every call and frees them before returning (memory stays flat).
 ///
 /// ```
-/// use rlx_runtime::sparse::{Pattern, SparseLu, SparseMatrix};
+/// use rlx::sparse::{Pattern, SparseLu, SparseMatrix};
 /// // Tridiagonal [[4, 1, 0], [1, 4, 1], [0, 1, 4]].
 /// let p = Pattern::from_entries(3, 3, &[(0, 0), (1, 0), (0, 1), (1, 1), (2, 1), (1, 2), (2, 2)])?;
 /// let mut lu = SparseLu::new(&p)?; // symbolic, once
@@ -48,7 +48,7 @@ const OP: &str = "sparse_lu";
 ///     lu.solve_in_place(&mut x)?;
 ///     assert!(x.iter().all(|v| (v - 1.0).abs() < 1e-12));
 /// }
-/// # Ok::<(), rlx_runtime::Error>(())
+/// # Ok::<(), rlx::Error>(())
 /// ```
 pub struct SparseLu {
     pattern: Arc<Pattern>,
@@ -192,7 +192,7 @@ impl SparseLu {
     /// last factorisation of `A` (no transposed factorisation is built).
     ///
     /// ```
-    /// use rlx_runtime::sparse::{Pattern, SparseLu, SparseMatrix};
+    /// use rlx::sparse::{Pattern, SparseLu, SparseMatrix};
     /// // [[2, 1], [0, 3]]: Aᵀ x = [2, 4] gives x = [1, 1].
     /// let p = Pattern::from_entries(2, 2, &[(0, 0), (0, 1), (1, 1)])?;
     /// let mut lu = SparseLu::new(&p)?;
@@ -200,7 +200,7 @@ impl SparseLu {
     /// let mut x = vec![2.0, 4.0];
     /// lu.solve_transpose_in_place(&mut x)?;
     /// assert!((x[0] - 1.0).abs() < 1e-15 && (x[1] - 1.0).abs() < 1e-15);
-    /// # Ok::<(), rlx_runtime::Error>(())
+    /// # Ok::<(), rlx::Error>(())
     /// ```
     pub fn solve_transpose_in_place(&self, b: &mut [f64]) -> Result<()> {
         self.solve(b, true)

@@ -21,7 +21,7 @@ use crate::tensor::Tensor;
 /// triangles stored.
 ///
 /// ```
-/// use rlx_runtime::sparse::{Pattern, SparseMatrix};
+/// use rlx::sparse::{Pattern, SparseMatrix};
 /// // [[2, 0],
 /// //  [1, 3]]
 /// let p = Pattern::from_entries(2, 2, &[(0, 0), (1, 0), (1, 1)])?;
@@ -31,7 +31,7 @@ use crate::tensor::Tensor;
 /// assert_eq!(a.mul_vec(&[1.0, 1.0])?, vec![2.0, 4.0]);
 /// let x = a.solve(&[2.0, 4.0])?; // sparse LU through faer
 /// assert!((x[0] - 1.0).abs() < 1e-14 && (x[1] - 1.0).abs() < 1e-14);
-/// # Ok::<(), rlx_runtime::Error>(())
+/// # Ok::<(), rlx::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct SparseMatrix {

@@ -87,7 +87,7 @@ fn logical_compare_select_and_integers() {
     let either = g.or(both, eq).unwrap();
     let not = g.not(either).unwrap();
     let sel = g.select(not, x, y).unwrap();
-    let two = g.full(2.0, (), DType::I64);
+    let two = g.full((), 2.0, DType::I64);
     let ii = g.mul(i, two).unwrap();
     let im = g.max(ii, i).unwrap();
     let ineg = g.neg(im).unwrap();
@@ -156,7 +156,7 @@ fn zero_d_integers_and_mixed_dtypes() {
     let mut g = Graph::new();
     let n = g.input("n", (), DType::I64);
     let x = g.input("x", (), DType::F32);
-    let three = g.full(3.0, (), DType::I64);
+    let three = g.full((), 3.0, DType::I64);
     let m = g.mul(n, three).unwrap();
     let p = g.powi(m, 2).unwrap();
     let f = g.cast(p, DType::F64).unwrap();

@@ -215,3 +215,33 @@ fn mlp_plan_has_an_epilogue_per_layer_and_cotangent() {
     assert_eq!(fused.fused_loops, apart.fused_loops);
     assert_eq!(fused.fused_reductions, apart.fused_reductions);
 }
+
+/// Found by the fuzz suite (`non_finite_inputs_through_optimised_plans`):
+/// `sin(x · xᵀ)` with a one-element product panicked in the general plan
+/// ("range end index 1024 out of range for slice of length 0"). The loop
+/// took the product, one element, for a splat leaf to fill from the
+/// product's own buffer, which an epilogue never has: the product lives in
+/// the loop's target. The product is now read from there as any size is.
+#[test]
+fn epilogue_over_a_one_element_product() {
+    for dtype in [DType::F64, DType::F32] {
+        for k in [1, 3] {
+            let mut g = Graph::new();
+            let x = g.input("x", [1, k], dtype);
+            let t = g.transpose_last2(x).unwrap();
+            let p = g.matmul(x, t).unwrap();
+            let s = g.sin(p).unwrap();
+            g.set_outputs(vec![s]);
+            let xs: Vec<f64> = (0..k).map(|i| 0.25 + 0.5 * i as f64).collect();
+            let xv = tensor(&xs, &[1, k], dtype);
+            let fused = compile_with(&g, &Options::general()).unwrap();
+            assert_eq!(fused.stats().epilogues, 1, "{:?}", fused.stats());
+            let got = fused.run(&[&xv]).unwrap()[0].to_f64_vec().unwrap();
+            let apart = compile_with(&g, &with_epilogues(false)).unwrap();
+            let want = apart.run(&[&xv]).unwrap()[0].to_f64_vec().unwrap();
+            assert_eq!(got, want, "{dtype:?}, k = {k}");
+            let dot: f64 = xs.iter().map(|v| v * v).sum();
+            assert_close(&got, &[dot.sin()], tol(dtype), "sin(x · xᵀ)");
+        }
+    }
+}

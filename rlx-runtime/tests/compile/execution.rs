@@ -27,7 +27,7 @@ fn buffers_are_reused_by_liveness() {
 fn outputs_that_are_inputs_constants_or_repeated() {
     let mut g = Graph::new();
     let x = g.input("x", [3], DType::F32);
-    let c = g.full(2.5, [2], DType::F32);
+    let c = g.full([2], 2.5, DType::F32);
     let y = g.exp(x).unwrap();
     let r = g.reshape(y, [3, 1]).unwrap();
     g.set_outputs(vec![x, c, y, y, r]);
@@ -99,7 +99,7 @@ fn run_into_does_not_disturb_shared_outputs() {
     let x = Tensor::zeros([2, 3], DType::F64);
     let y = Tensor::zeros((), DType::F32);
     let mut outs = vec![
-        Tensor::full(7.0, [2, 3], DType::F64),
+        Tensor::full([2, 3], 7.0, DType::F64),
         Tensor::zeros((), DType::F32),
     ];
     let keep = outs[0].clone();

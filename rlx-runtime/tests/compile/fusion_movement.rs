@@ -42,8 +42,8 @@ fn check_fused(g: &Graph, inputs: &[&Tensor], rtol: f64, what: &str) -> Executab
 fn rosenbrock(n: usize) -> Graph {
     let mut g = Graph::new();
     let x = g.input("x", [n], DType::F64);
-    let a = g.slice(x, 0, 0, n - 1).unwrap();
-    let b = g.slice(x, 0, 1, n - 1).unwrap();
+    let a = g.slice_range(x, 0..n - 1, 0).unwrap();
+    let b = g.slice_range(x, 1..n, 0).unwrap();
     let a2 = g.square(a).unwrap();
     let d = g.sub(b, a2).unwrap();
     let d2 = g.square(d).unwrap();
@@ -131,7 +131,7 @@ fn concat_of_elementwise_results_is_one_loop_without_buffers() {
 
 #[test]
 fn layers_of_a_stacked_value_are_read_in_place_by_loops_and_concats() {
-    // `h: [3, 4, 5]` cut into layers `h.slice(0, l, 1).reshape([4, 5])`
+    // `h: [3, 4, 5]` cut into layers `h.slice_range(l..l + 1, 0).reshape([4, 5])`
     // (a stacked LSTM carry): each layer is one contiguous run of `h`, so
     // the slice and its reshape are views, read in place by the loop
     // `tanh(h_l)·x` and by the copy of `concat([x, h_l], 1)`. A slice on
@@ -143,13 +143,13 @@ fn layers_of_a_stacked_value_are_read_in_place_by_loops_and_concats() {
         let x = g.input("x", [4, 5], dtype);
         let mut outs = Vec::new();
         for l in 0..3 {
-            let s = g.slice(h, 0, l, 1).unwrap();
+            let s = g.slice_range(h, l..l + 1, 0).unwrap();
             let hl = g.reshape(s, [4, 5]).unwrap();
             let t = g.tanh(hl).unwrap();
             outs.push(g.mul(t, x).unwrap());
             outs.push(g.concat(&[x, hl], 1).unwrap());
         }
-        let mid = g.slice(h, 1, 1, 2).unwrap();
+        let mid = g.slice_range(h, 1..3, 1).unwrap();
         let flat = g.reshape(mid, [6, 5]).unwrap();
         outs.push(g.sin(flat).unwrap());
         // Column pieces of `x` given a leading unit axis and stacked (a
@@ -158,7 +158,7 @@ fn layers_of_a_stacked_value_are_read_in_place_by_loops_and_concats() {
         let pieces: Vec<NodeId> = [0, 2]
             .iter()
             .map(|&at| {
-                let c = g.slice(x, 1, at, 3).unwrap();
+                let c = g.slice_range(x, at..at + 3, 1).unwrap();
                 g.reshape(c, [1, 4, 3]).unwrap()
             })
             .collect();
@@ -357,9 +357,9 @@ fn views_of_views_and_shared_pieces() {
     // its own loop after being placed; a concat that is also an output.
     let mut g = Graph::new();
     let x = g.input("x", [6, 50, 4], DType::F64);
-    let s = g.slice(x, 0, 1, 4).unwrap();
+    let s = g.slice_range(x, 1..5, 0).unwrap();
     let t = g.transpose(s, &[2, 0, 1]).unwrap();
-    let u = g.slice(t, 2, 10, 30).unwrap();
+    let u = g.slice_range(t, 10..40, 2).unwrap();
     let a = g.tanh(u).unwrap();
     let b = g.mul(a, a).unwrap();
     let c = g.add(b, a).unwrap();
@@ -390,7 +390,7 @@ fn random_op(g: &mut Graph, pool: &[NodeId], op: u8, pick: &[usize]) -> Option<N
             let axis = pick[2] % r;
             let len = dims[axis];
             let start = pick[3] % len;
-            g.slice(a, axis, start, (len - start).min(1 + pick[4] % len))
+            g.slice_range(a, start..start + (len - start).min(1 + pick[4] % len), axis)
         }
         5 if r > 1 => {
             let mut perm: Vec<usize> = (0..r).collect();
@@ -522,7 +522,7 @@ proptest! {
                     // of equal lengths share a walk, the others do not.
                     let len = (cut + 1).min(shape[axis]);
                     let len = if cut == 2 { shape[axis] } else { len };
-                    g.slice(x, axis, 0, len).unwrap()
+                    g.slice_range(x, 0..len, axis).unwrap()
                 };
                 piece(&mut g, v, kind, k, dtype)
             })

@@ -31,7 +31,7 @@ fn movement_and_kernel_ops() {
     let x = g.input("x", [2, 3, 4], DType::F64);
     let idx = g.input("idx", [5], DType::I64);
     let t = g.transpose(x, &[2, 0, 1]).unwrap();
-    let s = g.slice(x, 2, 1, 2).unwrap();
+    let s = g.slice_range(x, 1..3, 2).unwrap();
     let c = g.concat(&[x, x, s], 2).unwrap();
     let r = g.reshape(t, [4, 6]).unwrap();
     let bb = g.broadcast(s, [3, 2, 3, 2]).unwrap();
@@ -113,7 +113,9 @@ fn column_slices_and_short_axes_are_exact() {
     let n = 70; // longer than the copy's short-run threshold
     let mut g = Graph::new();
     let u = g.input("u", [n, 3], DType::F64);
-    let cols: Vec<_> = (0..3).map(|k| g.slice(u, 1, k, 1).unwrap()).collect();
+    let cols: Vec<_> = (0..3)
+        .map(|k| g.slice_range(u, k..k + 1, 1).unwrap())
+        .collect();
     let c = crate::common::constant(&mut g, vec![0.5, -2.0, 3.0], &[3, 1, 1]);
     // `square`, not a transcendental op: the reference evaluator uses std
     // math, rlx its own (within a few ulp), and this test wants exact bits.

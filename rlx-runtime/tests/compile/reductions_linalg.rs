@@ -143,7 +143,7 @@ fn matmul_reads_a_layer_of_stacked_weights_in_place() {
         let h = g.input("h", [m, k], DType::F64);
         let w = g.input("w", [3, k, k], DType::F64);
         let layer = |g: &mut Graph, l: usize| {
-            let s = g.slice(w, 0, l, 1).unwrap();
+            let s = g.slice_range(w, l..l + 1, 0).unwrap();
             g.reshape(s, [k, k]).unwrap()
         };
         let w1 = layer(&mut g, 1);
@@ -152,7 +152,7 @@ fn matmul_reads_a_layer_of_stacked_weights_in_place() {
         let w2t = g.transpose_last2(w2).unwrap();
         let q = g.matmul(h, w2t).unwrap();
         let w0 = layer(&mut g, 0);
-        let cols = g.slice(w0, 1, 1, k - 1).unwrap();
+        let cols = g.slice_range(w0, 1..k, 1).unwrap();
         let r = g.matmul(h, cols).unwrap();
         g.set_outputs(vec![p, q, r]);
         let hv = tensor(&values(m * k, 41, -1.0, 1.0), &[m, k], DType::F64);

@@ -47,7 +47,9 @@ fn device3(n: usize) -> Graph {
     let (is, vt) = (1e-3, 0.05);
     let mut g = Graph::new();
     let u = g.input("u", [n, 3], DType::F64);
-    let v: Vec<_> = (0..3).map(|k| g.slice(u, 1, k, 1).unwrap()).collect();
+    let v: Vec<_> = (0..3)
+        .map(|k| g.slice_range(u, k..k + 1, 1).unwrap())
+        .collect();
     let mut c = |x: f64| g.scalar(x, DType::F64);
     let (inv_vt, is_c, two, half, tenth, one, leak, minus) = (
         c(1.0 / vt),
@@ -137,7 +139,7 @@ fn an_output_written_in_part_by_the_loop_keeps_its_zeros() {
     let n = 2000;
     let mut g = Graph::new();
     let x = g.input("x", [n], DType::F64);
-    let mid = g.slice(x, 0, 1, n - 2).unwrap();
+    let mid = g.slice_range(x, 1..1 + n - 2, 0).unwrap();
     let e = g.exp(mid).unwrap();
     let f = g.sum_all(e).unwrap();
     g.set_outputs(vec![f]);

@@ -11,7 +11,7 @@ fn composites_match_their_formulas() {
     // var of [1,2,3] = 2/3, of [4,5,9] = (4+1+... ) mean 6: (4+1+9)/3 = 14/3.
     let v = vals(&x.var(&[1]));
     assert!((v[0] - 2.0 / 3.0).abs() < 1e-15 && (v[1] - 14.0 / 3.0).abs() < 1e-14);
-    let ln = x.layer_norm(1, 0.0);
+    let ln = x.layer_norm(0.0, 1);
     let rows = vals(&ln);
     for r in 0..2 {
         let row = &rows[r * 3..r * 3 + 3];

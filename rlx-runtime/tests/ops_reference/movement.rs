@@ -59,7 +59,7 @@ fn concat_and_slice() {
             dt,
             "concat axis 1",
         );
-        let r = Tensor::concat(&[&a, &a.slice(0, 1, 1)], 0);
+        let r = Tensor::concat(&[&a, &a.slice_range(1..2, 0)], 0);
         assert_close(
             &r,
             &[1.0, 2.0, 3.0, 4.0, 3.0, 4.0],
@@ -73,8 +73,61 @@ fn concat_and_slice() {
             .filter(|&i| (1..3).contains(&unravel(i, &[2, 3, 4])[1]))
             .map(|i| i as f64)
             .collect();
-        assert_close(&x.slice(1, 1, 2), &want, &[2, 2, 4], dt, "slice");
-        assert_eq!(x.slice(2, 4, 0).shape().dims(), &[2, 3, 0]);
+        assert_close(&x.slice_range(1..3, 1), &want, &[2, 2, 4], dt, "slice");
+        assert_eq!(x.slice_range(4..4, 2).shape().dims(), &[2, 3, 0]);
+    }
+}
+
+/// Every form of range `slice_range` takes, its errors (no panic from the
+/// `try_` form, a message naming `slice`, the axis and the shape), and the
+/// deprecated `slice(axis, start, len)` giving the same elements.
+#[test]
+fn slice_range_forms_errors_and_the_deprecated_order() {
+    let x = tensor(
+        &(0..12).map(f64::from).collect::<Vec<_>>(),
+        &[3, 4],
+        DType::F64,
+    );
+    let v = |t: &Tensor| t.to_f64_vec().unwrap();
+    assert_eq!(v(&x.slice_range(1..3, 1)), [1.0, 2.0, 5.0, 6.0, 9.0, 10.0]);
+    assert_eq!(v(&x.slice_range(1..=2, 1)), v(&x.slice_range(1..3, 1)));
+    assert_eq!(v(&x.slice_range(2.., 0)), [8.0, 9.0, 10.0, 11.0]);
+    assert_eq!(v(&x.slice_range(..1, 0)), [0.0, 1.0, 2.0, 3.0]);
+    assert_eq!(v(&x.slice_range(.., 1)), v(&x));
+    assert_eq!(x.slice_range(4.., 1).shape().dims(), &[3, 0]);
+    for (r, axis, says) in [
+        (
+            (2, 5),
+            1,
+            "elements 2..5 are out of range for axis 1 of size 4 (shape [3, 4])",
+        ),
+        (
+            (3, 1),
+            0,
+            "the range 3..1 ends before it starts (axis 0 of shape [3, 4])",
+        ),
+        (
+            (0, 1),
+            2,
+            "axis 2 is out of range for a tensor of rank 2 (shape [3, 4])",
+        ),
+    ] {
+        let e = x.try_slice_range(r.0..r.1, axis).unwrap_err();
+        assert!(
+            matches!(e, rlx_runtime::Error::InvalidArgument { op: "slice", .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains(says), "{e}");
+        let panic = std::panic::catch_unwind(|| x.slice_range(r.0..r.1, axis)).unwrap_err();
+        let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains(says) && msg.contains("movement.rs"), "{msg}");
+    }
+    let e = x.try_slice_range(..=usize::MAX, 0).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+    #[allow(deprecated)]
+    {
+        assert_eq!(v(&x.slice(1, 1, 2)), v(&x.slice_range(1..3, 1)));
+        assert!(x.try_slice(0, 2, 2).is_err());
     }
 }
 

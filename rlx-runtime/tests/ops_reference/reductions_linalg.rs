@@ -65,7 +65,7 @@ fn long_f32_sums_do_not_accumulate_rounding() {
     // 2^20 copies of 0.1f32: a naive f32 running sum is off by ~1e-3
     // relative; the exact sum rounded once is within f32's half ulp.
     let n = 1 << 20;
-    let x = Tensor::full(0.1, [n], DType::F32);
+    let x = Tensor::full([n], 0.1, DType::F32);
     let exact = n as f64 * f64::from(0.1f32);
     let got = f64::from(x.sum_all().item::<f32>().unwrap());
     assert!(((got - exact) / exact).abs() < 1e-7, "{got} vs {exact}");

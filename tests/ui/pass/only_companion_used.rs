@@ -1,5 +1,6 @@
 //! A private `#[differentiable]` function used only through companions
-//! is not dead code, and its unused companions are not reported.
+//! is not dead code, and its unused companions are not reported (the
+//! unused function itself is: `tests/ui/lint/unused_private_fn.rs`).
 #![deny(dead_code)]
 use rlx::prelude::*;
 
@@ -21,7 +22,15 @@ fn powered(x: &Tensor, n: i32) -> Tensor {
     x.powi(n).sum_all()
 }
 
+/// Used only by its plain call: its companions, `graph_cubed` and
+/// `nth_derivative_cubed`, all unused, are not reported.
+#[differentiable]
+fn cubed(x: f64) -> f64 {
+    x * x * x
+}
+
 fn main() -> rlx::Result<()> {
+    assert_eq!(cubed(2.0), 8.0);
     let x = Tensor::from_slice(&[1.0, 2.0], [2]);
     assert_eq!(grad_energy(&x)?.to_vec::<f64>()?, vec![2.0, 4.0]);
     let (dx, dk) = grad_scaled(3.0, 2.0)?;

@@ -61,8 +61,8 @@ pub struct SparseProgram {
 /// forces one.
 ///
 /// ```
-/// use rlx_core::autodiff::transforms::sparse::{sparse_jacobian, SparseMode};
-/// use rlx_core::{DType, Graph};
+/// use rlx::autodiff::transforms::sparse::{sparse_jacobian, SparseMode};
+/// use rlx::{DType, Graph};
 /// // y = exp(x) · 2: a diagonal Jacobian, one colour.
 /// let mut g = Graph::new();
 /// let x = g.input("x", [100], DType::F64);
@@ -166,8 +166,8 @@ fn choose(pattern: &Pattern, mode: Option<SparseMode>) -> Result<(SparseMode, Bi
 /// by a star colouring and forward over reverse mode with compressed seeds.
 ///
 /// ```
-/// use rlx_core::autodiff::transforms::sparse::{sparse_hessian, SparseMode};
-/// use rlx_core::{DType, Graph};
+/// use rlx::autodiff::transforms::sparse::{sparse_hessian, SparseMode};
+/// use rlx::{DType, Graph};
 /// // f = Σ x_i³: a diagonal Hessian, one colour.
 /// let mut g = Graph::new();
 /// let x = g.input("x", [50], DType::F64);
@@ -275,7 +275,7 @@ fn push_gather(g: &mut Graph, x: NodeId, idx: &[usize], memo: &mut Memo) -> Resu
         Op::Constant(lit) => {
             let v: Vec<f64> = idx.iter().map(|&i| lit.get_f64(i)).collect();
             match lit {
-                Literal::Splat(_) | Literal::SplatI64(_) => g.full(lit.get_f64(0), [k], node.dtype),
+                Literal::Splat(_) | Literal::SplatI64(_) => g.full([k], lit.get_f64(0), node.dtype),
                 Literal::F64(_) | Literal::I64(_) if node.dtype.is_float() => {
                     g.constant(Literal::F64(v.into()), [k], node.dtype)?
                 }
@@ -392,7 +392,7 @@ fn flatten_blocks(
 fn decompress(r: &mut Graph, flat: NodeId, sources: &[usize], dt: DType) -> Result<NodeId> {
     let nnz = sources.len();
     if nnz == 0 {
-        return Ok(r.full(0.0, [0], dt));
+        return Ok(r.full([0], 0.0, dt));
     }
     let idx: Vec<i64> = sources.iter().map(|&s| s as i64).collect();
     let idx = r.constant(Literal::I64(idx.into()), [nnz], DType::I64)?;

@@ -59,7 +59,7 @@ impl Rows {
         if let Some(&r) = self.memo.get(&(b, k)) {
             return Ok(r);
         }
-        let s = out.slice(b, shape.rank(), k, 1)?;
+        let s = out.slice_range(b, k..k + 1, shape.rank())?;
         let r = out.reshape(s, shape.clone())?;
         self.memo.insert((b, k), r);
         self.row.insert(r, (b, k));
@@ -275,7 +275,9 @@ fn batched_op(out: &mut Graph, node: &Node, args: &[Operand], lanes: usize) -> R
         }
         Op::Reshape { shape } => out.reshape(only(&args[0]), with_lanes(shape.dims())),
         Op::Broadcast { shape } => out.broadcast(only(&args[0]), with_lanes(shape.dims())),
-        Op::Slice { axis, start, len } => out.slice(only(&args[0]), *axis, *start, *len),
+        Op::Slice { axis, start, len } => {
+            out.slice_range(only(&args[0]), *start..*start + *len, *axis)
+        }
         Op::Input { .. }
         | Op::Constant(_)
         | Op::MatMul

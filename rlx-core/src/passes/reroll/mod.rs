@@ -6,7 +6,7 @@
 //! A trace-time loop such as
 //!
 //! ```text
-//! for (i, j) in pairs { e = e + f(p.slice(0, 3 * i, 3), p.slice(0, 3 * j, 3)) }
+//! for (i, j) in pairs { e = e + f(p.slice_range(3 * i..3 * i + 3, 0), p.slice_range(3 * j..3 * j + 3, 0)) }
 //! ```
 //!
 //! leaves one copy of `f`'s nodes per pair that differ only in the slice
@@ -42,12 +42,12 @@
 //! `K · ε · Σ|t_k|`).
 //!
 //! ```
-//! use rlx_core::{passes::reroll, DType, Graph, Op};
+//! use rlx::{core::passes::reroll, DType, Graph, Op};
 //! let mut g = Graph::new();
 //! let p = g.input("p", [64], DType::F64);
 //! let mut e = g.scalar(0.0, DType::F64);
 //! for i in 0..32 {
-//!     let a = g.slice(p, 0, 2 * i, 2).unwrap();
+//!     let a = g.slice_range(p, 2 * i..2 * i + 2, 0).unwrap();
 //!     let s = g.square(a).unwrap();
 //!     let t = g.sum_all(s).unwrap();
 //!     e = g.add(e, t).unwrap();

@@ -14,7 +14,7 @@ fn fewer_copies_than_the_threshold_stay_unrolled() {
     assert_eq!(reroll(&g).unwrap(), g);
 }
 
-/// `copies` terms `f_k(p.slice(0, 2k, 2))`, summed, where `op(k)` picks
+/// `copies` terms `f_k(p.slice_range(2k..2k + 2, 0))`, summed, where `op(k)` picks
 /// each term's unary op.
 fn terms(copies: usize, op: impl Fn(&mut Graph, usize, NodeId) -> NodeId) -> Graph {
     let mut g = Graph::new();
@@ -22,13 +22,13 @@ fn terms(copies: usize, op: impl Fn(&mut Graph, usize, NodeId) -> NodeId) -> Gra
     let q = g.input("q", [2 * copies + 2], DType::F64);
     let mut e = g.scalar(0.0, DType::F64);
     for k in 0..copies {
-        let a = g.slice(p, 0, 2 * k, 2).unwrap();
+        let a = g.slice_range(p, 2 * k..2 * k + 2, 0).unwrap();
         let b = op(&mut g, k, a);
         let b = if k % 2 == 0 || copies < MIN_LANES {
             b
         } else {
             // Still the same computation, read through a second slice of q.
-            let c = g.slice(q, 0, 2 * k, 2).unwrap();
+            let c = g.slice_range(q, 2 * k..2 * k + 2, 0).unwrap();
             let c = g.mul(c, b).unwrap();
             g.sub(c, b).unwrap()
         };
@@ -89,7 +89,7 @@ fn different_shapes_or_sources_are_not_merged() {
             1 => (p, 3),
             _ => (q, 2),
         };
-        let a = g.slice(src, 0, 3 * k, len).unwrap();
+        let a = g.slice_range(src, 3 * k..3 * k + len, 0).unwrap();
         let b = g.exp(a).unwrap();
         let s = g.sum_all(b).unwrap();
         e = g.add(e, s).unwrap();
@@ -106,7 +106,7 @@ fn lane_values_read_elsewhere_are_rows_of_the_batch() {
     let p = g.input("p", [64], DType::F64);
     let mut outs = Vec::new();
     for k in 0..MIN_LANES {
-        let a = g.slice(p, 0, 4 * k, 4).unwrap();
+        let a = g.slice_range(p, 4 * k..4 * k + 4, 0).unwrap();
         let b = g.tanh(a).unwrap();
         outs.push(g.sum_all(b).unwrap());
     }

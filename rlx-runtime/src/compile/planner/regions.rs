@@ -95,12 +95,21 @@ impl Builder<'_> {
         let mut acc_len = 0;
         let mut placed_target: HashMap<u32, u32> = HashMap::new();
         let mut splat_leaf: HashMap<u32, usize> = HashMap::new();
+        // An epilogue's product (see `epilogue`) is written into one of
+        // this loop's targets and read from there, never from a buffer of
+        // its own: it is no leaf, not even a one-element splat.
+        let epilogue = gid.and_then(|g| self.epilogues.of_group[g as usize]);
+        let product = epilogue.map(|(p, _)| p);
         // Splat leaves first: their registers are filled once per call and
         // must never be handed to a per-block value.
         for &m in members {
             for p in &nodes[m as usize].inputs {
                 let pi = p.index();
-                if in_group(pi) || splat_of.contains_key(&p.0) || self.shape(pi).numel() != 1 {
+                if in_group(pi)
+                    || splat_of.contains_key(&p.0)
+                    || self.shape(pi).numel() != 1
+                    || product == Some(p.0)
+                {
                     continue;
                 }
                 let reg = ra.alloc(Bank::of(nodes[pi].dtype));
@@ -131,10 +140,8 @@ impl Builder<'_> {
         }
         let mut pending: HashMap<Walk, Vec<(u32, Reg, usize)>> = HashMap::new();
         let mut held: HashSet<u32> = HashSet::new();
-        // An epilogue's product (see `epilogue`): read from the buffer it
-        // was written into, first, so that every block is read before
-        // anything writes it.
-        let epilogue = gid.and_then(|g| self.epilogues.of_group[g as usize]);
+        // The product: read from the target it was written into, first, so
+        // that every block is read before anything writes it.
         if let Some((p, _)) = epilogue {
             let dst = ra.alloc(Bank::of(nodes[p as usize].dtype));
             body.push(Instr::LoadTarget { target: 0, dst });

@@ -10,7 +10,7 @@
 //! graph output...) is copied as before, once, and every user reads the copy.
 //!
 //! A `Reshape` of a slice whose elements are one contiguous run of the
-//! sliced value (`h.slice(0, l, 1).reshape([B, H])`: a layer of a stacked
+//! sliced value (`h.slice_range(l..l + 1, 0).reshape([B, H])`: a layer of a stacked
 //! carry) is a view too, when all its users read it in place: that run
 //! with the reshape's dims. A reshape is otherwise an alias of its
 //! operand's storage, so without this the slice under it was copied

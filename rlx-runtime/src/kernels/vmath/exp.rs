@@ -42,7 +42,7 @@ fn scale<T: VFloat>(p: T, k: T) -> T {
 /// `e^x`.
 ///
 /// ```
-/// use rlx_runtime::kernels::vmath::exp;
+/// use rlx::runtime::kernels::vmath::exp;
 /// assert_eq!(exp(1.0f64), std::f64::consts::E);
 /// assert_eq!((exp(-f32::INFINITY), exp(1000.0f64)), (0.0, f64::INFINITY));
 /// ```
@@ -59,7 +59,7 @@ pub fn exp<T: VFloat>(x: T) -> T {
 /// `e^x - 1`, accurate near 0.
 ///
 /// ```
-/// use rlx_runtime::kernels::vmath::expm1;
+/// use rlx::runtime::kernels::vmath::expm1;
 /// assert_eq!(expm1(1e-10f64), 1.00000000005e-10);
 /// assert_eq!(expm1(-0.0f32).to_bits(), (-0.0f32).to_bits());
 /// ```
@@ -82,7 +82,7 @@ pub fn expm1<T: VFloat>(x: T) -> T {
 /// cancellation for small `|x|`, and `±1` from `|x| > TANH_MAX` on.
 ///
 /// ```
-/// use rlx_runtime::kernels::vmath::tanh;
+/// use rlx::runtime::kernels::vmath::tanh;
 /// assert_eq!((tanh(30.0f32), tanh(-30.0f32)), (1.0, -1.0));
 /// assert_eq!(tanh(1e-20f64), 1e-20);
 /// ```

@@ -10,7 +10,7 @@ use super::{erf, pow, trig};
 /// A float type the vectorisable math is defined for (`f32` or `f64`).
 ///
 /// ```
-/// use rlx_runtime::kernels::vmath::{self, VFloat};
+/// use rlx::runtime::kernels::vmath::{self, VFloat};
 /// assert_eq!(vmath::exp(0.0f32), f32::ONE);
 /// assert_eq!(1.5f64.round_int(), 2.0);
 /// ```

@@ -26,7 +26,7 @@ fn edges<T: VFloat>(x: T, y: T) -> T {
 /// The natural logarithm.
 ///
 /// ```
-/// use rlx_runtime::kernels::vmath::ln;
+/// use rlx::runtime::kernels::vmath::ln;
 /// assert_eq!(ln(1.0f64), 0.0);
 /// assert_eq!(ln(std::f32::consts::E), 1.0);
 /// assert!(ln(-1.0f64).is_nan() && ln(0.0f32) == f32::NEG_INFINITY);
@@ -42,7 +42,7 @@ pub fn ln<T: VFloat>(x: T) -> T {
 /// `ln(1 + x)`, accurate near 0.
 ///
 /// ```
-/// use rlx_runtime::kernels::vmath::log1p;
+/// use rlx::runtime::kernels::vmath::log1p;
 /// assert!((log1p(1e-10f64) - 9.9999999995e-11).abs() < 1e-25);
 /// assert_eq!(log1p(-1.0f32), f32::NEG_INFINITY);
 /// ```
