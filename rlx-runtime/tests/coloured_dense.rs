@@ -238,17 +238,18 @@ fn coloured_hessian_blocks_of_several_inputs_equal_the_dense_ones() {
 
 #[test]
 fn entries_outside_the_pattern_are_zero_and_inside_follow_ieee() {
-    // y_i = x_i · x_{i+1} (+ x_i): a NaN at x_5 reaches rows 4 and 5 only.
+    // y_i = x_i · x_{i+1}: a NaN at x_5 reaches rows 4 and 5 only; a −0.0
+    // at x_12 meets the entries of rows 11 and 12 (compared bit for bit).
     let n = 16;
     let mut g = Graph::new();
     let x = g.input("x", [n], DType::F64);
     let s = shift(&mut g, x, n, 1);
-    let p = g.mul(x, s).unwrap();
-    let y = g.add(p, x).unwrap();
+    let y = g.mul(x, s).unwrap();
     g.set_outputs(vec![y]);
     let mut v: Vec<f64> = (0..n).map(|i| 0.5 + i as f64).collect();
     v[5] = f64::NAN;
     v[9] = f64::INFINITY;
+    v[12] = -0.0;
     let t = [Tensor::from_slice(&v, [n])];
     let j = run(&jacobian(&g, &[0]).unwrap(), &t)[1].clone();
     let dense = run(&jacfwd(&g, &[0]).unwrap(), &t)[1].clone();

@@ -6,9 +6,9 @@
 //! colours cover its columns. When the graph's structural pattern (as for
 //! the sparse companions) admits far fewer colours than the dense basis
 //! has vectors, [`jacobian`] and [`hessian`] build the compressed program
-//! of [`sparse`](super::sparse) and spread its values into the dense
-//! blocks by one `gather` with constant indices, reading a zero for every
-//! entry outside the pattern (as CasADi computes every Jacobian).
+//! of [`sparse`](super::sparse) and add its values into dense blocks of
+//! zeros by one `scatter_add` with constant indices (as CasADi computes
+//! every Jacobian).
 //!
 //! Entries inside the pattern are computed by the same operations as in
 //! the dense products: the columns sharing a colour reach disjoint rows,
@@ -136,9 +136,13 @@ fn offsets<'a>(g: &'a Graph, nodes: &'a [NodeId]) -> impl Iterator<Item = (NodeI
 }
 
 /// `r` (a compressed program: `g`'s outputs, then the `[nnz]` values of
-/// `pattern`) with the values replaced by the dense `blocks`, each read
-/// from the values padded with one zero, which every entry outside the
-/// pattern reads.
+/// `pattern`) with the values replaced by the dense `blocks`. Each block is
+/// a constant holding `-0.0` at the pattern's entries and `+0.0` elsewhere,
+/// into which one `scatter_add` adds the entries' values: `-0.0 + v` is `v`
+/// for every `v` (−0.0 and NaN included), so the values keep their bits
+/// and the entries outside the pattern are `+0.0`. Writing the block costs
+/// a copy of it and `nnz` scattered additions (a gather over every dense
+/// entry would also read an index per entry).
 fn spread(
     mut r: Graph,
     g: &Graph,
@@ -147,24 +151,40 @@ fn spread(
     blocks: &[Block],
 ) -> Result<Graph> {
     let values = *r.outputs().last().expect("the values output");
-    let nnz = pattern.nnz();
-    let zero = r.full(0.0, [1], dt);
-    let padded = r.concat(&[values, zero], 0)?;
     let mut dense = Vec::with_capacity(blocks.len());
     for b in blocks {
         let (m, n) = (
             b.rows.iter().product::<usize>(),
             b.cols.iter().product::<usize>(),
         );
-        let mut idx = Vec::with_capacity(m * n);
-        for i in 0..m {
-            for j in 0..n {
-                let at = pattern.position(b.row0 + i, b.col0 + j).unwrap_or(nnz);
-                idx.push(at as i64);
-            }
+        // The pattern's entries inside the block: (value index, dense position).
+        let inside: Vec<(usize, usize)> = pattern
+            .entries()
+            .enumerate()
+            .filter(|&(_, (i, j))| {
+                (b.row0..b.row0 + m).contains(&i) && (b.col0..b.col0 + n).contains(&j)
+            })
+            .map(|(k, (i, j))| (k, (i - b.row0) * n + (j - b.col0)))
+            .collect();
+        let mut base = vec![0.0; m * n];
+        for &(_, at) in &inside {
+            base[at] = -0.0;
         }
-        let idx = r.constant(Literal::I64(idx.into()), [m * n], DType::I64)?;
-        let flat = r.gather(padded, idx, 0)?;
+        let base = r.constant(Literal::F64(base.into()), [m * n], dt)?;
+        let flat = if inside.is_empty() {
+            base
+        } else {
+            let updates = if inside.len() == pattern.nnz() {
+                values
+            } else {
+                let ks: Vec<i64> = inside.iter().map(|&(k, _)| k as i64).collect();
+                let ks = r.constant(Literal::I64(ks.into()), [inside.len()], DType::I64)?;
+                r.gather(values, ks, 0)?
+            };
+            let at: Vec<i64> = inside.iter().map(|&(_, at)| at as i64).collect();
+            let at = r.constant(Literal::I64(at.into()), [inside.len()], DType::I64)?;
+            r.scatter_add(base, at, updates, 0)?
+        };
         let mut dims = b.rows.clone();
         dims.extend_from_slice(&b.cols);
         dense.push(r.reshape(flat, dims)?);
