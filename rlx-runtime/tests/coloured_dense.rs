@@ -277,3 +277,56 @@ fn entries_outside_the_pattern_are_zero_and_inside_follow_ieee() {
         8 + 2 * 7
     );
 }
+
+#[test]
+fn a_scatter_onto_signed_zeros_equals_the_general_scatter_add() {
+    // The fast path (a constant base of -0.0 at the distinct indices,
+    // +0.0 elsewhere: fill and store) against the same scatter-add with the
+    // base passed as an input (the general kernel), bit for bit, on
+    // updates holding NaN, ±inf, ±0.0 and subnormals. Also bases that do
+    // not qualify (an index twice, a +0.0 at an index, a -0.0 elsewhere).
+    let n = 12;
+    let idx: Vec<i64> = vec![3, 0, 7, 11, 5];
+    let upd = [f64::NAN, -0.0, f64::INFINITY, 5e-324, -2.5];
+    let qualifying: Vec<f64> = (0..n)
+        .map(|k| if idx.contains(&(k as i64)) { -0.0 } else { 0.0 })
+        .collect();
+    let mut twice = idx.clone();
+    twice[1] = 3;
+    let mut positive_at_index = qualifying.clone();
+    positive_at_index[7] = 0.0;
+    let mut negative_elsewhere = qualifying.clone();
+    negative_elsewhere[1] = -0.0;
+    for (ix, base) in [
+        (&idx, &qualifying),
+        (&twice, &qualifying),
+        (&idx, &positive_at_index),
+        (&idx, &negative_elsewhere),
+    ] {
+        let build = |constant: bool| {
+            let mut g = Graph::new();
+            let u = g.input("u", [ix.len()], DType::F64);
+            let b = match constant {
+                true => g
+                    .constant(Literal::F64(base.clone().into()), [n], DType::F64)
+                    .unwrap(),
+                false => g.input("base", [n], DType::F64),
+            };
+            let i = g
+                .constant(Literal::I64(ix.clone().into()), [ix.len()], DType::I64)
+                .unwrap();
+            let y = g.scatter_add(b, i, u, 0).unwrap();
+            g.set_outputs(vec![y]);
+            g
+        };
+        let u = Tensor::from_slice(&upd, [upd.len()]);
+        let fast = run(&build(true), &[u.clone()])[0].clone();
+        let general = run(&build(false), &[u, Tensor::from_slice(base, [n])])[0].clone();
+        let bits = |v: &[f64]| {
+            v.iter()
+                .map(|x| if x.is_nan() { u64::MAX } else { x.to_bits() })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(bits(&fast), bits(&general), "indices {ix:?}, base {base:?}");
+    }
+}
