@@ -320,7 +320,7 @@ fn a_scatter_onto_signed_zeros_equals_the_general_scatter_add() {
             g
         };
         let u = Tensor::from_slice(&upd, [upd.len()]);
-        let fast = run(&build(true), &[u.clone()])[0].clone();
+        let fast = run(&build(true), std::slice::from_ref(&u))[0].clone();
         let general = run(&build(false), &[u, Tensor::from_slice(base, [n])])[0].clone();
         let bits = |v: &[f64]| {
             v.iter()
