@@ -41,7 +41,7 @@ impl Pairs {
 /// elements are numbered consecutively, in order, from 0), and, with
 /// `pairs`, the nonlinear interactions of everything `out` depends on.
 /// `None` when the sets of the nodes visited hold more than `limit` entries
-/// in all, or the pairs pass their own limit: the pattern would cost more
+/// in all (an element's place counting as one), or the pairs pass their own limit: the pattern would cost more
 /// to find than its caller can save.
 pub(crate) fn propagate(
     g: &Graph,
@@ -70,6 +70,12 @@ pub(crate) fn propagate(
     for i in 0..=out.index() {
         if !needed[i] {
             continue;
+        }
+        // A node's sets take one offset per element before any entry:
+        // refuse a node that alone would pass the limit, before allocating.
+        entries = entries.saturating_add(g.shape(NodeId(i as u32)).numel());
+        if entries > limit {
+            return Ok(None);
         }
         let id = NodeId(i as u32);
         let d = node_deps(g, id, &deps, offsets[i], pairs.as_deref_mut())?;

@@ -33,8 +33,8 @@ use crate::{DType, Graph, Literal, NodeId, Result};
 pub(crate) const MIN_PASSES: usize = 8;
 
 /// Dependency entries (and Hessian pairs) the pattern search may hold: four
-/// times the element count of the dense product over `passes` vectors, at
-/// least 2¹⁶.
+/// times the element count of the dense product over `passes` vectors,
+/// between 2¹⁶ and [`MAX_ENTRIES`].
 fn limit(g: &Graph, passes: usize) -> usize {
     let elements = g
         .nodes()
@@ -43,8 +43,13 @@ fn limit(g: &Graph, passes: usize) -> usize {
     elements
         .saturating_mul(passes)
         .saturating_mul(4)
-        .max(1 << 16)
+        .clamp(1 << 16, MAX_ENTRIES)
 }
+
+/// The most entries a pattern search holds (a few hundred megabytes), so
+/// that a dense companion of a huge graph never spends more on looking for
+/// structure than a bounded amount.
+const MAX_ENTRIES: usize = 1 << 25;
 
 /// One dense block: its row elements (shape, offset among the pattern's
 /// rows) by its column elements (shape, offset among the columns).
@@ -65,7 +70,10 @@ pub(crate) fn jacobian(
     o: NodeId,
     passes: usize,
 ) -> Result<Option<Graph>> {
-    if passes < MIN_PASSES || !real(g, nodes, o) {
+    let cols = nodes
+        .iter()
+        .fold(0usize, |t, &w| t.saturating_add(g.shape(w).numel()));
+    if passes < MIN_PASSES || !real(g, nodes, o) || too_large(g.shape(o).numel(), cols) {
         return Ok(None);
     }
     let Some(pattern) = jacobian_pattern_within(g, wrt, limit(g, passes))? else {
@@ -100,7 +108,7 @@ pub(crate) fn hessian(
     passes: usize,
 ) -> Result<Option<Graph>> {
     let o = g.outputs()[0];
-    if passes < MIN_PASSES || !real(g, nodes, o) {
+    if passes < MIN_PASSES || !real(g, nodes, o) || too_large(passes, passes) {
         return Ok(None);
     }
     let Some(pattern) = hessian_pattern_within(g, wrt, limit(gg, passes))? else {
@@ -196,6 +204,12 @@ fn spread(
     finish(r)
 }
 
+/// Whether a `rows × cols` pattern's arrays alone would pass
+/// [`MAX_ENTRIES`].
+fn too_large(rows: usize, cols: usize) -> bool {
+    rows.saturating_add(cols) > MAX_ENTRIES
+}
+
 /// Whether the output and every differentiated input are real floats (the
 /// compressed programs' domain).
 fn real(g: &Graph, nodes: &[NodeId], o: NodeId) -> bool {
@@ -238,6 +252,22 @@ mod tests {
         assert!(jac(&g).is_none());
         // Too few basis products to gain anything.
         assert!(jac(&tridiagonal(MIN_PASSES - 1)).is_none());
+    }
+
+    #[test]
+    fn a_huge_graph_is_not_searched() {
+        // 2⁴⁰ elements: the pattern's arrays alone would not fit in memory.
+        let mut g = Graph::new();
+        let x = g.input("x", [1 << 40], DType::F64);
+        let y = g.exp(x).unwrap();
+        g.set_outputs(vec![y]);
+        assert!(jac(&g).is_none());
+        let mut h = g.clone();
+        let f = h.sum_all(y).unwrap();
+        h.set_outputs(vec![f]);
+        let gg = grad_graph(&h, &[0], "t").unwrap();
+        let nodes = wrt_nodes(&h, &[0], "t").unwrap();
+        assert!(hessian(&h, &gg, &[0], &nodes, 1 << 40).unwrap().is_none());
     }
 
     #[test]
