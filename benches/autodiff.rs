@@ -2,11 +2,14 @@
 //! (a) value and gradient of an MLP 784-256-256-10 (batch 64, f32, tanh,
 //!     softmax cross-entropy) by `autodiff::value_and_grad`, vs a
 //!     hand-written forward and backward pass calling `matrixmultiply::sgemm`;
-//! (b) the dense 200 x 200 Jacobian of a nonlinear residual (f64) by
-//!     `autodiff::jacobian` (one batched execution), vs filling the analytic
-//!     tridiagonal Jacobian into a dense buffer.
+//! (b) the dense n × n Jacobian (n = 20, 200, 2000) of a nonlinear residual
+//!     (f64, tridiagonal) by `autodiff::jacobian` (three coloured products
+//!     spread into the dense result), vs filling the analytic Jacobian into
+//!     a dense buffer;
+//! (c) the dense Hessian of extended Rosenbrock (n = 10, 100, 1000) by
+//!     `autodiff::hessian`, vs filling the analytic one.
 //!
-//! Both pairs are checked against each other before timing.
+//! Every pair is checked against each other before timing.
 //!
 //! Run: `cargo bench --bench autodiff -- --warm-up-time 1 --measurement-time 3`
 
@@ -106,20 +109,23 @@ fn mlp(c: &mut Criterion) {
     group.finish();
 }
 
-const N: usize = 200;
+/// Sizes of the dense-Jacobian and dense-Hessian sweeps (two orders of
+/// magnitude, as the sparse structure's gain grows with the size).
+const JACOBIAN_SIZES: [usize; 3] = [20, 200, 2000];
+const HESSIAN_SIZES: [usize; 3] = [10, 100, 1000];
 
 /// `F_i = (x_{i-1} - 2 x_i + x_{i+1}) / h^2 - exp(x_i) + s_i`, `x_{-1} = x_N = 0`.
-fn residual_graph() -> Graph {
+fn residual_graph(n: usize) -> Graph {
     let mut g = Graph::new();
-    let x = g.input("x", [N], DType::F64);
-    let s = g.input("s", [N], DType::F64);
+    let x = g.input("x", [n], DType::F64);
+    let s = g.input("s", [n], DType::F64);
     let zero = g.full([1], 0.0, DType::F64);
-    let head = g.slice_range(x, 0..N - 1, 0).unwrap();
-    let tail = g.slice_range(x, 1..N, 0).unwrap();
+    let head = g.slice_range(x, 0..n - 1, 0).unwrap();
+    let tail = g.slice_range(x, 1..n, 0).unwrap();
     let left = g.concat(&[zero, head], 0).unwrap();
     let right = g.concat(&[tail, zero], 0).unwrap();
     let two = g.scalar(2.0, DType::F64);
-    let inv_h2 = g.scalar(((N + 1) * (N + 1)) as f64, DType::F64);
+    let inv_h2 = g.scalar(((n + 1) * (n + 1)) as f64, DType::F64);
     let twice = g.mul(x, two).unwrap();
     let lap = g.add(left, right).unwrap();
     let lap = g.sub(lap, twice).unwrap();
@@ -131,61 +137,135 @@ fn residual_graph() -> Graph {
     g
 }
 
+/// The analytic tridiagonal Jacobian into the dense row-major buffer: one
+/// `fill` (a memset) and one pass over the three diagonals, the fastest
+/// straightforward form (nothing is computed for the zeros).
 fn analytic_jacobian(x: &[f64], jac: &mut [f64]) {
-    let inv_h2 = ((N + 1) * (N + 1)) as f64;
-    jac.iter_mut().for_each(|v| *v = 0.0);
-    for i in 0..N {
-        jac[i * N + i] = -2.0 * inv_h2 - x[i].exp();
+    let n = x.len();
+    let inv_h2 = ((n + 1) * (n + 1)) as f64;
+    jac.fill(0.0);
+    for i in 0..n {
+        jac[i * n + i] = -2.0 * inv_h2 - x[i].exp();
         if i > 0 {
-            jac[i * N + i - 1] = inv_h2;
+            jac[i * n + i - 1] = inv_h2;
         }
-        if i + 1 < N {
-            jac[i * N + i + 1] = inv_h2;
+        if i + 1 < n {
+            jac[i * n + i + 1] = inv_h2;
         }
+    }
+}
+
+fn assert_close_f64(what: &str, got: &[f64], want: &[f64], n: usize) {
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+            "{what}[{}, {}]: {a} vs {b}",
+            i / n,
+            i % n
+        );
     }
 }
 
 fn jacobian(c: &mut Criterion) {
-    let x: Vec<f64> = (0..N).map(|i| (i as f64 / N as f64 * 3.0).sin()).collect();
-    let s: Vec<f64> = (0..N).map(|i| 1.0 + i as f64 * 1e-3).collect();
-    let g = residual_graph();
-    let jg = autodiff::jacobian(&g, &[0]).unwrap();
-    let exe = compile(&jg).unwrap();
-    let (xt, st) = (Tensor::from_slice(&x, [N]), Tensor::from_slice(&s, [N]));
-    let inputs = [&xt, &st];
-    let mut outs: Vec<Tensor> = exe
-        .output_types()
-        .iter()
-        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
-        .collect();
-    exe.run_into(&inputs, &mut outs).unwrap();
-    assert_eq!(outs[1].shape().dims(), &[N, N]);
-    let mut hand = vec![0.0; N * N];
-    analytic_jacobian(&x, &mut hand);
-    for (i, (a, b)) in outs[1]
-        .as_slice::<f64>()
-        .unwrap()
-        .iter()
-        .zip(&hand)
-        .enumerate()
-    {
-        assert!(
-            (a - b).abs() <= 1e-9 * b.abs().max(1.0),
-            "J[{}, {}]: {a} vs {b}",
-            i / N,
-            i % N
-        );
-    }
+    for n in JACOBIAN_SIZES {
+        let x: Vec<f64> = (0..n).map(|i| (i as f64 / n as f64 * 3.0).sin()).collect();
+        let s: Vec<f64> = (0..n).map(|i| 1.0 + i as f64 * 1e-3).collect();
+        let g = residual_graph(n);
+        let t0 = std::time::Instant::now();
+        let jg = autodiff::jacobian(&g, &[0]).unwrap();
+        let exe = compile(&jg).unwrap();
+        println!("jacobian_{n}: differentiate + compile {:?}", t0.elapsed());
+        let (xt, st) = (Tensor::from_slice(&x, [n]), Tensor::from_slice(&s, [n]));
+        let inputs = [&xt, &st];
+        let mut outs: Vec<Tensor> = exe
+            .output_types()
+            .iter()
+            .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
+            .collect();
+        exe.run_into(&inputs, &mut outs).unwrap();
+        assert_eq!(outs[1].shape().dims(), &[n, n]);
+        let mut hand = vec![0.0; n * n];
+        analytic_jacobian(&x, &mut hand);
+        assert_close_f64("J", outs[1].as_slice::<f64>().unwrap(), &hand, n);
 
-    let mut group = c.benchmark_group("jacobian_200");
-    group.bench_function("rlx jacobian (one batched run)", |b| {
-        b.iter(|| exe.run_into(black_box(&inputs), &mut outs).unwrap())
-    });
-    group.bench_function("hand-written analytic", |b| {
-        b.iter(|| analytic_jacobian(black_box(&x), &mut hand))
-    });
-    group.finish();
+        let mut group = c.benchmark_group(format!("jacobian_{n}"));
+        group.bench_function("rlx jacobian", |b| {
+            b.iter(|| exe.run_into(black_box(&inputs), &mut outs).unwrap())
+        });
+        group.bench_function("hand-written analytic", |b| {
+            b.iter(|| analytic_jacobian(black_box(&x), &mut hand))
+        });
+        group.finish();
+    }
 }
 
-criterion_group!(benches, mlp, jacobian);
+/// Extended Rosenbrock `Σ_{i<n-1} 100 (x_{i+1} − x_i²)² + (1 − x_i)²`.
+fn rosenbrock_graph(n: usize) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input("x", [n], DType::F64);
+    let lo = g.slice_range(x, 0..n - 1, 0).unwrap();
+    let hi = g.slice_range(x, 1..n, 0).unwrap();
+    let sq = g.square(lo).unwrap();
+    let d = g.sub(hi, sq).unwrap();
+    let d2 = g.square(d).unwrap();
+    let hundred = g.scalar(100.0, DType::F64);
+    let a = g.mul(d2, hundred).unwrap();
+    let one = g.scalar(1.0, DType::F64);
+    let e = g.sub(one, lo).unwrap();
+    let e2 = g.square(e).unwrap();
+    let t = g.add(a, e2).unwrap();
+    let f = g.sum_all(t).unwrap();
+    g.set_outputs(vec![f]);
+    g
+}
+
+/// The analytic Hessian (tridiagonal) into the dense buffer: one `fill`
+/// and one pass over the pairs `(i, i+1)`, as `analytic_jacobian`.
+fn analytic_rosenbrock_hessian(x: &[f64], h: &mut [f64]) {
+    let n = x.len();
+    h.fill(0.0);
+    for i in 0..n - 1 {
+        h[i * n + i] += 1200.0 * x[i] * x[i] - 400.0 * x[i + 1] + 2.0;
+        h[(i + 1) * n + i + 1] += 200.0;
+        h[i * n + i + 1] = -400.0 * x[i];
+        h[(i + 1) * n + i] = -400.0 * x[i];
+    }
+}
+
+fn rosenbrock_hessian(c: &mut Criterion) {
+    for n in HESSIAN_SIZES {
+        let x: Vec<f64> = (0..n)
+            .map(|i| 0.3 + 0.7 * (i as f64 * 0.37).sin())
+            .collect();
+        let g = rosenbrock_graph(n);
+        let t0 = std::time::Instant::now();
+        let exe = compile(&autodiff::hessian(&g, &[0]).unwrap()).unwrap();
+        println!(
+            "hessian_rosenbrock_{n}: differentiate + compile {:?}",
+            t0.elapsed()
+        );
+        let xt = Tensor::from_slice(&x, [n]);
+        let inputs = [&xt];
+        let mut outs: Vec<Tensor> = exe
+            .output_types()
+            .iter()
+            .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
+            .collect();
+        exe.run_into(&inputs, &mut outs).unwrap();
+        let mut hand = vec![0.0; n * n];
+        analytic_rosenbrock_hessian(&x, &mut hand);
+        assert_close_f64("H", outs[1].as_slice::<f64>().unwrap(), &hand, n);
+
+        let mut group = c.benchmark_group(format!("hessian_rosenbrock_{n}"));
+        group.bench_function("rlx hessian", |b| {
+            b.iter(|| exe.run_into(black_box(&inputs), &mut outs).unwrap())
+        });
+        group.bench_function("hand-written analytic", |b| {
+            b.iter(|| analytic_rosenbrock_hessian(black_box(&x), &mut hand))
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, mlp, jacobian, rosenbrock_hessian);
 criterion_main!(benches);

@@ -6,7 +6,7 @@
 //! central finite differences.
 
 use rlx_core::autodiff::transforms::sparse::{sparse_hessian, sparse_jacobian, SparseMode};
-use rlx_core::autodiff::{hessian, jacobian};
+use rlx_core::autodiff::{dense_hessian, jacfwd};
 use rlx_core::sparsity::{jacobian_pattern, Pattern};
 use rlx_core::{DType, Graph, Literal, NodeId, Op};
 use rlx_runtime::{compile, Tensor};
@@ -122,7 +122,7 @@ fn sparse_jacobians_of_random_graphs_equal_dense_ones_in_both_modes() {
         let n = 3 + rng.below(6);
         let g = random_graph(&mut rng, n);
         let x: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
-        let dense = run(&jacobian(&g, &[0]).unwrap(), &x)[1].clone();
+        let dense = run(&jacfwd(&g, &[0]).unwrap(), &x)[1].clone();
         for mode in [
             SparseMode::Forward,
             SparseMode::Reverse,
@@ -151,7 +151,7 @@ fn sparse_hessians_of_random_graphs_equal_dense_ones_and_are_symmetric() {
         let f = g.sum_all(p).unwrap();
         g.set_outputs(vec![f]);
         let x: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
-        let dense = run(&hessian(&g, &[0]).unwrap(), &x)[1].clone();
+        let dense = run(&dense_hessian(&g, &[0]).unwrap(), &x)[1].clone();
         let s = sparse_hessian(&g, &[0]).unwrap();
         assert!(s.pattern.is_symmetric());
         let h = densify(&s.pattern, &run(&s.graph, &x)[1]);
@@ -253,7 +253,7 @@ fn an_arrow_is_bicoloured_in_three_passes_and_equals_the_dense_jacobian() {
     let f = sparse_jacobian(&g, &[0], Some(SparseMode::Forward)).unwrap();
     assert_eq!(f.colours, n);
     let x: Vec<f64> = (0..n).map(|i| 0.3 * (i as f64 * 0.7).sin()).collect();
-    let dense = run(&jacobian(&g, &[0]).unwrap(), &x)[1].clone();
+    let dense = run(&jacfwd(&g, &[0]).unwrap(), &x)[1].clone();
     let outs = run(&s.graph, &x);
     assert_eq!(outs[0], run(&g, &x)[0]);
     assert_close(&densify(&s.pattern, &outs[1]), &dense, "arrow");
@@ -343,7 +343,7 @@ fn constant_entries_are_folded_and_only_the_others_computed() {
     }
     let mut rng = Rng(0xc0de);
     for (case, (g, computed)) in cases.iter().enumerate() {
-        let dense_g = jacobian(g, &[0]).unwrap();
+        let dense_g = jacfwd(g, &[0]).unwrap();
         for mode in [SparseMode::Forward, SparseMode::Reverse] {
             let s = sparse_jacobian(g, &[0], Some(mode)).unwrap();
             // The split sees through element-wise ops: in reverse mode the

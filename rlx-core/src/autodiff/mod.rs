@@ -53,8 +53,8 @@ mod zeros;
 pub use custom::custom_op;
 pub use jvp_rules::jvp_rule;
 pub use transforms::{
-    batch_jacobian, grad, grad_holomorphic, hessian, hvp, jacfwd, jacobian, jacobian_holomorphic,
-    jacrev, jvp, nth_order_grad, value_and_grad, vjp,
+    batch_jacobian, dense_hessian, grad, grad_holomorphic, hessian, hvp, jacfwd, jacobian,
+    jacobian_holomorphic, jacrev, jvp, nth_order_grad, value_and_grad, vjp,
 };
 pub use vjp_rules::vjp_rule;
 

@@ -85,11 +85,36 @@ pub fn hvp(g: &Graph, wrt: &[usize]) -> Result<Graph> {
 /// Full Hessian of the scalar output 0 (forward mode over the gradient).
 /// Outputs: the original outputs, then one block `∂²f/∂x_i∂x_j` shaped
 /// `[in_i..., in_j...]` per pair `(i, j)` of `wrt`, row-major.
+///
+/// When the Hessian's structural pattern has a star colouring with at most
+/// half as many colours as inputs, it is computed from those coloured
+/// products (see [`coloured`]); else by one product per input element, as
+/// [`dense_hessian`] always does.
 pub fn hessian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     let gg = grad_graph(g, wrt, "hessian")?;
+    let nodes = wrt_nodes(g, wrt, "hessian")?;
+    for &w in &nodes {
+        float_wrt(g, w, "hessian")?;
+    }
+    let n = total_numel(&shapes_of(g, &nodes), "hessian")?;
+    if let Some(h) = coloured::hessian(g, &gg, wrt, &nodes, n)? {
+        return Ok(h);
+    }
+    hessian_of(g, &gg, wrt)
+}
+
+/// The Hessian as [`hessian`] lays it out, always by one forward product
+/// per input element (no pattern, no colouring): the reference the
+/// coloured path is tested against.
+pub fn dense_hessian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
+    let gg = grad_graph(g, wrt, "hessian")?;
+    hessian_of(g, &gg, wrt)
+}
+
+fn hessian_of(g: &Graph, gg: &Graph, wrt: &[usize]) -> Result<Graph> {
     let m = g.outputs().len();
     let of: Vec<usize> = (m..m + wrt.len()).collect();
-    let mut h = jac_fwd_core(&gg, wrt, &of, "hessian")?;
+    let mut h = jac_fwd_core(gg, wrt, &of, "hessian")?;
     let blocks = h.outputs()[m + wrt.len()..].to_vec();
     set_outputs(&mut h, g, blocks);
     finish(h)
@@ -129,12 +154,22 @@ pub fn jacrev(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     finish(jac_rev_core(g, wrt, "jacrev")?)
 }
 
-/// Jacobian of output 0, picking the cheaper mode: forward when the total
-/// size of the `wrt` inputs is at most the size of the output, else reverse.
+/// Jacobian of output 0, picking the cheapest way: coloured products when
+/// the structural pattern needs at most half as many as the dense basis
+/// (see [`coloured`]), else forward mode when the total size of the `wrt`
+/// inputs is at most the size of the output, else reverse ([`jacfwd`] and
+/// [`jacrev`] always take one basis product per element).
 pub fn jacobian(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     let nodes = wrt_nodes(g, wrt, "jacobian")?;
     let o = out0(g, "jacobian")?;
+    for &w in &nodes {
+        float_wrt(g, w, "jacobian")?;
+    }
     let total_in = total_numel(&shapes_of(g, &nodes), "jacobian")?;
+    let passes = total_in.min(g.shape(o).numel());
+    if let Some(h) = coloured::jacobian(g, wrt, &nodes, o, passes)? {
+        return Ok(h);
+    }
     if total_in <= g.shape(o).numel() {
         finish(jac_fwd_core(g, wrt, &[0], "jacobian")?)
     } else {
@@ -658,6 +693,7 @@ fn set_outputs(h: &mut Graph, g: &Graph, extra: Vec<NodeId>) {
     h.set_outputs(outs);
 }
 
+pub mod coloured;
 mod holomorphic;
 mod locality;
 pub mod sparse;

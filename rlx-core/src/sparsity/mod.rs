@@ -37,15 +37,27 @@ use crate::{Error, Graph, NodeId, Result};
 /// assert_eq!(p.col(1), &[0, 1]);
 /// ```
 pub fn jacobian_pattern(g: &Graph, wrt: &[usize]) -> Result<Pattern> {
+    Ok(jacobian_pattern_within(g, wrt, usize::MAX)?.expect("no limit"))
+}
+
+/// [`jacobian_pattern`], or `None` when finding it would hold more than
+/// `limit` dependency entries over the graph's nodes.
+pub(crate) fn jacobian_pattern_within(
+    g: &Graph,
+    wrt: &[usize],
+    limit: usize,
+) -> Result<Option<Pattern>> {
     let nodes = wrt_nodes(g, wrt, "sparse_jacobian")?;
     let o = out0(g)?;
-    let sets = propagate::propagate(g, &nodes, o, None)?;
-    Ok(Pattern::from_csr(
+    let Some(sets) = propagate::propagate(g, &nodes, o, None, limit)? else {
+        return Ok(None);
+    };
+    Ok(Some(Pattern::from_csr(
         sets.len(),
         total(g, &nodes),
         &sets.ptr,
         &sets.idx,
-    ))
+    )))
 }
 
 /// The (symmetric) Hessian pattern of the scalar output 0 with respect to
@@ -66,10 +78,23 @@ pub fn jacobian_pattern(g: &Graph, wrt: &[usize]) -> Result<Pattern> {
 /// assert!(p.is_symmetric());
 /// ```
 pub fn hessian_pattern(g: &Graph, wrt: &[usize]) -> Result<Pattern> {
+    Ok(hessian_pattern_within(g, wrt, usize::MAX)?.expect("no limit"))
+}
+
+/// [`hessian_pattern`], or `None` when finding it would hold more than
+/// `limit` dependency entries, or more than `limit` interaction pairs.
+pub(crate) fn hessian_pattern_within(
+    g: &Graph,
+    wrt: &[usize],
+    limit: usize,
+) -> Result<Option<Pattern>> {
     let nodes = wrt_nodes(g, wrt, "sparse_hessian")?;
     let o = scalar_out0(g, "sparse_hessian")?;
-    let mut pairs = Vec::new();
-    propagate::propagate(g, &nodes, o, Some(&mut pairs))?;
+    let mut pairs = propagate::Pairs::within(limit);
+    if propagate::propagate(g, &nodes, o, Some(&mut pairs), limit)?.is_none() {
+        return Ok(None);
+    }
+    let mut pairs = pairs.v;
     let n = total(g, &nodes);
     pairs.sort_unstable();
     pairs.dedup();
@@ -77,7 +102,7 @@ pub fn hessian_pattern(g: &Graph, wrt: &[usize]) -> Result<Pattern> {
         .into_iter()
         .map(|(r, c)| (r as usize, c as usize))
         .collect();
-    Pattern::from_entries(n, n, &entries)
+    Pattern::from_entries(n, n, &entries).map(Some)
 }
 
 fn total(g: &Graph, nodes: &[NodeId]) -> usize {

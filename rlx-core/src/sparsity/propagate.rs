@@ -18,18 +18,38 @@
 use crate::sparsity::sets::{broadcast_map, strided, Sets};
 use crate::{BinaryOp, Graph, Literal, NodeId, Op, ReduceOp, Result, Shape, UnaryOp};
 
-/// Hessian pairs, both orders, possibly repeated.
-pub(crate) type Pairs = Vec<(u32, u32)>;
+/// Hessian pairs, both orders, possibly repeated, up to a limit.
+pub(crate) struct Pairs {
+    pub(crate) v: Vec<(u32, u32)>,
+    limit: usize,
+    /// A product was refused: the pairs would have passed `limit`.
+    over: bool,
+}
+
+impl Pairs {
+    /// No pairs yet; at most `limit` may be collected.
+    pub(crate) fn within(limit: usize) -> Pairs {
+        Pairs {
+            v: Vec::new(),
+            limit,
+            over: false,
+        }
+    }
+}
 
 /// The dependency sets of `out`'s elements on the inputs `wrt` (whose
 /// elements are numbered consecutively, in order, from 0), and, with
 /// `pairs`, the nonlinear interactions of everything `out` depends on.
+/// `None` when the sets of the nodes visited hold more than `limit` entries
+/// in all (an element's place counting as one), or the pairs pass their own limit: the pattern would cost more
+/// to find than its caller can save.
 pub(crate) fn propagate(
     g: &Graph,
     wrt: &[NodeId],
     out: NodeId,
     mut pairs: Option<&mut Pairs>,
-) -> Result<Sets> {
+    limit: usize,
+) -> Result<Option<Sets>> {
     let mut needed = vec![false; g.len()];
     needed[out.index()] = true;
     for i in (0..=out.index()).rev() {
@@ -46,17 +66,30 @@ pub(crate) fn propagate(
         off += g.shape(w).numel() as u32;
     }
     let mut deps: Vec<Option<Sets>> = vec![None; g.len()];
+    let mut entries = 0usize;
     for i in 0..=out.index() {
         if !needed[i] {
             continue;
         }
+        // A node's sets take one offset per element before any entry:
+        // refuse a node that alone would pass the limit, before allocating.
+        entries = entries.saturating_add(g.shape(NodeId(i as u32)).numel());
+        if entries > limit {
+            return Ok(None);
+        }
         let id = NodeId(i as u32);
         let d = node_deps(g, id, &deps, offsets[i], pairs.as_deref_mut())?;
+        entries = entries.saturating_add(d.as_ref().map_or(0, |s| s.idx.len()));
+        if entries > limit || pairs.as_ref().is_some_and(|p| p.over) {
+            return Ok(None);
+        }
         deps[i] = d.filter(|s| !s.all_empty());
     }
-    Ok(deps[out.index()]
-        .take()
-        .unwrap_or_else(|| empty(g.shape(out).numel())))
+    Ok(Some(
+        deps[out.index()]
+            .take()
+            .unwrap_or_else(|| empty(g.shape(out).numel())),
+    ))
 }
 
 /// `n` elements depending on nothing.
@@ -74,10 +107,20 @@ fn at(s: Option<&Sets>, k: usize) -> &[u32] {
 
 /// Adds `a × b` and `b × a`.
 fn product(pairs: &mut Pairs, a: &[u32], b: &[u32]) {
+    if pairs.over
+        || pairs
+            .v
+            .len()
+            .saturating_add((2 * a.len()).saturating_mul(b.len()))
+            > pairs.limit
+    {
+        pairs.over = true;
+        return;
+    }
     for &x in a {
         for &y in b {
-            pairs.push((x, y));
-            pairs.push((y, x));
+            pairs.v.push((x, y));
+            pairs.v.push((y, x));
         }
     }
 }

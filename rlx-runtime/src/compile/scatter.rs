@@ -27,6 +27,13 @@ pub(crate) struct ScatterStep {
     pub(crate) order: Order,
     /// The operand as `[outer, size, inner]` around the scattered axis.
     pub(crate) split: (usize, usize, usize),
+    /// The operand is a float constant holding `+0.0` everywhere but `-0.0`
+    /// exactly at the indices, which are distinct (a dense derivative
+    /// block, see `rlx_core::autodiff::transforms::coloured`): the result
+    /// is zeros with each update stored at its index, since `-0.0 + u` is
+    /// `u` in IEEE arithmetic (NaN payloads aside). A fill and the stores,
+    /// not a copy of the operand and the additions.
+    pub(crate) onto_zeros: bool,
 }
 
 impl ScatterStep {
@@ -49,12 +56,57 @@ impl ScatterStep {
             order: Order::of(&idx, split.1, parts),
             idx,
             split,
+            onto_zeros: false,
         })
+    }
+
+    /// Marks the step [`onto_zeros`](Self::onto_zeros) when the operand's
+    /// elements (`value(k)`, `numel` of them, a float constant) are `-0.0`
+    /// exactly at the indices, which are distinct, and `+0.0` elsewhere,
+    /// along a vector (`outer = inner = 1`).
+    pub(crate) fn onto_zeros_if(mut self, numel: usize, value: impl Fn(usize) -> f64) -> Self {
+        if self.split.0 != 1 || self.split.2 != 1 || numel != self.split.1 {
+            return self;
+        }
+        let mut negative = vec![false; numel];
+        for &i in self.idx.iter() {
+            if std::mem::replace(&mut negative[i as usize], true) {
+                return self; // an index twice: the updates add up
+            }
+        }
+        let zero = |k: usize, neg: bool| {
+            let v = value(k);
+            v == 0.0 && v.is_sign_negative() == neg
+        };
+        self.onto_zeros = negative.iter().enumerate().all(|(k, &neg)| zero(k, neg));
+        self
     }
 
     pub(crate) fn run(&self, env: &Env<'_>, out: &mut Storage) -> Result<()> {
         let (x, u) = (env.get(self.operand), env.get(self.updates));
+        if self.onto_zeros {
+            match (u, &mut *out) {
+                (Storage::F64(u), Storage::F64(o)) => {
+                    store(&self.idx, u, o, 0.0);
+                    return Ok(());
+                }
+                (Storage::F32(u), Storage::F32(o)) => {
+                    store(&self.idx, u, o, 0.0);
+                    return Ok(());
+                }
+                // Other dtypes are never marked; the general kernel reports them.
+                _ => {}
+            }
+        }
         kernels::scatter_add_checked(self.split, self.order, &self.idx, x, u, out)
+    }
+}
+
+/// `o` filled with `zero`, then `u[k]` stored at `idx[k]`.
+fn store<T: Copy>(idx: &[u32], u: &[T], o: &mut [T], zero: T) {
+    o.fill(zero);
+    for (&i, &v) in idx.iter().zip(u) {
+        o[i as usize] = v;
     }
 }
 

@@ -95,6 +95,21 @@ pub fn sparse_jacobian(
     }
     let pattern = jacobian_pattern(g, wrt)?;
     let (mode, b) = choose(&pattern, mode)?;
+    compressed_jacobian(g, wrt, pattern, mode, &b)
+}
+
+/// The program of [`sparse_jacobian`] for a pattern and compression
+/// already found (the checks of `sparse_jacobian` done).
+pub(crate) fn compressed_jacobian(
+    g: &Graph,
+    wrt: &[usize],
+    pattern: Pattern,
+    mode: SparseMode,
+    b: &Bicolouring,
+) -> Result<SparseProgram> {
+    let nodes = wrt_nodes(g, wrt, "sparse_jacobian")?;
+    let o = out0(g, "sparse_jacobian")?;
+    let dt = g.dtype(o);
     let mut r = g.clone();
     let (m, n) = (pattern.nrows(), pattern.ncols());
     let mut parts = Vec::with_capacity(2);
@@ -130,7 +145,10 @@ pub fn sparse_jacobian(
 /// The compression of a Jacobian with `pattern`: the side (or sides) asked
 /// for, or the one needing fewest products, as a bicolouring (one-sided
 /// colourings are those with no reverse, or no forward, products).
-fn choose(pattern: &Pattern, mode: Option<SparseMode>) -> Result<(SparseMode, Bicolouring)> {
+pub(crate) fn choose(
+    pattern: &Pattern,
+    mode: Option<SparseMode>,
+) -> Result<(SparseMode, Bicolouring)> {
     let forward = |c: Colouring| (SparseMode::Forward, Bicolouring::from_columns(pattern, &c));
     let reverse = |c: Colouring| (SparseMode::Reverse, Bicolouring::from_rows(pattern, &c));
     Ok(match mode {
@@ -180,17 +198,29 @@ fn choose(pattern: &Pattern, mode: Option<SparseMode>) -> Result<(SparseMode, Bi
 pub fn sparse_hessian(g: &Graph, wrt: &[usize]) -> Result<SparseProgram> {
     let pattern = hessian_pattern(g, wrt)?;
     let gg = grad_graph(g, wrt, "sparse_hessian")?;
+    let c = colouring::star(&pattern);
+    compressed_hessian(g, &gg, wrt, pattern, &c)
+}
+
+/// The program of [`sparse_hessian`] for a pattern and star colouring
+/// already found.
+pub(crate) fn compressed_hessian(
+    g: &Graph,
+    gg: &Graph,
+    wrt: &[usize],
+    pattern: Pattern,
+    c: &Colouring,
+) -> Result<SparseProgram> {
     let nodes = wrt_nodes(g, wrt, "sparse_hessian")?;
     for &w in &nodes {
         float_wrt(g, w, "sparse_hessian")?;
     }
     let m = g.outputs().len();
     let grads = gg.outputs()[m..].to_vec();
-    let c = colouring::star(&pattern);
     let p = c.count().max(1);
     let mut r = gg.clone();
     let seeds = seed_nodes(&mut r, g, &nodes, &padded(c.seeds(), pattern.ncols()), p)?;
-    let ys = batched_jvp(&mut r, &gg, &nodes, &grads, &seeds, p)?;
+    let ys = batched_jvp(&mut r, gg, &nodes, &grads, &seeds, p)?;
     let flat = flatten_blocks(&mut r, g, &nodes, &ys, p)?;
     let values = decompress(&mut r, flat, c.sources(), g.dtype(g.outputs()[0]))?;
     set_outputs(&mut r, g, vec![values]);

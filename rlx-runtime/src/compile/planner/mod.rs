@@ -501,10 +501,10 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
     }
     let mut copies: Vec<(u32, u32)> = Vec::new();
     for (j, o) in g.outputs().iter().enumerate() {
-        let i = o.index();
-        let computed = root[i] as usize == i
-            && !virt[i]
-            && !matches!(nodes[i].op, Op::Input { .. } | Op::Constant(_));
+        // An output that aliases a computed value (a reshape of it) takes
+        // that value's place: the step computing it writes the output.
+        let i = root[o.index()] as usize;
+        let computed = !virt[i] && !matches!(nodes[i].op, Op::Input { .. } | Op::Constant(_));
         if computed && b.locs[i] == Loc::None {
             b.locs[i] = Loc::Out(j as u32);
         } else {

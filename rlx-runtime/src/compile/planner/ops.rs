@@ -231,8 +231,14 @@ impl Builder<'_> {
         let split = split_at_axis(nodes[x].shape.dims(), axis);
         let (count, parts) = (nodes[idx].shape.numel(), nodes[idx].shape.dims().first());
         let vals = (self.root[x], self.root[upd]);
-        ScatterStep::checked(vals, split, count, parts.copied().unwrap_or(1), |k| {
+        let step = ScatterStep::checked(vals, split, count, parts.copied().unwrap_or(1), |k| {
             lit.get_i64(k)
+        })?;
+        Some(match &nodes[x].op {
+            Op::Constant(base) if matches!(nodes[x].dtype, DType::F64 | DType::F32) => {
+                step.onto_zeros_if(nodes[x].shape.numel(), |k| base.get_f64(k))
+            }
+            _ => step,
         })
     }
 
