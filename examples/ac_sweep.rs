@@ -176,7 +176,7 @@ fn log_gain(p: &Tensor, w: f64) -> (f64, Tensor) {
         &Tensor::from_vec(m.rhs, [n, 1]),
         &Tensor::zeros([n, 1], DType::F64),
     );
-    let h = y.solve(&rhs).slice(0, OUT, 1).reshape([]);
+    let h = y.solve(&rhs).slice_range(OUT..OUT + 1, 0).reshape([]);
     (h.abs().ln(), h)
 }
 

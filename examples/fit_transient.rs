@@ -71,7 +71,7 @@ fn kcl(v: &Tensor, prev: &Tensor, s: &Tensor, is: &Tensor, nvt: &Tensor, cap: &T
     let n = v.shape().dim(0);
     let z = Tensor::zeros([1], DType::F64);
     let padded = Tensor::concat(&[&z, v, &z], 0);
-    let chain = (v * 2.0 - padded.slice(0, 0, n) - padded.slice(0, 2, n)) * G;
+    let chain = (v * 2.0 - padded.slice_range(0..n, 0) - padded.slice_range(2..n + 2, 0)) * G;
     let diode = ((v / nvt).exp() - 1.0) * is;
     (v - prev) * cap * (1.0 / DT) + chain + diode - s
 }

@@ -28,7 +28,7 @@ fn kcl(v: &Tensor, prev: &Tensor, s: &Tensor, is: &Tensor, nvt: &Tensor, c: &Ten
     let n = v.shape().dim(0);
     let z = Tensor::zeros([1], DType::F64);
     let p = Tensor::concat(&[&z, v, &z], 0);
-    let chain = (v * 2.0 - p.slice(0, 0, n) - p.slice(0, 2, n)) * G;
+    let chain = (v * 2.0 - p.slice_range(0..n, 0) - p.slice_range(2..n + 2, 0)) * G;
     let diode = ((v / nvt).exp() - 1.0) * is;
     (v - prev) * c * (1.0 / DT) + chain + diode - s
 }
@@ -80,7 +80,7 @@ fn transient_unrolled(v0: &Tensor, src: &Tensor, is: f64, nvt: f64, c: f64) -> f
     let mut v = v0.clone();
     let mut path = Vec::new();
     for t in 0..src.shape().dim(0) {
-        let s = src.slice(0, t, 1).reshape([N]);
+        let s = src.slice_range(t..t + 1, 0).reshape([N]);
         let prev = v.clone();
         v = rlx::root(|y| kcl(y, &prev, &s, &is, &nvt, &c), &prev, newton())?;
         path.push(v.clone());
@@ -95,7 +95,7 @@ fn transient_by_hand(v0: &Tensor, src: &Tensor, is: f64, nvt: f64, c: f64) -> f6
         let v = rlx::root(|y| kcl(y, &prev, &s, &is, &nvt, &c), &prev, newton())?;
         Ok((v.clone(), v))
     })?;
-    let rows: Vec<Tensor> = (0..T).map(|t| path.slice(0, t, 1).reshape([N])).collect();
+    let rows: Vec<Tensor> = (0..T).map(|t| path.slice_range(t..t + 1, 0).reshape([N])).collect();
     loss(&rows)
 }
 
