@@ -3,15 +3,15 @@
 
 use rlx_core::{DType, Op, Shape, TensorType};
 
-use super::env::{Dst, Loc, Val};
-use super::fused::FusedStep;
-use super::matmul::MatMulStep;
-use super::movement::CopyStep;
-use super::reduce::ReduceStep;
-use super::scalar::ScalarStep;
-use super::scatter::ScatterStep;
-use super::small_region::RegionStep;
-use super::solve::SolveStep;
+use crate::compile::base::env::{Dst, Loc, Val};
+use crate::compile::fusion::fused::FusedStep;
+use crate::compile::products::matmul::MatMulStep;
+use crate::compile::scalar::step::ScalarStep;
+use crate::compile::steps::movement::CopyStep;
+use crate::compile::steps::reduce::ReduceStep;
+use crate::compile::steps::region::RegionStep;
+use crate::compile::steps::scatter::ScatterStep;
+use crate::compile::steps::solve::SolveStep;
 use crate::storage::Storage;
 
 /// One written value: destination and element count.
@@ -48,14 +48,14 @@ pub(crate) enum StepKind {
     Kernel(KernelStep),
     /// A scatter-add with constant indices, checked when the plan was built.
     Scatter(ScatterStep),
-    Loop(super::looping::LoopStep),
+    Loop(crate::compile::steps::looping::LoopStep),
     /// A root node: Newton's method over its compiled graphs.
-    Root(super::root::RootStep),
+    Root(crate::compile::steps::root::RootStep),
     /// A scalar region of small values in a mixed graph.
     Region(RegionStep),
     /// A matrix product and the element-wise loop over its result, run
     /// in place in one step (see `epilogue`).
-    Epilogue(super::epilogue::EpilogueStep),
+    Epilogue(crate::compile::products::epilogue::EpilogueStep),
 }
 
 /// One step of the schedule.
@@ -190,7 +190,7 @@ pub struct PlanStats {
     /// Regions of small values (at most 256 elements each) inside a plan
     /// that also has large ones, each lowered element by element into one
     /// scalar program run as one step (see
-    /// [`Options::scalarize`](super::Options::scalarize)). Large values
+    /// [`Options::scalarize`](crate::compile::options::Options::scalarize)). Large values
     /// never enter them: they keep their kernels and fused loops.
     pub small_regions: usize,
     /// Graph nodes inside those regions.
@@ -208,7 +208,7 @@ pub struct PlanStats {
     /// reductions folded into them) run in the same step, over the
     /// product's result in place: the product writes straight into the
     /// buffer of the loop's result and is never stored on its own (see
-    /// [`Options::epilogues`](super::Options::epilogues)).
+    /// [`Options::epilogues`](crate::compile::options::Options::epilogues)).
     pub epilogues: usize,
     /// Transposes read in place by matrix products.
     pub virtual_transposes: usize,
@@ -234,7 +234,7 @@ pub struct PlanStats {
     pub unzeroed_targets: usize,
     /// Nodes of the graph lowered element by element into one scalar
     /// program (0 unless the whole plan is scalarised: see
-    /// [`Options::scalarize`](super::Options::scalarize)). The other
+    /// [`Options::scalarize`](crate::compile::options::Options::scalarize)). The other
     /// counts then describe the element program.
     pub scalarized_nodes: usize,
     /// Items an item plan runs its program over: a batched graph whose

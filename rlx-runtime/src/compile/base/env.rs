@@ -45,7 +45,7 @@ static NOTHING: Storage = Storage::F32(Vec::new());
 
 /// Read access to every value of a run.
 pub(crate) struct Env<'a> {
-    /// Where each value lives ([`Plan::locs`](super::plan::Plan)).
+    /// Where each value lives ([`Plan::locs`](crate::compile::plan::Plan)).
     pub(crate) locs: &'a [Loc],
     /// The plan's constants.
     pub(crate) consts: &'a [Storage],

@@ -16,7 +16,7 @@ use std::sync::{Condvar, Mutex, OnceLock, TryLockError};
 
 use half::{bf16, f16};
 
-use super::regs::{Registers, BLOCK};
+use crate::compile::base::regs::{Registers, BLOCK};
 use crate::storage::Storage;
 
 /// Elements a part gets at least: below this a thread's wake-up costs

@@ -9,10 +9,10 @@
 //! in the register's type before the widening, as the instruction did, so
 //! the bits do not change.
 
-use super::chain_form::{dead_after, touches};
-use super::fold::{Pre, Sink};
-use super::fused::{Instr, Leaf};
-use super::regs::{Bank, Out, Src};
+use crate::compile::base::regs::{Bank, Out, Src};
+use crate::compile::fusion::chain_form::{dead_after, touches};
+use crate::compile::fusion::fold::{Pre, Sink};
+use crate::compile::fusion::fused::{Instr, Leaf};
 
 /// The body with each absorbable op removed (its fold reading the op's
 /// operand, its sink applying the op), and the number removed.
@@ -70,7 +70,7 @@ mod tests {
     use rlx_core::{ReduceOp, UnaryOp};
 
     use super::*;
-    use crate::compile::regs::Reg;
+    use crate::compile::base::regs::Reg;
 
     fn f(idx: u32) -> Reg {
         Reg {

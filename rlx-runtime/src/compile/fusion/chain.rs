@@ -19,12 +19,13 @@
 //! constant — the functions the per-op block loops use — so a chain's
 //! results are bit for bit those of the instructions it replaces (NaN
 //! propagation of `min`/`max`/`relu` included). Chains are formed after
-//! planning, by [`super::chain_form`].
+//! planning, by [`crate::compile::fusion::chain_form`].
 
 use rlx_core::{BinaryOp, UnaryOp};
 
-use super::math::{self, Arg, Real};
-use super::regs::{Bank, Out, Src};
+use crate::compile::base::math;
+use crate::compile::base::math::{Arg, Real};
+use crate::compile::base::regs::{Bank, Out, Src};
 
 /// Most stages of one chain; longer runs become several chains, so the
 /// stages resolved for a block fit in a stack array.

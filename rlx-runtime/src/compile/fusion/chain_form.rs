@@ -10,9 +10,9 @@
 //! `Instr::Round` of the result, which reads the register and so ends the
 //! run; `f16`/`bf16` therefore keep their rounding after every op.
 
-use super::chain::{Chain, ChainBinary, ChainUnary, Stage, MAX_STAGES};
-use super::fused::{Instr, Leaf};
-use super::regs::{Bank, Out, Reg, Src};
+use crate::compile::base::regs::{Bank, Out, Reg, Src};
+use crate::compile::fusion::chain::{Chain, ChainBinary, ChainUnary, Stage, MAX_STAGES};
+use crate::compile::fusion::fused::{Instr, Leaf};
 
 /// The body with runs of two or more cheap ops replaced by chains, and the
 /// number of instructions that went into chains.
@@ -218,7 +218,7 @@ mod tests {
     use rlx_core::{BinaryOp, UnaryOp};
 
     use super::*;
-    use crate::compile::fused::Access;
+    use crate::compile::fusion::fused::Access;
 
     fn f(idx: u32) -> Reg {
         Reg {

@@ -15,10 +15,10 @@
 
 use rlx_core::{ReduceOp, UnaryOp};
 
-use super::fused_io::{for_row_groups, for_runs, short_rows};
-use super::reduce::{write_f64, Acc};
-use super::regs::{Bank, Reg, Registers, BLOCK};
-use super::row_sums;
+use crate::compile::base::regs::{Bank, Reg, Registers, BLOCK};
+use crate::compile::fusion::io::{for_row_groups, for_runs, short_rows};
+use crate::compile::fusion::row_sums;
+use crate::compile::steps::reduce::{write_f64, Acc};
 use crate::storage::Storage;
 
 /// Interleaved partial results of a reduced innermost axis.

@@ -23,15 +23,17 @@
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
-use super::chain::{Chain, ChainReal, Resolved, Stage, Start, MAX_STAGES};
-use super::env::Env;
-use super::fold::Sink;
-use super::fused_io::{fill, load, scatter, store, Scatter};
-pub(crate) use super::fused_io::{Access, Leaf};
-use super::interleave::{interleave, Interleave};
-use super::math::{self, Arg};
-use super::parallel::{self, window, RawTarget, Scratch};
-use super::regs::{reg, reg_mut, Bank, Out, Reg, Registers, Src, BLOCK};
+use crate::compile::base::env::Env;
+use crate::compile::base::math;
+use crate::compile::base::math::Arg;
+use crate::compile::base::parallel;
+use crate::compile::base::parallel::{window, RawTarget, Scratch};
+use crate::compile::base::regs::{reg, reg_mut, Bank, Out, Reg, Registers, Src, BLOCK};
+use crate::compile::fusion::chain::{Chain, ChainReal, Resolved, Stage, Start, MAX_STAGES};
+use crate::compile::fusion::fold::Sink;
+use crate::compile::fusion::interleave::{interleave, Interleave};
+use crate::compile::fusion::io::{fill, load, scatter, store, Scatter};
+pub(crate) use crate::compile::fusion::io::{Access, Leaf};
 use crate::storage::{Cache, Storage};
 
 /// One block-wide instruction.

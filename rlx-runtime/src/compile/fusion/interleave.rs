@@ -4,9 +4,9 @@
 
 use half::{bf16, f16};
 
-use super::fused_io::{for_runs, Scatter};
-use super::parallel::RawTarget;
-use super::regs::{reg, Reg, Registers};
+use crate::compile::base::parallel::RawTarget;
+use crate::compile::base::regs::{reg, Reg, Registers};
+use crate::compile::fusion::io::{for_runs, Scatter};
 
 /// Most registers one [`Interleave`] writes; larger groups of pieces are
 /// split into several.
@@ -227,7 +227,7 @@ unsafe fn quads_portable<T: Copy, U: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::fused_io::scatter;
+    use crate::compile::fusion::io::scatter;
 
     /// `interleave` writes exactly what one `scatter` per register writes,
     /// for blocks cut anywhere (mid-row, mid-tile, one element) and for
@@ -237,7 +237,7 @@ mod tests {
     /// the most registers one write takes.
     #[test]
     fn interleaved_writes_equal_one_scatter_per_register() {
-        use crate::compile::regs::{Bank, BLOCK};
+        use crate::compile::base::regs::{Bank, BLOCK};
         use crate::storage::Storage;
         let (a, b) = (37, 29);
         /// Dims, strides, offsets of the pieces, target length.

@@ -5,9 +5,9 @@
 
 use half::{bf16, f16};
 
-use super::env::Val;
-use super::parallel::RawTarget;
-use super::regs::{reg, reg_mut, Reg, Registers};
+use crate::compile::base::env::Val;
+use crate::compile::base::parallel::RawTarget;
+use crate::compile::base::regs::{reg, reg_mut, Reg, Registers};
 use crate::storage::Storage;
 
 /// How a leaf operand maps onto the chain's output elements.

@@ -19,9 +19,9 @@
 //! [`sum_sweeps3`] keeps each sweep's three accumulators in one vector.
 //! The portable code is the row loops themselves.
 //!
-//! [`Sink`]: super::fold::Sink
+//! [`Sink`]: crate::compile::fusion::fold::Sink
 
-use super::fold::Pre;
+use crate::compile::fusion::fold::Pre;
 
 /// Row elements.
 const N: usize = 3;

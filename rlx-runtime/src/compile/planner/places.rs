@@ -13,8 +13,8 @@
 
 use rlx_core::{Graph, Op};
 
-use super::builder::contiguous;
-use super::views::View;
+use crate::compile::planner::builder::contiguous;
+use crate::compile::planner::views::View;
 
 /// Where a value lives inside another one's storage: element `i` (a
 /// multi-index over the value's dims) is element `off + Σ i_d·strides[d]`

@@ -8,7 +8,7 @@
 //! writing another. Here the product is written straight into the buffer
 //! of the loop's result (the layer's `h`, the cotangent `dz`); the loop
 //! then reads each block of it into a register
-//! ([`Instr::LoadTarget`](super::fused::Instr), first in its body) before
+//! ([`Instr::LoadTarget`](crate::compile::fusion::fused::Instr), first in its body) before
 //! anything writes that block, and overwrites it with the result. The
 //! product's value never has a buffer of its own, and the loop's writes
 //! go to the cache lines it has just read.
@@ -20,9 +20,9 @@
 //! steps would, in the same order: the results are bit-identical to the
 //! plan without epilogues, for every thread count.
 
-use super::env::Env;
-use super::fused::{FusedStep, LoopScratch};
-use super::matmul::{HalfScratch, MatMulStep};
+use crate::compile::base::env::Env;
+use crate::compile::fusion::fused::{FusedStep, LoopScratch};
+use crate::compile::products::matmul::{HalfScratch, MatMulStep};
 use crate::storage::Storage;
 
 /// A product written into target `target` of `body`, which then runs over it.

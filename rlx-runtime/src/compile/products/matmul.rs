@@ -19,8 +19,8 @@
 use half::{bf16, f16};
 use rlx_core::DType;
 
-use super::env::{Env, Val};
-use super::parallel;
+use crate::compile::base::env::{Env, Val};
+use crate::compile::base::parallel;
 use crate::storage::Storage;
 
 /// Largest `m·k·n` computed by the plain loop.
@@ -85,7 +85,7 @@ pub(crate) trait Gemm:
     /// The CPU must support AVX2, and the views of `A` and `B` must be in
     /// bounds.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn panel_avx2(v: &mut super::panel_avx2::Views<'_, '_, Self>);
+    unsafe fn panel_avx2(v: &mut crate::compile::products::panel_avx2::Views<'_, '_, Self>);
 }
 
 impl Gemm for f32 {
@@ -109,9 +109,9 @@ impl Gemm for f32 {
     }
 
     #[cfg(target_arch = "x86_64")]
-    unsafe fn panel_avx2(v: &mut super::panel_avx2::Views<'_, '_, f32>) {
+    unsafe fn panel_avx2(v: &mut crate::compile::products::panel_avx2::Views<'_, '_, f32>) {
         // SAFETY: forwarded from the caller's contract.
-        unsafe { super::panel_avx2::product_f32(v) }
+        unsafe { crate::compile::products::panel_avx2::product_f32(v) }
     }
 }
 
@@ -136,9 +136,9 @@ impl Gemm for f64 {
     }
 
     #[cfg(target_arch = "x86_64")]
-    unsafe fn panel_avx2(v: &mut super::panel_avx2::Views<'_, '_, f64>) {
+    unsafe fn panel_avx2(v: &mut crate::compile::products::panel_avx2::Views<'_, '_, f64>) {
         // SAFETY: forwarded from the caller's contract.
-        unsafe { super::panel_avx2::product_f64(v) }
+        unsafe { crate::compile::products::panel_avx2::product_f64(v) }
     }
 }
 
@@ -203,7 +203,7 @@ impl Kernel {
     ) -> Kernel {
         let tiny = is_tiny(m, k, n);
         let panel = k > 0
-            && super::panel::fits(k, n, a, b, csc)
+            && crate::compile::products::panel::fits(k, n, a, b, csc)
             && if tiny { b.cs == 1 } else { m <= PANEL_ROWS };
         match (panel, tiny) {
             (true, true) => Kernel::Panel,
@@ -241,8 +241,12 @@ pub(crate) fn gemm<T: Gemm>(
         return;
     }
     match kernel {
-        Kernel::Panel => super::panel::product((m, k, n), a, b, c, c_off, rsc, false),
-        Kernel::PanelFused => super::panel::product((m, k, n), a, b, c, c_off, rsc, true),
+        Kernel::Panel => {
+            crate::compile::products::panel::product((m, k, n), a, b, c, c_off, rsc, false)
+        }
+        Kernel::PanelFused => {
+            crate::compile::products::panel::product((m, k, n), a, b, c, c_off, rsc, true)
+        }
         Kernel::Plain => plain((m, k, n), &a, &b, c, c_off, (rsc, csc)),
         Kernel::Packed => {
             // Strides are at most the slice lengths, which fit in `isize`.
@@ -349,10 +353,10 @@ fn rows_of_transposed<T: Gemm>(
         rs: n,
         cs: 1,
     };
-    if !super::panel::fits(k, n, a, &bt, csc) {
+    if !crate::compile::products::panel::fits(k, n, a, &bt, csc) {
         return false;
     }
-    super::panel::product((m, k, n), *a, bt, c, c_off, rsc, false);
+    crate::compile::products::panel::product((m, k, n), *a, bt, c, c_off, rsc, false);
     true
 }
 

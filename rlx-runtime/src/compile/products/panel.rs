@@ -20,7 +20,7 @@
 //! same order with explicit vector blocks (the same bits); these loops are
 //! the fallback elsewhere.
 
-use super::matmul::{Gemm, Mat};
+use crate::compile::products::matmul::{Gemm, Mat};
 
 /// `s + a·b`: a multiply then an add (two roundings, the portable loops'
 /// formula), or with `FUSED` one fused multiply-add (one rounding).
@@ -139,7 +139,7 @@ fn product_with<T: Gemm>(
     if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
         check(&job.a, m, k);
         check(&job.b, k, n);
-        let mut views = super::panel_avx2::Views {
+        let mut views = crate::compile::products::panel_avx2::Views {
             m,
             k,
             n,

@@ -1,10 +1,10 @@
-//! The panel kernels of [`panel`](super::panel) written with AVX
+//! The panel kernels of [`panel`](crate::compile::products::panel) written with AVX
 //! intrinsics for `f32` and `f64`: the same sums in the same order, so the
 //! same bits as the portable loops (tested), at full vector width.
 //!
 //! The portable loops, compiled with AVX2 enabled, left LLVM to map their
 //! `[T; 8]` blocks onto registers; for the transposed right operand of a
-//! backward product (`dz · Wᵀ`, [`dots`](super::panel)) it produced
+//! backward product (`dz · Wᵀ`, [`dots`](crate::compile::products::panel)) it produced
 //! shuffles and spills. Here every block is explicit:
 //!
 //! - `rows` (`csb = 1`): `R × NV` vectors of `C` (`R ≤ 4` rows, `NV ≤ 2`
@@ -20,15 +20,15 @@
 //!   (rows `i` and `i + 1` of `A` against one column of `B`).
 //!
 //! Every element outside the full blocks is computed one at a time by the
-//! same formula. The caller ([`super::panel::product`]) checks the views'
+//! same formula. The caller ([`crate::compile::products::panel::product`]) checks the views'
 //! bounds first, and calls these only where the CPU has AVX.
 
 #![cfg(target_arch = "x86_64")]
 
 use std::arch::x86_64::*;
 
-use super::matmul::Mat;
-use super::panel::Madd;
+use crate::compile::products::matmul::Mat;
+use crate::compile::products::panel::Madd;
 
 /// Rows of `C` per block.
 const R: usize = 4;
@@ -36,7 +36,7 @@ const R: usize = 4;
 /// One product: `C ← A B`, `A: m × k`, `B: k × n`, `C[i, j] = c[c_off +
 /// i·rsc + j]`; the views are in bounds (checked by the caller) and `c`
 /// holds every `C[i, j]`.
-pub(super) struct Views<'a, 'c, T> {
+pub(crate) struct Views<'a, 'c, T> {
     pub(super) m: usize,
     pub(super) k: usize,
     pub(super) n: usize,
@@ -419,7 +419,7 @@ mod f32x8 {
 pub(super) unsafe fn product_f64(v: &mut Views<'_, '_, f64>) {
     #[cfg(feature = "avx512")]
     // SAFETY: forwarded from the caller.
-    if v.wide && unsafe { super::panel_avx512::product_f64(v) }.is_some() {
+    if v.wide && unsafe { crate::compile::products::panel_avx512::product_f64(v) }.is_some() {
         return;
     }
     // SAFETY: forwarded from the caller.
@@ -444,7 +444,7 @@ pub(super) unsafe fn product_f32(v: &mut Views<'_, '_, f32>) {
     #[cfg(feature = "avx512")]
     if v.wide {
         // SAFETY: forwarded from the caller.
-        return unsafe { super::panel_avx512::product_f32(v) };
+        return unsafe { crate::compile::products::panel_avx512::product_f32(v) };
     }
     // SAFETY: forwarded from the caller.
     unsafe {

@@ -1,6 +1,6 @@
-//! The panel kernels of [`panel`](super::panel) at AVX-512 width, where
+//! The panel kernels of [`panel`](crate::compile::products::panel) at AVX-512 width, where
 //! the CPU has AVX-512F: the same sums in the same order as the portable
-//! loops and [`panel_avx2`](super::panel_avx2), so the same bits (tested),
+//! loops and [`panel_avx2`](crate::compile::products::panel_avx2), so the same bits (tested),
 //! with twice the lanes a vector.
 //!
 //! - `rows` (`csb = 1`, `f32` and `f64`): `R × NV` vectors of `C` in
@@ -21,9 +21,9 @@
 //!
 //! Every element outside the blocks is computed one at a time by the
 //! same formula (`panel_avx2`'s edge loops). The caller
-//! ([`panel_avx2::product_f32`](super::panel_avx2)) calls these only
+//! ([`panel_avx2::product_f32`](crate::compile::products::panel_avx2)) calls these only
 //! where the CPU has AVX-512F; the views are checked by
-//! [`super::panel::product`].
+//! [`crate::compile::products::panel::product`].
 
 #![cfg(target_arch = "x86_64")]
 // The AVX-512 intrinsics are stable since Rust 1.89, above the crate's
@@ -33,7 +33,7 @@
 
 use std::arch::x86_64::*;
 
-use super::panel_avx2::{edge_dots, Views};
+use crate::compile::products::panel_avx2::{edge_dots, Views};
 
 /// Rows of `C` per block.
 const R: usize = 4;
@@ -271,7 +271,7 @@ mod f32x16 {
                     let x = &v.a.data[v.a.off + i * v.a.rs..][..v.k];
                     let y = &v.b.data[v.b.off + j * v.b.cs..][..v.k];
                     *t = (full_k..v.k).fold(0.0f32, |s, p| {
-                        super::super::panel::Madd::madd::<FUSED>(s, x[p], y[p])
+                        crate::compile::products::panel::Madd::madd::<FUSED>(s, x[p], y[p])
                     });
                 }
             }

@@ -6,8 +6,9 @@
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};
 
-use super::env::Val;
-use super::math::{self, Real};
+use crate::compile::base::env::Val;
+use crate::compile::base::math;
+use crate::compile::base::math::Real;
 
 /// How a register's value is computed and rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,11 +16,11 @@
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, DType, TensorType, UnaryOp};
 
-use super::env::{concrete, Env, Loc, Val};
+use crate::compile::base::env::{concrete, Env, Loc, Val};
+use crate::compile::base::math;
+use crate::compile::scalar::code::{powi_f64, s_unary, SInstr, ACC};
 #[cfg(feature = "jit")]
-use super::jit::Native;
-use super::math;
-use super::scalar_code::{powi_f64, s_unary, SInstr, ACC};
+use crate::compile::scalar::native::call::Native;
 use crate::storage::Storage;
 use crate::value::Arg;
 

@@ -1,7 +1,7 @@
 //! [`SmallCall`]: the native code of a scalarised plan as a handle, for
 //! the warm calls of a companion over small tensors.
 //!
-//! [`Executable::run_small`](super::Executable::run_small) reaches the
+//! [`Executable::run_small`](crate::compile::executable::Executable::run_small) reaches the
 //! code through the executable, its scalarised plan and that plan's
 //! element program, deciding on every call which of them runs (a direct
 //! program, placed code, the general fill) and checking lengths at each
@@ -13,9 +13,10 @@
 
 use rlx_core::{DType, TensorType};
 
-use super::small::{in_place, with_inputs, with_stack};
-use super::{DirectCall, Flat};
 use crate::buffer::OWNED_MAX;
+use crate::compile::executable::DirectCall;
+use crate::compile::small::flat::Flat;
+use crate::compile::small::program::{in_place, with_inputs, with_stack};
 use crate::pool;
 use crate::value::{is_number, Arg};
 

@@ -258,7 +258,7 @@ take_number!(f32 => F32, f64 => F64);
 
 /// Locates the next output of a warm call as a `T` ([`Take::locate`]);
 /// generated code calls it for every result of the closure it passes to
-/// [`SmallRun::run`](super::SmallRun::run), then [`flat_build`] for each.
+/// [`SmallRun::run`](crate::compile::small::call::SmallRun::run), then [`flat_build`] for each.
 #[inline(always)]
 pub fn flat_locate<'a, T: Take>(it: &mut Flat<'a>) -> Option<T::Located<'a>> {
     T::locate(it)

@@ -3,14 +3,14 @@
 //! written back into `f32`/`f64` storages, and the call of the element
 //! program itself.
 //!
-//! [`Small`]: super::small::Small
+//! [`Small`]: crate::compile::small::program::Small
 
-use super::env::concrete;
-use super::plan::StepKind;
+use crate::compile::base::env::concrete;
+use crate::compile::executable::Executable;
+use crate::compile::plan::StepKind;
 #[cfg(feature = "jit")]
-use super::scalar;
-use super::scalar::NumberIo;
-use super::Executable;
+use crate::compile::scalar::step;
+use crate::compile::scalar::step::NumberIo;
 use crate::storage::Storage;
 use crate::value::Arg;
 
@@ -162,7 +162,7 @@ pub(super) fn program(exe: &Executable, ins: &[f64], out: &mut [f64]) {
             }
             n.call(leaves, results);
             for ((o, &t), ty) in out.iter_mut().zip(&prog.target_of_output).zip(types) {
-                *o = scalar::round_to(ty.dtype, results[t as usize]);
+                *o = step::round_to(ty.dtype, results[t as usize]);
             }
         });
         return;

@@ -12,20 +12,22 @@
 
 use rlx_core::{DType, Graph, NodeId, Op, Result, TensorType};
 
-use super::env::concrete;
-use super::flat::Flat;
-use super::options::Options;
-use super::plan::PlanStats;
-#[cfg(feature = "jit")]
-use super::plan::{Plan, StepKind};
-use super::scalar;
-use super::small_call::SmallCall;
-pub(crate) use super::small_io::{in_place, read, with_inputs, with_stack};
-use super::small_io::{program, read_args, write};
-#[cfg(feature = "jit")]
-use super::DirectCall;
-use super::{optimize, planner, Executable};
 use crate::buffer::Buffer;
+use crate::compile::base::env::concrete;
+use crate::compile::driver::optimize;
+#[cfg(feature = "jit")]
+use crate::compile::executable::DirectCall;
+use crate::compile::executable::Executable;
+use crate::compile::options::Options;
+use crate::compile::plan::PlanStats;
+#[cfg(feature = "jit")]
+use crate::compile::plan::{Plan, StepKind};
+use crate::compile::planner;
+use crate::compile::scalar::step;
+use crate::compile::small::call::SmallCall;
+use crate::compile::small::flat::Flat;
+pub(crate) use crate::compile::small::io::{in_place, read, with_inputs, with_stack};
+use crate::compile::small::io::{program, read_args, write};
 use crate::context::current_id;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
@@ -139,7 +141,7 @@ pub(crate) struct Small {
 #[cfg(feature = "jit")]
 #[derive(Debug)]
 struct Placed {
-    native: std::sync::Arc<super::jit::Native>,
+    native: std::sync::Arc<crate::compile::scalar::native::call::Native>,
     start: usize,
     len: usize,
     /// Whether every output element outside the window is a constant
@@ -165,7 +167,7 @@ impl Placed {
         len: usize,
         covers: bool,
     ) -> Option<Placed> {
-        use super::scalar_code::SInstr;
+        use crate::compile::scalar::code::SInstr;
         let prog = plan.scalar_program.as_ref()?;
         let StepKind::Scalar(region) = &plan.steps.first()?.kind else {
             return None;
@@ -218,7 +220,8 @@ impl Placed {
             }
         }
         code.append(&mut input_stores);
-        let native = super::jit::compile(&code, region.len, &region.consts, len)?;
+        let native =
+            crate::compile::scalar::native::compile(&code, region.len, &region.consts, len)?;
         // One function with no spill buffer, or the caller could not call
         // it whole: not worth keeping.
         (native.is_whole(native.loads(), len)).then(|| Placed {
@@ -258,7 +261,7 @@ impl Small {
             let n = eg.node(o);
             sources.push(match &n.op {
                 Op::Input { index } => Source::Input(*index as u32),
-                Op::Constant(lit) => Source::Const(scalar::round_to(n.dtype, lit.get_f64(0))),
+                Op::Constant(lit) => Source::Const(step::round_to(n.dtype, lit.get_f64(0))),
                 // Each computed element once (outputs repeat after CSE):
                 // a plan with repeated outputs would copy them.
                 _ => match computed.iter().position(|&c| c == o) {
@@ -648,7 +651,7 @@ mod tests {
     fn placed_stores_give_the_bits_of_the_index_pairs() {
         let hess = autodiff::hessian(&rosenbrock(6), &[0]).unwrap();
         for (name, g) in [("hessian", hess), ("mixed", mixed())] {
-            let (g, _) = super::super::prepare(&g).unwrap();
+            let (g, _) = crate::compile::driver::prepare(&g).unwrap();
             let small = Small::build(&g, &Options::default()).expect("small");
             assert!(!small.direct, "{name}");
             let p = small
@@ -686,7 +689,7 @@ mod tests {
         let mut outputs = h.outputs().to_vec();
         outputs[0] = h.zeros_like(outputs[0]);
         h.set_outputs(outputs);
-        let (g, _) = super::super::prepare(&h).unwrap();
+        let (g, _) = crate::compile::driver::prepare(&h).unwrap();
         let small = Small::build(&g, &Options::default()).expect("small");
         let p = small.placed.as_ref().expect("placed");
         assert!(p.covers && p.start == 1);

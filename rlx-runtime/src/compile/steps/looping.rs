@@ -9,9 +9,12 @@ use std::sync::{Arc, Mutex};
 
 use rlx_core::{Graph, LoopKind, LoopOp, LoopRef, Result};
 
-use super::env::{Env, Inputs, Outputs, Val};
-use super::{compile_with, Executable, Options};
-use super::{exec, parallel};
+use crate::compile::base::env::{Env, Inputs, Outputs, Val};
+use crate::compile::base::parallel;
+use crate::compile::driver::compile_with;
+use crate::compile::exec;
+use crate::compile::executable::Executable;
+use crate::compile::options::Options;
 use crate::kernels::looping::{run_loop, LoopBuffers, RunGraph};
 use crate::storage::Storage;
 

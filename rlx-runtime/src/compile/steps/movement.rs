@@ -5,7 +5,7 @@
 //! A transpose permutes the source strides, a slice offsets them, a concat
 //! is one copy per operand into a window of the output.
 
-use super::env::{Env, Val};
+use crate::compile::base::env::{Env, Val};
 use crate::storage::Storage;
 
 /// `dims` and one list of element strides per operand, with axes of

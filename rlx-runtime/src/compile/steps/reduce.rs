@@ -17,8 +17,8 @@
 
 use rlx_core::ReduceOp;
 
-use super::env::{Env, Val};
-use super::parallel;
+use crate::compile::base::env::{Env, Val};
+use crate::compile::base::parallel;
 use crate::storage::{Element, Storage};
 
 /// A compiled reduction.

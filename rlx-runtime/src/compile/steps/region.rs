@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use super::env::{Env, Val};
-use super::small::{self, Small};
+use crate::compile::base::env::{Env, Val};
+use crate::compile::small::program;
+use crate::compile::small::program::Small;
 use crate::storage::Storage;
 
 /// A scalar region as a step.
@@ -29,7 +30,7 @@ impl RegionStep {
             |ins| {
                 let mut at = 0;
                 for &(v, n) in &self.inputs {
-                    small::read(env.get(v), &mut ins[at..at + n]);
+                    program::read(env.get(v), &mut ins[at..at + n]);
                     at += n;
                 }
             },

@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use rlx_core::{Result, RootRef};
 
-use super::env::{Env, Val};
-use super::looping::Warm;
-use super::{compile_with, Executable, Options};
+use crate::compile::base::env::{Env, Val};
+use crate::compile::driver::compile_with;
+use crate::compile::executable::Executable;
+use crate::compile::options::Options;
+use crate::compile::steps::looping::Warm;
 use crate::kernels::root::run_root;
 use crate::storage::Storage;
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use rlx_core::Result;
 
-use super::env::{Env, Val};
+use crate::compile::base::env::{Env, Val};
 use crate::kernels::{self, Order};
 use crate::storage::Storage;
 

@@ -9,8 +9,8 @@
 
 use rlx_core::{DType, Error, Result, Shape};
 
-use super::env::{Env, Val};
-use super::reduce::write_f64;
+use crate::compile::base::env::{Env, Val};
+use crate::compile::steps::reduce::write_f64;
 use crate::kernels::solve::{eps, factor_and_solve};
 use crate::storage::Storage;
 

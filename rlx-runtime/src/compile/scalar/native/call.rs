@@ -95,7 +95,7 @@ pub(crate) struct Native {
     /// For a region whose `entry` is a fast function (see `guard`): its
     /// exact code, which the fast function runs where its results could
     /// differ (boxed: the fast function holds its address).
-    pub(super) exact: Option<Box<super::guard::Exact>>,
+    pub(super) exact: Option<Box<crate::compile::scalar::native::guard::Exact>>,
     /// Slots of the spill buffer (0 for a region in one function).
     pub(super) spill: usize,
     pub(super) loads: usize,
@@ -299,13 +299,15 @@ impl Whole {
 
     /// [`Whole::call`] on leaves the caller holds in a local array (the
     /// number path's arguments): the function that reads them from memory
-    /// gets a copy ([`super::super::on_copy`]), so that the one taking
+    /// gets a copy ([`crate::compile::base::stack::on_copy`]), so that the one taking
     /// them in registers can be passed the array's elements without a
     /// store.
     #[inline]
     pub(crate) fn call_local(&self, ins: &[f64], outs: &mut [f64]) -> bool {
         match self.f {
-            WholeFn::Memory(_) => super::super::on_copy(ins, |ins| self.call(ins, outs)),
+            WholeFn::Memory(_) => {
+                crate::compile::base::stack::on_copy(ins, |ins| self.call(ins, outs))
+            }
             WholeFn::Registers(_) => self.call(ins, outs),
         }
     }

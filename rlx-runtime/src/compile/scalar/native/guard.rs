@@ -38,10 +38,10 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::FunctionBuilder;
 
-use super::Native;
-use crate::compile::env::Val;
-use crate::compile::scalar::{ScalarIo, ScalarStep};
-use crate::compile::scalar_code::{SInstr, SType};
+use crate::compile::base::env::Val;
+use crate::compile::scalar::code::{SInstr, SType};
+use crate::compile::scalar::native::call::Native;
+use crate::compile::scalar::step::{ScalarIo, ScalarStep};
 
 /// For a region (operands resolved) that has a `mul_zero` and whose
 /// guarded values only reach the operations named in the module doc: per
@@ -164,7 +164,13 @@ impl Exact {
     /// Runs the exact code on `ins` into `outs`.
     fn run(&self, ins: &[f64], outs: &mut [f64]) {
         let native = self.native.get_or_init(|| {
-            super::compile_as(&self.code, self.len, &self.consts, self.targets, false)
+            crate::compile::scalar::native::compile_as(
+                &self.code,
+                self.len,
+                &self.consts,
+                self.targets,
+                false,
+            )
         });
         match native {
             Some(n) => n.call(ins, outs),
@@ -442,7 +448,8 @@ mod tests {
             // A fresh region for each `a`, so that most calls run the fast
             // function (a region switches to its exact code after
             // `SWITCH_AFTER` hand-overs).
-            let native = super::super::compile(&code, 11, &[], 6).expect("compiles");
+            let native =
+                crate::compile::scalar::native::compile(&code, 11, &[], 6).expect("compiles");
             assert!(native.exact.is_some(), "the region has a fast function");
             for &b in &special {
                 for &c in &special {
@@ -528,9 +535,12 @@ mod tests {
             src: sum.expect("nine terms"),
             target: 9,
         });
-        let native = super::super::compile(&code, 30, &[], 10).expect("compiles");
+        let native = crate::compile::scalar::native::compile(&code, 30, &[], 10).expect("compiles");
         assert!(native.exact.is_some(), "the region has a fast function");
-        assert!(matches!(native.entry, super::super::Entry::Memory(_)));
+        assert!(matches!(
+            native.entry,
+            crate::compile::scalar::native::Entry::Memory(_)
+        ));
         for last in [0.0, -0.0, 2.0, f64::INFINITY] {
             for first in [0.0, -0.0, 1.5] {
                 let mut xs = [1.0; 10];
@@ -560,7 +570,7 @@ mod tests {
             SInstr::MulZeroF64 { a: 0, b: 2, dst: 3 },
             SInstr::Store { src: 3, target: 0 },
         ];
-        let native = super::super::compile(&code, 4, &[], 1).expect("compiles");
+        let native = crate::compile::scalar::native::compile(&code, 4, &[], 1).expect("compiles");
         let exact = native.exact.as_ref().expect("a fast function");
         for (n, (a, b)) in [(1.5, 2.0), (-0.0, 2.0), (0.0, 0.0), (3.0, 0.5)]
             .into_iter()

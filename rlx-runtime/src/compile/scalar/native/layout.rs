@@ -1,8 +1,8 @@
 //! Where a region's registers come from and where they go ([`Layout`]),
 //! for splitting it into functions of [`CHUNK`] instructions.
 
-use super::CHUNK;
-use crate::compile::scalar_code::SInstr;
+use crate::compile::scalar::code::SInstr;
+use crate::compile::scalar::native::CHUNK;
 
 /// Where the registers of a region come from and where they go, for
 /// splitting it into functions.

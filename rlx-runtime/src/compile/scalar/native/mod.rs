@@ -20,7 +20,7 @@
 //!   `mul_zero`, NaN-propagating max/min, comparisons, select) map to the
 //!   same IEEE operations (lane 0 of a packed op is the scalar op), and
 //!   `powi` to the same square-and-multiply sequence as
-//!   [`super::scalar`]'s `powi_f64`;
+//!   [`crate::compile::scalar::step`]'s `powi_f64`;
 //! - every other op calls the interpreter's own function for it (through
 //!   one `extern "C"` trampoline per arity), so the op math is never
 //!   written twice.
@@ -44,16 +44,17 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use rlx_core::CmpOp;
 
-use super::scalar_code::{SInstr, SType, ACC};
+use crate::compile::scalar::code::{SInstr, SType, ACC};
 
-mod guard;
-mod layout;
-mod native;
+pub(crate) mod call;
+pub(crate) mod guard;
+pub(crate) mod layout;
 
-use layout::Layout;
+use crate::compile::scalar::native::layout::Layout;
 
-use native::{BinaryFn, Entry, LeafFn, RegionFn, UnaryFn, REG_LEAVES};
-pub(crate) use native::{Native, Whole};
+use crate::compile::scalar::native::call::{
+    BinaryFn, Entry, LeafFn, Native, RegionFn, UnaryFn, REG_LEAVES,
+};
 
 /// Instructions per generated function. Cranelift's compile time grows
 /// faster than linearly with a function's size (one function of 70 000
@@ -686,6 +687,7 @@ fn powi(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compile::scalar::native::call::Whole;
 
     /// `n` leaves `x_k`, a chain `acc = (acc - x_k) * x_k` from 1.5 and
     /// two stores (`acc`, `acc - x_0`).
