@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use rlx_core::{Graph, Result, Source, TensorType};
 
+use crate::compile::base::stats::PlanStats;
 use crate::compile::exec;
 use crate::compile::items;
 use crate::compile::plan;
-use crate::compile::plan::PlanStats;
 #[cfg(feature = "jit")]
 use crate::compile::scalar::native::call::{Native, Whole};
 use crate::compile::small::call::SmallCall;

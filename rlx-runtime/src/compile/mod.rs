@@ -74,6 +74,7 @@ mod steps;
 // The doors of `compile` for the rest of the crate and the public API.
 pub use base::parallel::{num_threads, set_num_threads};
 pub(crate) use base::stack::on_copy;
+pub use base::stats::PlanStats;
 pub(crate) use driver::compile_owned;
 pub use driver::{compile, compile_with};
 pub(crate) use executable::DirectCall;
@@ -81,7 +82,6 @@ pub use executable::Executable;
 pub use items::compile_items;
 pub(crate) use items::{compile_items_owned, Batched, PAYS_FROM};
 pub use options::Options;
-pub use plan::PlanStats;
 pub(crate) use small::call::SmallCall;
 pub use small::call::SmallRun;
 pub use small::flat::{flat_build, flat_locate, Flat, Located, Take};

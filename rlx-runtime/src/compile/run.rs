@@ -8,6 +8,7 @@ use rlx_core::{Error, Result, Shape, TensorType};
 
 use crate::compile::base::env;
 use crate::compile::executable::{Executable, POOL};
+use crate::compile::scalar::program::ScalarProgram;
 use crate::compile::scalar::step;
 use crate::compile::{exec, plan};
 use crate::debug_nans::{all_finite, debug_nans, localise};
@@ -336,7 +337,7 @@ impl Executable {
     #[inline]
     fn run_scalar_on(
         &self,
-        prog: &plan::ScalarProgram,
+        prog: &ScalarProgram,
         region: &step::ScalarStep,
         inputs: &[f64],
         out: &mut [f64],

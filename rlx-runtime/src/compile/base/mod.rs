@@ -8,6 +8,7 @@
 
 pub(crate) mod env;
 pub(crate) mod regs;
+pub(crate) mod stats;
 #[macro_use]
 pub(crate) mod math;
 pub(crate) mod parallel;

@@ -3,15 +3,16 @@
 //! [`absorb_into_sinks`] rewrites a planned fused-loop body: a `neg` or
 //! `square` whose result is read only by one `Fold` (a reduction folded
 //! into the loop, see `fold`) is dropped, and the fold reads the op's
-//! operand and applies the op itself as it combines (`fold::Pre`). The
+//! operand and applies the op itself as it combines (`math::Pre`). The
 //! backward of a broadcast subtracted (`sum(neg(g))`) and a sum of
 //! squares then make one pass over the block instead of two. The op runs
 //! in the register's type before the widening, as the instruction did, so
 //! the bits do not change.
 
+use crate::compile::base::math::Pre;
 use crate::compile::base::regs::{Bank, Out, Src};
 use crate::compile::fusion::chain_form::{dead_after, touches};
-use crate::compile::fusion::fold::{Pre, Sink};
+use crate::compile::fusion::fold::Sink;
 use crate::compile::fusion::fused::{Instr, Leaf};
 
 /// The body with each absorbable op removed (its fold reading the op's

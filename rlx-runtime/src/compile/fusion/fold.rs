@@ -13,8 +13,9 @@
 //! a folded reduction gives the same bits as the reduction step, whatever
 //! the block boundaries.
 
-use rlx_core::{ReduceOp, UnaryOp};
+use rlx_core::ReduceOp;
 
+use crate::compile::base::math::Pre;
 use crate::compile::base::regs::{Bank, Reg, Registers, BLOCK};
 use crate::compile::fusion::io::{for_row_groups, for_runs, short_rows};
 use crate::compile::fusion::row_sums;
@@ -43,43 +44,6 @@ pub(crate) struct Sink {
     /// The op applied to each element before it is combined (see
     /// [`Pre`]): a negation or square whose only reader is this sink.
     pub(crate) pre: Pre,
-}
-
-/// An element-wise op a sink applies to each element of its register
-/// before combining it: a `neg` or `square` read only by the reduction
-/// then costs no pass of its own over the block (`sum(neg(x))`, the
-/// cotangent of a broadcast subtracted; `sum(square(x))`, a norm). The op
-/// runs in the register's own type, before the widening to `f64`, as the
-/// instruction it replaces did, so the bits are the same.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Pre {
-    #[default]
-    Id,
-    Neg,
-    Square,
-}
-
-impl Pre {
-    /// The op on an `f64`: `kernels::scalar::unary`'s `Neg` and `Square`
-    /// (the fused-against-unfused tests hold the bits equal), written out
-    /// so that it inlines.
-    #[inline(always)]
-    pub(crate) fn apply(self, v: f64) -> f64 {
-        match self {
-            Pre::Id => v,
-            Pre::Neg => -v,
-            Pre::Square => v * v,
-        }
-    }
-
-    /// The sink form of `op`, if it has one.
-    pub(crate) fn of(op: UnaryOp) -> Option<Pre> {
-        match op {
-            UnaryOp::Neg => Some(Pre::Neg),
-            UnaryOp::Square => Some(Pre::Square),
-            _ => None,
-        }
-    }
 }
 
 /// Combines `vals`, the elements from `pos` on of a reduced row, into the

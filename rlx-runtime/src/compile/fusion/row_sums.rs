@@ -21,7 +21,7 @@
 //!
 //! [`Sink`]: crate::compile::fusion::fold::Sink
 
-use crate::compile::fusion::fold::Pre;
+use crate::compile::base::math::Pre;
 
 /// Row elements.
 const N: usize = 3;

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use rlx_core::{DType, Graph, Shape};
 
 use crate::compile::base::env::{Dst, Loc, Val};
-use crate::compile::plan::{PlanStats, Step, StepKind, Target};
+use crate::compile::base::stats::PlanStats;
+use crate::compile::plan::{Step, StepKind, Target};
 #[cfg(feature = "jit")]
 use crate::compile::scalar::native;
 use crate::storage::Storage;
@@ -17,16 +18,6 @@ use crate::storage::Storage;
 /// would cost more than it saves.
 #[cfg(feature = "jit")]
 const JIT_MIN_INSTRS: usize = 8;
-
-pub(super) struct Group {
-    pub(super) shape: Shape,
-    pub(super) members: Vec<u32>,
-    pub(super) sealed: bool,
-}
-
-pub(super) fn contiguous(s: &Shape) -> Vec<usize> {
-    s.strides()
-}
 
 pub(super) struct Builder<'a> {
     pub(super) g: &'a Graph,

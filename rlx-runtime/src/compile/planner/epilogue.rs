@@ -16,7 +16,7 @@
 
 use rlx_core::{DType, Graph, Op};
 
-use crate::compile::planner::builder::Group;
+use crate::compile::planner::facts::Group;
 use crate::compile::planner::places::Place;
 
 /// The epilogues of a plan.

@@ -46,7 +46,7 @@ pub(super) fn indexed_gathers(
             && !users[i].is_empty()
             && users[i].iter().all(|&u| {
                 let un = &nodes[u as usize];
-                crate::compile::planner::is_fusable(&un.op) && un.shape == n.shape
+                crate::compile::planner::facts::is_fusable(&un.op) && un.shape == n.shape
             });
         if !candidate {
             continue;

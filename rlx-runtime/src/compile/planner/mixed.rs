@@ -170,7 +170,7 @@ fn pays(g: &Graph, members: &[u32]) -> bool {
         .count();
     let scalar_elementwise = members.iter().all(|&m| {
         let n = &nodes[m as usize];
-        n.shape.rank() == 0 && crate::compile::planner::is_fusable(&n.op)
+        n.shape.rank() == 0 && crate::compile::planner::facts::is_fusable(&n.op)
     });
     computing >= 2 && !scalar_elementwise
 }

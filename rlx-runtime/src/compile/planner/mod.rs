@@ -60,6 +60,7 @@
 
 mod builder;
 mod epilogue;
+mod facts;
 mod fills;
 mod indexed;
 mod mixed;
@@ -73,9 +74,11 @@ use rlx_core::{DType, Graph, Literal, NodeId, Op, Result, Shape, TensorType};
 
 use crate::compile::base::env::{Dst, Loc};
 use crate::compile::options::Options;
-use crate::compile::plan::{Plan, ScalarProgram, Step, StepKind, Target};
-use crate::compile::planner::builder::{Builder, Group};
+use crate::compile::plan::{Plan, Step, StepKind, Target};
+use crate::compile::planner::builder::Builder;
+use crate::compile::planner::facts::Group;
 use crate::compile::scalar::code::SInstr;
+use crate::compile::scalar::program::ScalarProgram;
 use crate::compile::steps::movement::{CopyStep, Strided};
 use crate::storage::Storage;
 use crate::value::is_number;
@@ -143,18 +146,6 @@ fn scalar_program(
         stores_are_outputs,
         input_of_load,
     })
-}
-
-fn is_fusable(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare(_)
-            | Op::Select
-            | Op::Cast(_)
-            | Op::Broadcast { .. }
-    )
 }
 
 /// The open group a node folds into as a sink: a float reduction of a
@@ -342,7 +333,8 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
         }
         // Region members are computed by their region's step: they read
         // operand groups from outside (sealing them) and join none.
-        let fusable = is_fusable(&n.op) && region[i].is_none() && !plain;
+        let fusable =
+            crate::compile::planner::facts::is_fusable(&n.op) && region[i].is_none() && !plain;
         let mut joined = None;
         let mut merge: Vec<u32> = Vec::new();
         let folded: Vec<u32> = n

@@ -7,4 +7,5 @@
 pub(crate) mod code;
 #[cfg(feature = "jit")]
 pub(crate) mod native;
+pub(crate) mod program;
 pub(crate) mod step;

@@ -14,12 +14,12 @@ use rlx_core::{DType, Graph, NodeId, Op, Result, TensorType};
 
 use crate::buffer::Buffer;
 use crate::compile::base::env::concrete;
+use crate::compile::base::stats::PlanStats;
 use crate::compile::driver::optimize;
 #[cfg(feature = "jit")]
 use crate::compile::executable::DirectCall;
 use crate::compile::executable::Executable;
 use crate::compile::options::Options;
-use crate::compile::plan::PlanStats;
 #[cfg(feature = "jit")]
 use crate::compile::plan::{Plan, StepKind};
 use crate::compile::planner;
