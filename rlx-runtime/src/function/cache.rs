@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use rlx_core::{Error, Graph, Result, TensorType};
 
-use super::nth::NthPlan;
-use super::numbers::f32_mask;
-use super::panics;
-use super::plan::Plan;
-use super::transform::{Transform, TRANSFORMS};
 use crate::debug_nans::{all_finite, debug_nans};
+use crate::function::nth::NthPlan;
+use crate::function::numbers::f32_mask;
+use crate::function::panics;
+use crate::function::plan::Plan;
+use crate::function::transform::{Transform, TRANSFORMS};
 use crate::tensor::Tensor;
 use crate::trace;
 use crate::value::{Arg, Value, Values};
@@ -81,10 +81,10 @@ pub struct Function {
     pub(super) pinned: [OnceLock<Arc<Entry>>; TRANSFORMS],
     /// Per transform, the pinned entry's native code when it serves the
     /// number path whole (see `numbers::Direct`).
-    pub(super) direct: [OnceLock<super::numbers::Direct>; TRANSFORMS],
+    pub(super) direct: [OnceLock<crate::function::numbers::Direct>; TRANSFORMS],
     /// Per transform, the pinned entry's native code when it serves the
     /// small-tensor path (see `tensors::Direct`).
-    pub(super) small: [OnceLock<super::tensors::Direct>; TRANSFORMS],
+    pub(super) small: [OnceLock<crate::function::tensors::Direct>; TRANSFORMS],
 }
 
 #[derive(Default)]

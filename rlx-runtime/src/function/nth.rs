@@ -7,9 +7,9 @@ use std::sync::{Arc, PoisonError};
 
 use rlx_core::{autodiff, Error, Graph, Result};
 
-use super::cache::{Entry, Function, StaticArg, Tracer};
-use super::nans::check_values;
 use crate::compile::{compile_owned, Executable, Options};
+use crate::function::cache::{Entry, Function, StaticArg, Tracer};
+use crate::function::nans::check_values;
 use crate::tensor::Tensor;
 use crate::trace;
 use crate::value::{Arg, Value, Values};

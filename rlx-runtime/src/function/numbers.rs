@@ -8,10 +8,10 @@ use std::sync::Arc;
 use rlx_core::Result;
 use rlx_core::{DType, TensorType};
 
-use super::cache::{Entry, Function, StaticArg, Tracer};
-use super::transform::Transform;
 use crate::compile::{on_copy, DirectCall};
 use crate::debug_nans::{debug_nans, known_off};
+use crate::function::cache::{Entry, Function, StaticArg, Tracer};
+use crate::function::transform::Transform;
 use crate::value::{is_number, Arg};
 
 /// For types that are all 0-d `f32`/`f64` (at most 64), the mask with bit

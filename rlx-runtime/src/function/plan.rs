@@ -9,11 +9,11 @@ use rlx_core::sparsity::Pattern;
 use rlx_core::vmap::Item;
 use rlx_core::{Error, Graph, Result, Shape, TensorType};
 
-use super::cache::{Entry, Function, StaticArg, Tracer};
-use super::nans::Finite;
-use super::numbers::f32_mask;
-use super::transform::Transform;
 use crate::compile::{compile_items_owned, compile_owned, Batched, Executable, Options, PAYS_FROM};
+use crate::function::cache::{Entry, Function, StaticArg, Tracer};
+use crate::function::nans::Finite;
+use crate::function::numbers::f32_mask;
+use crate::function::transform::Transform;
 use crate::value::Arg;
 
 /// A transformed graph and, once compiled, its executable.

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use rlx_core::{DType, TensorType};
 
-use super::cache::{Entry, Function, StaticArg};
-use super::transform::Transform;
 use crate::compile::{Flat, SmallCall, SmallRun};
 use crate::debug_nans::debug_nans;
+use crate::function::cache::{Entry, Function, StaticArg};
+use crate::function::transform::Transform;
 use crate::storage::Storage;
 use crate::tensor::Repr;
 use crate::trace;

@@ -21,6 +21,8 @@ use rlx_core::DType;
 
 use crate::compile::base::env::{Env, Val};
 use crate::compile::base::parallel;
+use crate::compile::products::panel::Gemm;
+use crate::compile::products::view::Mat;
 use crate::storage::Storage;
 
 /// Largest `m·k·n` computed by the plain loop.
@@ -50,105 +52,6 @@ pub(crate) struct MatMulStep {
     pub(crate) k: usize,
     pub(crate) n: usize,
     pub(crate) dtype: DType,
-}
-
-/// Element types `matrixmultiply` multiplies.
-pub(crate) trait Gemm:
-    Copy + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + 'static
-{
-    const ZERO: Self;
-    /// `C ← A B` through `matrixmultiply`.
-    ///
-    /// # Safety
-    /// The pointers with the given dimensions and strides must address
-    /// valid elements only, and `c` must not overlap `a` or `b`.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn raw(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
-    );
-
-    /// `C ← A B` by the explicit AVX kernels of `panel_avx2` (a product
-    /// that `panel::fits`).
-    ///
-    /// # Safety
-    /// The CPU must support AVX2, and the views of `A` and `B` must be in
-    /// bounds.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn panel_avx2(v: &mut crate::compile::products::panel_avx2::Views<'_, '_, Self>);
-}
-
-impl Gemm for f32 {
-    const ZERO: f32 = 0.0;
-    unsafe fn raw(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        csb: isize,
-        c: *mut f32,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded from the caller's contract (checked by `gemm`).
-        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn panel_avx2(v: &mut crate::compile::products::panel_avx2::Views<'_, '_, f32>) {
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { crate::compile::products::panel_avx2::product_f32(v) }
-    }
-}
-
-impl Gemm for f64 {
-    const ZERO: f64 = 0.0;
-    unsafe fn raw(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f64,
-        rsa: isize,
-        csa: isize,
-        b: *const f64,
-        rsb: isize,
-        csb: isize,
-        c: *mut f64,
-        rsc: isize,
-        csc: isize,
-    ) {
-        // SAFETY: forwarded from the caller's contract (checked by `gemm`).
-        unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn panel_avx2(v: &mut crate::compile::products::panel_avx2::Views<'_, '_, f64>) {
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { crate::compile::products::panel_avx2::product_f64(v) }
-    }
-}
-
-/// A strided matrix: `data[off + i·rs + j·cs]`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Mat<'a, T> {
-    pub(crate) data: &'a [T],
-    pub(crate) off: usize,
-    pub(crate) rs: usize,
-    pub(crate) cs: usize,
 }
 
 /// Last element index a `rows x cols` strided matrix touches, if any.

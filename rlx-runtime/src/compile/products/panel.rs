@@ -20,33 +20,108 @@
 //! same order with explicit vector blocks (the same bits); these loops are
 //! the fallback elsewhere.
 
-use crate::compile::products::matmul::{Gemm, Mat};
+use crate::compile::products::view::Mat;
+#[cfg(target_arch = "x86_64")]
+use crate::compile::products::view::Views;
 
-/// `s + a·b`: a multiply then an add (two roundings, the portable loops'
-/// formula), or with `FUSED` one fused multiply-add (one rounding).
-pub(crate) trait Madd: Copy {
-    fn madd<const FUSED: bool>(self, a: Self, b: Self) -> Self;
+/// Element types `matrixmultiply` multiplies.
+pub(crate) trait Gemm:
+    Copy + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + 'static
+{
+    const ZERO: Self;
+    /// `C ← A B` through `matrixmultiply`.
+    ///
+    /// # Safety
+    /// The pointers with the given dimensions and strides must address
+    /// valid elements only, and `c` must not overlap `a` or `b`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        c: *mut Self,
+        rsc: isize,
+        csc: isize,
+    );
+
+    /// `C ← A B` by the explicit kernels of `panel_avx512` (with `v.wide`,
+    /// where they exist) or `panel_avx2` (a product that `panel::fits`):
+    /// the one choice of instruction set of the panels.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA (and AVX-512F if `v.wide`), and
+    /// the views of `A` and `B` must be in bounds.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn panel_avx2(v: &mut Views<'_, '_, Self>);
 }
 
-impl Madd for f32 {
-    #[inline]
-    fn madd<const FUSED: bool>(self, a: f32, b: f32) -> f32 {
-        if FUSED {
-            a.mul_add(b, self)
-        } else {
-            self + a * b
+impl Gemm for f32 {
+    const ZERO: f32 = 0.0;
+    unsafe fn raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        c: *mut f32,
+        rsc: isize,
+        csc: isize,
+    ) {
+        // SAFETY: forwarded from the caller's contract (checked by `gemm`).
+        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn panel_avx2(v: &mut Views<'_, '_, f32>) {
+        #[cfg(feature = "avx512")]
+        if v.wide {
+            // SAFETY: forwarded from the caller's contract.
+            return unsafe { crate::compile::products::panel_avx512::product_f32(v) };
         }
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { crate::compile::products::panel_avx2::product_f32(v) }
     }
 }
 
-impl Madd for f64 {
-    #[inline]
-    fn madd<const FUSED: bool>(self, a: f64, b: f64) -> f64 {
-        if FUSED {
-            a.mul_add(b, self)
-        } else {
-            self + a * b
+impl Gemm for f64 {
+    const ZERO: f64 = 0.0;
+    unsafe fn raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f64,
+        rsa: isize,
+        csa: isize,
+        b: *const f64,
+        rsb: isize,
+        csb: isize,
+        c: *mut f64,
+        rsc: isize,
+        csc: isize,
+    ) {
+        // SAFETY: forwarded from the caller's contract (checked by `gemm`).
+        unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn panel_avx2(v: &mut Views<'_, '_, f64>) {
+        #[cfg(feature = "avx512")]
+        // SAFETY: forwarded from the caller's contract.
+        if v.wide && unsafe { crate::compile::products::panel_avx512::product_f64(v) }.is_some() {
+            return;
         }
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { crate::compile::products::panel_avx2::product_f64(v) }
     }
 }
 
@@ -139,7 +214,7 @@ fn product_with<T: Gemm>(
     if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
         check(&job.a, m, k);
         check(&job.b, k, n);
-        let mut views = crate::compile::products::panel_avx2::Views {
+        let mut views = Views {
             m,
             k,
             n,
@@ -299,6 +374,7 @@ fn dots<T: Gemm>(job: &Job<'_, T>, c: &mut [T]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compile::products::view::Madd;
 
     /// The plain triple loop, in `f64`.
     fn reference<T: Gemm + Into<f64>>(

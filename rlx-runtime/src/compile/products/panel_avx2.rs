@@ -27,32 +27,10 @@
 
 use std::arch::x86_64::*;
 
-use crate::compile::products::matmul::Mat;
-use crate::compile::products::panel::Madd;
+use crate::compile::products::view::{Madd, Views};
 
 /// Rows of `C` per block.
 const R: usize = 4;
-
-/// One product: `C ← A B`, `A: m × k`, `B: k × n`, `C[i, j] = c[c_off +
-/// i·rsc + j]`; the views are in bounds (checked by the caller) and `c`
-/// holds every `C[i, j]`.
-pub(crate) struct Views<'a, 'c, T> {
-    pub(super) m: usize,
-    pub(super) k: usize,
-    pub(super) n: usize,
-    pub(super) a: Mat<'a, T>,
-    pub(super) b: Mat<'a, T>,
-    pub(super) c: &'c mut [T],
-    pub(super) c_off: usize,
-    pub(super) rsc: usize,
-    /// Multiply-adds fused (one rounding each, `a.mul_add(b, s)`) instead
-    /// of a multiply then an add; see [`Madd`].
-    pub(super) fused: bool,
-    /// The AVX-512 kernels of `panel_avx512` where they exist (with the
-    /// `avx512` feature; the CPU must then support AVX-512F).
-    #[cfg_attr(not(feature = "avx512"), allow(dead_code))]
-    pub(super) wide: bool,
-}
 
 /// `Σ_p a[i, p]·b[p, j]` summed in order from zero (the order of the
 /// `rows` blocks).
@@ -411,17 +389,11 @@ mod f32x8 {
 }
 
 /// `C ← A B` in `f64` (`csb = 1`: `rows`, else `rsb = csa = 1`: `dots`;
-/// fused multiply-adds when `v.fused`; with `v.wide`, AVX-512 `rows`).
+/// fused multiply-adds when `v.fused`).
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA (and AVX-512F if `v.wide`), and the
-/// views must be in bounds.
+/// The CPU must support AVX2 and FMA, and the views must be in bounds.
 pub(super) unsafe fn product_f64(v: &mut Views<'_, '_, f64>) {
-    #[cfg(feature = "avx512")]
-    // SAFETY: forwarded from the caller.
-    if v.wide && unsafe { crate::compile::products::panel_avx512::product_f64(v) }.is_some() {
-        return;
-    }
     // SAFETY: forwarded from the caller.
     unsafe {
         match (v.b.cs == 1, v.fused) {
@@ -434,18 +406,11 @@ pub(super) unsafe fn product_f64(v: &mut Views<'_, '_, f64>) {
 }
 
 /// `C ← A B` in `f32` (`csb = 1`: `rows`, else `rsb = csa = 1`: `dots`;
-/// fused multiply-adds when `v.fused`; with `v.wide`, the AVX-512
-/// kernels).
+/// fused multiply-adds when `v.fused`).
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA (and AVX-512F if `v.wide`), and the
-/// views must be in bounds.
+/// The CPU must support AVX2 and FMA, and the views must be in bounds.
 pub(super) unsafe fn product_f32(v: &mut Views<'_, '_, f32>) {
-    #[cfg(feature = "avx512")]
-    if v.wide {
-        // SAFETY: forwarded from the caller.
-        return unsafe { crate::compile::products::panel_avx512::product_f32(v) };
-    }
     // SAFETY: forwarded from the caller.
     unsafe {
         match (v.b.cs == 1, v.fused) {

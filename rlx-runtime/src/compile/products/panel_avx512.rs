@@ -33,7 +33,8 @@
 
 use std::arch::x86_64::*;
 
-use crate::compile::products::panel_avx2::{edge_dots, Views};
+use crate::compile::products::panel_avx2::edge_dots;
+use crate::compile::products::view::{Madd, Views};
 
 /// Rows of `C` per block.
 const R: usize = 4;
@@ -270,9 +271,7 @@ mod f32x16 {
                     let (i, j) = (i0 + e / 4, j0 + 4 * g + e % 4);
                     let x = &v.a.data[v.a.off + i * v.a.rs..][..v.k];
                     let y = &v.b.data[v.b.off + j * v.b.cs..][..v.k];
-                    *t = (full_k..v.k).fold(0.0f32, |s, p| {
-                        crate::compile::products::panel::Madd::madd::<FUSED>(s, x[p], y[p])
-                    });
+                    *t = (full_k..v.k).fold(0.0f32, |s, p| Madd::madd::<FUSED>(s, x[p], y[p]));
                 }
             }
             let mut out = [0.0f32; 16];

@@ -50,21 +50,11 @@ pub(crate) mod call;
 pub(crate) mod guard;
 pub(crate) mod layout;
 
-use crate::compile::scalar::native::layout::Layout;
+use crate::compile::scalar::native::layout::{Layout, CHUNK};
 
 use crate::compile::scalar::native::call::{
     BinaryFn, Entry, LeafFn, Native, RegionFn, UnaryFn, REG_LEAVES,
 };
-
-/// Instructions per generated function. Cranelift's compile time grows
-/// faster than linearly with a function's size (one function of 70 000
-/// instructions took minutes; in functions of 2 048, 512 and 256
-/// instructions it took 2.4 s, 1.1 s and 1.1 s, loaded), so a longer
-/// region is split into functions of at most this many instructions,
-/// called one after the other; a value used after the function defining it
-/// passes through a spill buffer (one slot per register), stored where it
-/// is made.
-const CHUNK: usize = 512;
 
 extern "C" fn call_unary(f: *const UnaryFn, x: f64) -> f64 {
     // SAFETY: `f` points into a `Native::unary` box, alive while its code is.
