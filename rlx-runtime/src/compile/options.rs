@@ -35,7 +35,7 @@ pub struct Options {
     /// way, each one step of the general plan reading its inputs from the
     /// plan's buffers and writing its outputs into them; large values keep
     /// their kernels and fused loops. See
-    /// [`PlanStats::small_regions`](crate::compile::plan::PlanStats::small_regions).
+    /// [`PlanStats::small_regions`](crate::compile::base::stats::PlanStats::small_regions).
     /// Off, every value goes through the general planner.
     pub scalarize: bool,
     /// Fuse movement ops and reductions into the element-wise loops next

@@ -106,7 +106,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// A plan with the types of `g` and no steps: the plan of an executable
-    /// that runs a scalarised program instead (`compile::small`), which
+    /// that runs a scalarised program instead (`compile::small::program`), which
     /// needs only the declared types for its checks, and what the planner
     /// starts from (its sizes and counts, grown as steps are added).
     pub(crate) fn types_only(g: &rlx_core::Graph) -> Plan {

@@ -18,7 +18,7 @@
 //! strides (a broadcast, or a slice or transpose read in place), at an
 //! offset into their storage. Results are stored contiguously or scattered
 //! through strides into the concat or transpose they are placed in (see
-//! `fused_io`), and reductions of results are folded in (see `fold`).
+//! `io`), and reductions of results are folded in (see `fold`).
 
 use half::{bf16, f16};
 use rlx_core::{BinaryOp, CmpOp, DType, UnaryOp};

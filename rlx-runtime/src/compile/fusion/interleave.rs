@@ -35,7 +35,7 @@ const TILE: usize = 64;
 
 /// Writes the block `start..start + len` of the registers of `il`, a
 /// tile of items at a time (see [`Interleave`]): the same values reach
-/// the same elements as one `fused_io::scatter` per register would write.
+/// the same elements as one `io::scatter` per register would write.
 pub(crate) fn interleave(
     regs: &Registers,
     il: &Interleave,

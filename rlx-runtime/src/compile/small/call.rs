@@ -182,7 +182,7 @@ impl SmallCall {
 
     /// [`SmallCall::run`] for arguments read into a buffer first (not a
     /// single `f64` tensor). Out of line, with [`SmallCall::run_large`]:
-    /// their stack buffers (up to `small_io::STACK` elements) would otherwise
+    /// their stack buffers (up to `io::STACK` elements) would otherwise
     /// make every warm call's frame several KiB.
     #[inline(never)]
     fn run_read<R>(

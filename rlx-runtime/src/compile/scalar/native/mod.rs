@@ -642,7 +642,7 @@ fn covered(ins: &SInstr) -> bool {
     }
 }
 
-/// `x^n` by the same square-and-multiply steps as `scalar_code::powi_f64`.
+/// `x^n` by the same square-and-multiply steps as `code::powi_f64`.
 fn powi(
     b: &mut FunctionBuilder<'_>,
     x: cranelift_codegen::ir::Value,
