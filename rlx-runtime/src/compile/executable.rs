@@ -230,7 +230,7 @@ impl Executable {
 
     /// Counts describing the compiled plan (steps, fused loops, buffers).
     ///
-    /// A scalarised plan (every value small, see [`Options::scalarize`])
+    /// A scalarised plan (every value small, see [`Options::scalarize`](crate::compile::Options::scalarize))
     /// reports the counts of its element program, with
     /// [`PlanStats::scalarized_nodes`] the graph nodes lowered to it.
     /// A plan mixing small and large values reports its scalar regions of

@@ -14,39 +14,39 @@
 //! before it (`.ci/check-rooms` checks this, with its list of the known
 //! exceptions). Paths are written in one style, `crate::compile::room::file`.
 //!
-//! 1. [`base`]: what every step shares, importing nothing of `compile`:
+//! 1. `base`: what every step shares, importing nothing of `compile`:
 //!    value numbers and the per-call `Env`, register banks, the block loops
 //!    over the one definition of each op, the thread pool's split of a step,
 //!    stack copies of a caller's numbers.
-//! 2. [`options`]: the [`Options`] of a compilation.
-//! 3. [`scalar`]: scalar regions, their instruction set, their interpreter
+//! 2. `options`: the [`Options`] of a compilation.
+//! 3. `scalar`: scalar regions, their instruction set, their interpreter
 //!    and the 0-d region step, and (feature `jit`) their native code.
-//! 4. [`small`]: a graph of small values as one scalar program over its
+//! 4. `small`: a graph of small values as one scalar program over its
 //!    elements, its argument and result I/O, the warm call of a pinned
 //!    signature, and [`Flat`], the results as a companion takes them.
-//! 5. [`steps`]: the plan steps that are not fused loops or products
+//! 5. `steps`: the plan steps that are not fused loops or products
 //!    (reductions, solves, data movement, scatter-adds, loops, roots, small
 //!    regions of a mixed graph); the remaining ops (gather, other
 //!    scatter-adds, softmax, log-softmax) call the reference kernels,
 //!    [`crate::kernels::eval_into`].
-//! 6. [`fusion`]: fused element-wise loops, their register chains and the
+//! 6. `fusion`: fused element-wise loops, their register chains and the
 //!    reductions folded into them.
-//! 7. [`products`]: matrix products, their register panels per instruction
+//! 7. `products`: matrix products, their register panels per instruction
 //!    set, and the epilogues run on their output.
-//! 8. [`plan`]: the immutable plan, a schedule of the steps above.
-//! 9. [`planner`]: graph → plan: grouping of element-wise chains, step
+//! 8. `plan`: the immutable plan, a schedule of the steps above.
+//! 9. `planner`: graph → plan: grouping of element-wise chains, step
 //!    selection, buffer planning by liveness.
-//! 10. [`exec`]: the per-call state and the step loop.
-//! 11. [`executable`]: [`Executable`], the plans it holds and its accessors.
-//! 12. [`driver`]: [`compile`] and its variants, the graph-level passes run
+//! 10. `exec`: the per-call state and the step loop.
+//! 11. `executable`: [`Executable`], the plans it holds and its accessors.
+//! 12. `driver`: [`compile`] and its variants, the graph-level passes run
 //!     before planning.
-//! 13. [`items`]: the program of one item of a batched graph whose items
-//!     are independent, run over the items; [`run`]: the ways of running an
+//! 13. `items`: the program of one item of a batched graph whose items
+//!     are independent, run over the items; `run`: the ways of running an
 //!     executable (input checks, the state pool, the scalar-program paths).
 //!
 //! A plan holds compiled programs (a loop's body, a small region), so the
 //! steps of loops, roots and regions and the scalarised plan still reach
-//! up to [`driver`] and [`executable`]; they are the named exceptions of the
+//! up to `driver` and `executable`; they are the named exceptions of the
 //! check.
 //!
 //! Invariants: a plan is only built from a graph that passes

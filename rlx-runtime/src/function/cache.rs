@@ -15,8 +15,8 @@ use rlx_core::{Error, Graph, Result, TensorType};
 
 use crate::debug_nans::{all_finite, debug_nans};
 use crate::function::nth::NthPlan;
-use crate::function::numbers::f32_mask;
 use crate::function::panics;
+use crate::function::pins::{f32_mask, NumberPin, SmallPin};
 use crate::function::plan::Plan;
 use crate::function::transform::{Transform, TRANSFORMS};
 use crate::tensor::Tensor;
@@ -80,11 +80,11 @@ pub struct Function {
     /// `tensors`) go straight to its plan.
     pub(super) pinned: [OnceLock<Arc<Entry>>; TRANSFORMS],
     /// Per transform, the pinned entry's native code when it serves the
-    /// number path whole (see `numbers::Direct`).
-    pub(super) direct: [OnceLock<crate::function::numbers::Direct>; TRANSFORMS],
+    /// number path whole (see [`NumberPin`]).
+    pub(super) direct: [OnceLock<NumberPin>; TRANSFORMS],
     /// Per transform, the pinned entry's native code when it serves the
-    /// small-tensor path (see `tensors::Direct`).
-    pub(super) small: [OnceLock<crate::function::tensors::Direct>; TRANSFORMS],
+    /// small-tensor path (see [`SmallPin`]).
+    pub(super) small: [OnceLock<SmallPin>; TRANSFORMS],
 }
 
 #[derive(Default)]

@@ -12,7 +12,7 @@ use rlx_core::{Error, Graph, Result, Shape, TensorType};
 use crate::compile::{compile_items_owned, compile_owned, Batched, Executable, Options, PAYS_FROM};
 use crate::function::cache::{Entry, Function, StaticArg, Tracer};
 use crate::function::nans::Finite;
-use crate::function::numbers::f32_mask;
+use crate::function::pins::f32_mask;
 use crate::function::transform::Transform;
 use crate::value::Arg;
 
