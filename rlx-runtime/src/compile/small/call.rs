@@ -17,7 +17,6 @@ use crate::buffer::OWNED_MAX;
 use crate::compile::executable::DirectCall;
 use crate::compile::small::flat::Flat;
 use crate::compile::small::program::{in_place, with_inputs, with_stack};
-use crate::pool;
 use crate::value::{is_number, Arg};
 
 /// The most output elements a warm call writes into a buffer in its own
@@ -267,8 +266,8 @@ impl SmallCall {
     ) -> Flat<'b> {
         if own {
             let mut b = match self.prefill {
-                true => pool::buffer_from_slice(&self.template),
-                false => pool::buffer_zeroed(self.template.len()),
+                true => crate::buffer::buffer_from_slice(&self.template),
+                false => crate::buffer::buffer_zeroed(self.template.len()),
             };
             // A new buffer is unique; the lengths were checked when the
             // handle was made.

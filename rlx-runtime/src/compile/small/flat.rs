@@ -295,6 +295,6 @@ fn drop_buffer(b: Buffer) {
 fn other_buffer(dtype: DType, vals: &[f64]) -> Buffer {
     match dtype {
         DType::F32 => Buffer::new(Storage::F32(vals.iter().map(|&v| v as f32).collect())),
-        _ => crate::pool::buffer_from_slice(vals),
+        _ => crate::buffer::buffer_from_slice(vals),
     }
 }

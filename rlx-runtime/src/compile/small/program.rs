@@ -399,7 +399,7 @@ impl Small {
     fn one_tensor(&self, ins: &[f64], start: usize, n: usize) -> Option<Buffer> {
         match (self.direct, &self.exe) {
             (true, Some(exe)) if start == 0 => {
-                let mut b = crate::pool::buffer_zeroed(n);
+                let mut b = crate::buffer::buffer_zeroed(n);
                 program(exe, ins, b.unique_f64_mut()?);
                 Some(b)
             }
@@ -407,7 +407,7 @@ impl Small {
             _ => {
                 // The template's elements in one copy, then the others.
                 let template = self.fill.template.get(start..start + n)?;
-                let mut b = crate::pool::buffer_from_slice(template);
+                let mut b = crate::buffer::buffer_from_slice(template);
                 let v = b.unique_f64_mut()?;
                 if !self.run_placed(ins, start, v) {
                     self.with_computed(ins, |computed| self.fill.put(start, ins, computed, v));
