@@ -14,10 +14,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use rlx_core::{Error, Graph, Result, TensorType};
 
 use crate::debug_nans::{all_finite, debug_nans};
-use crate::function::nth::NthPlan;
 use crate::function::panics;
 use crate::function::pins::{f32_mask, NumberPin, SmallPin};
-use crate::function::plan::Plan;
+use crate::function::plan::{NthPlan, Plan};
 use crate::function::transform::{Transform, TRANSFORMS};
 use crate::tensor::Tensor;
 use crate::trace;

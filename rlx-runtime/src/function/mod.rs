@@ -77,19 +77,20 @@
 //! | [`Function::run_numbers`] | every runtime argument an `f32`/`f64`, every result a number, the plan one scalar region | `numbers.rs` |
 //! | [`Function::small_direct`], then [`SmallRun::run`] | no static arguments; the pinned entry's shapes and dtypes; its scalarised plan one native function | `tensors.rs` |
 //! | [`Function::run_small`] | no static arguments; the pinned entry's shapes and dtypes, outside any trace, the check of non-finite values off, a scalarised plan | `tensors.rs` |
-//! | [`Function::run_to`] (and [`Function::run`]) | every call: the plan cache, the transform's plan, and inside a trace the graph inlined into the caller's | `cache.rs` (plans in `plan.rs`, the check of non-finite results in `nans.rs`) |
+//! | [`Function::run_to`] (and [`Function::run`]) | every call: the plan cache, the transform's plan, and inside a trace the graph inlined into the caller's | `cache.rs` (plans made in `planning.rs`, the check of non-finite results in `nans.rs`) |
 //! | [`Function::run_nth`] | the `n`-th derivative companions | `nth.rs` |
 //!
-//! Modules, bottom to top: `transform` (the transforms a companion asks
-//! for), `control` (rewritten comparisons, `&&`, `||` and `if`), `glue`
-//! (what generated code calls around a trace), `panics` (a panic while
-//! tracing, caught without the hook's report), `pins` (what a transform
-//! pins for its warm calls), `plan` (a signature's per-transform plans),
-//! `nans` (the opt-in check of non-finite results), `cache` (the plan
-//! cache, [`Function`], and its general runs), then the files that only
-//! add paths to `Function`: `numbers`, `tensors`, `nth` (the traced graph
-//! and `n`-th derivatives of a signature). This module only re-exports
-//! them.
+//! Modules, bottom to top (each imports only the ones before it):
+//! `transform` (the transforms a companion asks for), `control`
+//! (rewritten comparisons, `&&`, `||` and `if`), `glue` (what generated
+//! code calls around a trace), `panics` (a panic while tracing, caught
+//! without the hook's report), `pins` (what a transform pins for its warm
+//! calls), `plan` (a signature's per-transform plans and `n`-th derivative
+//! plans, as data), `cache` (the plan cache, [`Function`], and its general
+//! runs), then the files that only add methods to `Function`: `nans` (the
+//! opt-in check of non-finite results), `planning` (making and compiling
+//! the plans), `numbers`, `tensors`, `nth` (the traced graph and `n`-th
+//! derivatives of a signature). This module only re-exports them.
 
 mod cache;
 mod control;
@@ -100,6 +101,7 @@ mod numbers;
 mod panics;
 mod pins;
 mod plan;
+mod planning;
 mod tensors;
 mod transform;
 
