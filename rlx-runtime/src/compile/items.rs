@@ -27,7 +27,7 @@ use crate::compile::base::stats::PlanStats;
 use crate::compile::driver::prepare;
 use crate::compile::executable::Executable;
 use crate::compile::options::Options;
-use crate::compile::small::program;
+use crate::compile::small::io;
 use crate::compile::small::program::Small;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
@@ -212,7 +212,7 @@ impl Items {
         }
         let n_in: usize = self.inputs.iter().map(|p| p.0).sum();
         let n_out: usize = self.outputs.iter().sum();
-        program::with_stack(n_in, |flat| {
+        io::with_stack(n_in, |flat| {
             // Shared inputs once, batched rows per item.
             let mut at = 0;
             for (&(k, b), x) in self.inputs.iter().zip(ins) {
@@ -221,7 +221,7 @@ impl Items {
                 }
                 at += k;
             }
-            program::with_stack(n_out, |res| {
+            io::with_stack(n_out, |res| {
                 for i in lo..hi {
                     let mut at = 0;
                     for (&(k, b), x) in self.inputs.iter().zip(ins) {

@@ -13,7 +13,8 @@ use crate::compile::base::math::Pre;
 use crate::compile::base::regs::{Bank, Out, Src};
 use crate::compile::fusion::chain_form::{dead_after, touches};
 use crate::compile::fusion::fold::Sink;
-use crate::compile::fusion::fused::{Instr, Leaf};
+use crate::compile::fusion::fused::Instr;
+use crate::compile::fusion::io::Leaf;
 
 /// The body with each absorbable op removed (its fold reading the op's
 /// operand, its sink applying the op), and the number removed.

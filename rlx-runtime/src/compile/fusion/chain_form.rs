@@ -12,7 +12,8 @@
 
 use crate::compile::base::regs::{Bank, Out, Reg, Src};
 use crate::compile::fusion::chain::{Chain, ChainBinary, ChainUnary, Stage, MAX_STAGES};
-use crate::compile::fusion::fused::{Instr, Leaf};
+use crate::compile::fusion::fused::Instr;
+use crate::compile::fusion::io::Leaf;
 
 /// The body with runs of two or more cheap ops replaced by chains, and the
 /// number of instructions that went into chains.
@@ -218,7 +219,7 @@ mod tests {
     use rlx_core::{BinaryOp, UnaryOp};
 
     use super::*;
-    use crate::compile::fusion::fused::Access;
+    use crate::compile::fusion::io::Access;
 
     fn f(idx: u32) -> Reg {
         Reg {

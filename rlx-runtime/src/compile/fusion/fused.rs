@@ -32,8 +32,7 @@ use crate::compile::base::regs::{reg, reg_mut, Bank, Out, Reg, Registers, Src, B
 use crate::compile::fusion::chain::{Chain, ChainReal, Resolved, Stage, Start, MAX_STAGES};
 use crate::compile::fusion::fold::Sink;
 use crate::compile::fusion::interleave::{interleave, Interleave};
-use crate::compile::fusion::io::{fill, load, scatter, store, Scatter};
-pub(crate) use crate::compile::fusion::io::{Access, Leaf};
+use crate::compile::fusion::io::{fill, load, scatter, store, Access, Leaf, Scatter};
 use crate::storage::{Cache, Storage};
 
 /// One block-wide instruction.

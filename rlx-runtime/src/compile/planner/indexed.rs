@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rlx_core::{DType, Graph, Literal, Op};
 
-use crate::compile::fusion::fused::Access;
+use crate::compile::fusion::io::Access;
 use crate::compile::steps::scatter::checked_indices;
 
 /// Per node: the checked indices when it is an indexed gather.

@@ -6,7 +6,7 @@
 use rlx_core::{DType, Error, Op, Result, Shape};
 
 use crate::compile::base::env::Val;
-use crate::compile::fusion::fused::Access;
+use crate::compile::fusion::io::Access;
 use crate::compile::plan::{KernelStep, StepKind};
 use crate::compile::planner::builder::Builder;
 use crate::compile::planner::facts::contiguous;

@@ -16,7 +16,7 @@ use rlx_core::{DType, TensorType};
 use crate::buffer::OWNED_MAX;
 use crate::compile::executable::DirectCall;
 use crate::compile::small::flat::Flat;
-use crate::compile::small::program::{in_place, with_inputs, with_stack};
+use crate::compile::small::io::{in_place, with_inputs, with_stack};
 use crate::value::{is_number, Arg};
 
 /// The most output elements a warm call writes into a buffer in its own

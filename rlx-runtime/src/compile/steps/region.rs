@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::compile::base::env::{Env, Val};
-use crate::compile::small::program;
+use crate::compile::small::io;
 use crate::compile::small::program::Small;
 use crate::storage::Storage;
 
@@ -30,7 +30,7 @@ impl RegionStep {
             |ins| {
                 let mut at = 0;
                 for &(v, n) in &self.inputs {
-                    program::read(env.get(v), &mut ins[at..at + n]);
+                    io::read(env.get(v), &mut ins[at..at + n]);
                     at += n;
                 }
             },
