@@ -35,9 +35,8 @@ use crate::pool;
 use crate::storage::Storage;
 
 /// Tensors of at most this many elements own their values (see the
-/// module docs). 16 elements: a `[4, 4]` matrix, four 3-D points; copying
-/// 128 bytes costs about what an atomic reference count does.
-pub(crate) const OWNED_MAX: usize = 16;
+/// module docs): as many as a vector of the pool holds ([`pool::CAP`]).
+pub(crate) const OWNED_MAX: usize = pool::CAP;
 
 /// The values of a concrete tensor: owned when small, shared otherwise.
 #[derive(Debug)]
@@ -186,6 +185,27 @@ impl Deref for Buffer {
             Buffer::Owned(s) => s,
             Buffer::Shared(s) => s,
         }
+    }
+}
+
+/// A tensor buffer holding `vals`: owned or shared as [`Buffer::new`]
+/// decides by the length, in a kept allocation when the thread has one.
+#[inline]
+pub(crate) fn buffer_from_slice(vals: &[f64]) -> Buffer {
+    if vals.len() <= OWNED_MAX {
+        Buffer::owned(Storage::F64(pool::from_slice(vals)))
+    } else {
+        Buffer::shared(pool::shared_from(vals, 0))
+    }
+}
+
+/// A tensor buffer of `n` zeros (see [`buffer_from_slice`]).
+#[inline]
+pub(crate) fn buffer_zeroed(n: usize) -> Buffer {
+    if n <= OWNED_MAX {
+        Buffer::owned(Storage::F64(pool::zeroed(n)))
+    } else {
+        Buffer::shared(pool::shared_from(&[], n))
     }
 }
 

@@ -7,7 +7,7 @@
 //! allocation of a fixed capacity and, when its tensor is dropped, that
 //! allocation goes back to a short list kept by the thread; the next result
 //! on that thread takes it from there. Two lists: vectors of capacity
-//! [`CAP`] for the values a tensor owns (at most [`OWNED_MAX`] elements),
+//! [`CAP`] for the values a tensor owns (`buffer::OWNED_MAX` elements at most),
 //! and shared storages (`Arc`, capacity [`SHARED_CAP`]) for larger values
 //! up to the most elements a scalarised plan's values have (a `[10, 10]`
 //! Hessian). Only allocations of exactly those capacities are kept, so a
@@ -16,18 +16,19 @@
 //! exits.
 //!
 //! The values of an allocation taken from a list are overwritten before
-//! any tensor sees them: [`from_slice`] and [`buffer_from_slice`] copy,
-//! [`zeroed`] and [`buffer_zeroed`] zero.
+//! any tensor sees them: [`from_slice`] and `buffer::buffer_from_slice` copy,
+//! [`zeroed`] and `buffer::buffer_zeroed` zero.
 
 use std::cell::Cell;
 use std::sync::Arc;
 
-use crate::buffer::{Buffer, OWNED_MAX};
 use crate::storage::Storage;
 
 /// The capacity of the vectors the list keeps: the most elements a tensor
-/// owns (larger values are shared behind an `Arc`).
-pub(crate) const CAP: usize = OWNED_MAX;
+/// owns (larger values are shared behind an `Arc`). 16 elements: a
+/// `[4, 4]` matrix, four 3-D points; copying 128 bytes costs about what an
+/// atomic reference count does.
+pub(crate) const CAP: usize = 16;
 
 /// The capacity of the shared storages the list keeps: the most elements
 /// a value of a scalarised plan has (`compile::Options::scalarize`).
@@ -299,9 +300,9 @@ fn keep_cold(p: *mut f64) {
     drop(v);
 }
 
-/// A shared `F64` storage holding `vals` (more than [`OWNED_MAX`] of them),
+/// A shared `F64` storage holding `vals` (more than `buffer::OWNED_MAX` of them),
 /// in a kept allocation when the thread has one and `vals` fit.
-fn shared_from(vals: &[f64], zeros: usize) -> Arc<Storage> {
+pub(crate) fn shared_from(vals: &[f64], zeros: usize) -> Arc<Storage> {
     let n = vals.len() + zeros;
     if n <= SHARED_CAP {
         let kept = SHARED.try_with(|k| {
@@ -324,27 +325,6 @@ fn shared_from(vals: &[f64], zeros: usize) -> Arc<Storage> {
     v.extend_from_slice(vals);
     v.resize(n, 0.0);
     Arc::new(Storage::F64(v))
-}
-
-/// A tensor buffer holding `vals`: owned or shared as [`Buffer::new`]
-/// decides by the length, in a kept allocation when the thread has one.
-#[inline]
-pub(crate) fn buffer_from_slice(vals: &[f64]) -> Buffer {
-    if vals.len() <= OWNED_MAX {
-        Buffer::owned(Storage::F64(from_slice(vals)))
-    } else {
-        Buffer::shared(shared_from(vals, 0))
-    }
-}
-
-/// A tensor buffer of `n` zeros (see [`buffer_from_slice`]).
-#[inline]
-pub(crate) fn buffer_zeroed(n: usize) -> Buffer {
-    if n <= OWNED_MAX {
-        Buffer::owned(Storage::F64(zeroed(n)))
-    } else {
-        Buffer::shared(shared_from(&[], n))
-    }
 }
 
 /// Gives `a` back to the thread's list of shared storages if it is one of
@@ -386,6 +366,7 @@ pub(crate) fn kept_shared() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buffer::{buffer_from_slice, buffer_zeroed, Buffer, OWNED_MAX};
 
     #[test]
     fn kept_vectors_are_reused_and_their_old_values_never_seen() {

@@ -259,7 +259,7 @@ impl Scan {
     /// recorded), on concrete tensors at the step that fails.
     ///
     /// ```
-    /// use rlx_runtime::{scan::Scan, solvers::{root, Newton}, Tensor};
+    /// use rlx::{root, Newton, Scan, Tensor};
     /// // backward Euler for x' = -x³: each step solves y + h y³ = x
     /// let (x, path) = Scan::new().length(3).run_fallible(Tensor::scalar(1.0), (), |x, ()| {
     ///     let y = root(|y| y + y * y * y * 0.1 - &x, &x, Newton::new().tol(1e-14))?;

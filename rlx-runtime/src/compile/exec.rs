@@ -18,13 +18,13 @@
 
 use rlx_core::{DType, Error, Result, Shape};
 
-use super::env::{Dst, Env, Inputs, Loc, Outputs};
-use super::fused::LoopScratch;
-use super::matmul::HalfScratch;
-use super::parallel;
-use super::plan::{Plan, StepKind, Target};
-use super::regs::Registers;
-use super::solve::SolveScratch;
+use crate::compile::base::env::{Dst, Env, Inputs, Loc, Outputs};
+use crate::compile::base::parallel;
+use crate::compile::base::regs::Registers;
+use crate::compile::fusion::fused::LoopScratch;
+use crate::compile::plan::{Plan, StepKind, Target};
+use crate::compile::products::matmul::HalfScratch;
+use crate::compile::steps::solve::SolveScratch;
 use crate::kernels::{self, Operand};
 use crate::storage::{out_of_memory, Storage};
 use crate::value::is_number;

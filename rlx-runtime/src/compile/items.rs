@@ -20,12 +20,15 @@ use std::sync::Arc;
 
 use rlx_core::{DType, Graph, Result, TensorType};
 
-use super::env::concrete;
-use super::options::Options;
-use super::parallel::{self, window};
-use super::plan::PlanStats;
-use super::small::{self, Small};
-use super::{prepare, Executable};
+use crate::compile::base::env::concrete;
+use crate::compile::base::parallel;
+use crate::compile::base::parallel::window;
+use crate::compile::base::stats::PlanStats;
+use crate::compile::driver::prepare;
+use crate::compile::executable::Executable;
+use crate::compile::options::Options;
+use crate::compile::small::io;
+use crate::compile::small::program::Small;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::Arg;
@@ -209,7 +212,7 @@ impl Items {
         }
         let n_in: usize = self.inputs.iter().map(|p| p.0).sum();
         let n_out: usize = self.outputs.iter().sum();
-        small::with_stack(n_in, |flat| {
+        io::with_stack(n_in, |flat| {
             // Shared inputs once, batched rows per item.
             let mut at = 0;
             for (&(k, b), x) in self.inputs.iter().zip(ins) {
@@ -218,7 +221,7 @@ impl Items {
                 }
                 at += k;
             }
-            small::with_stack(n_out, |res| {
+            io::with_stack(n_out, |res| {
                 for i in lo..hi {
                     let mut at = 0;
                     for (&(k, b), x) in self.inputs.iter().zip(ins) {
@@ -273,7 +276,7 @@ fn raw(s: &mut Storage) -> Rows {
 /// Compiles `item` (the item graph of `batched`, see
 /// [`rlx_core::vmap::unbatch`]) into an executable of `batched` that runs
 /// one item's scalarised program once per item: the results of
-/// [`compile_with`](super::compile_with) on `batched`, item by item.
+/// [`compile_with`](crate::compile::driver::compile_with) on `batched`, item by item.
 /// `Ok(None)` when there is no such plan: an input or output is not `F64`,
 /// there are more than 8 of either, one item's graph is not small enough
 /// to scalarise (see [`Options::scalarize`]), or `item` does not have
@@ -322,7 +325,7 @@ pub(crate) enum Batched<'a> {
 }
 
 /// [`compile_items`] keeping no copy of the batched graph (see
-/// [`compile_owned`](super::compile_owned)), declining items of fewer than
+/// [`compile_owned`](crate::compile::driver::compile_owned)), declining items of fewer than
 /// `min_ops` element operations before optimisation (cheaply: before the
 /// program is optimised and compiled).
 pub(crate) fn compile_items_owned(
@@ -347,7 +350,7 @@ pub(crate) fn compile_items_owned(
     let Some(items) = Items::build(item, options, min_ops) else {
         return Ok(None);
     };
-    let mut plan = super::plan::Plan::types_only(&item.graph);
+    let mut plan = crate::compile::plan::Plan::types_only(&item.graph);
     plan.input_types = ins;
     plan.output_types = outs;
     let mut exe = Executable::from_plan(plan)?;

@@ -1,7 +1,7 @@
 //! What a caller may choose about compilation ([`Options`]), read by the
 //! planner.
 
-/// Compilation settings for [`compile_with`](super::compile_with).
+/// Compilation settings for [`compile_with`](crate::compile::driver::compile_with).
 ///
 /// ```
 /// use rlx::compile::{compile_with, Options};
@@ -27,7 +27,7 @@ pub struct Options {
     /// elements, every other op becomes element-wise arithmetic in the
     /// reference kernels' order (bit-identical results), common
     /// subexpressions and constants are folded per element. See
-    /// [`PlanStats::scalarized_nodes`](super::PlanStats::scalarized_nodes).
+    /// [`PlanStats::scalarized_nodes`](crate::compile::PlanStats::scalarized_nodes).
     ///
     /// In a graph that also has larger values, runs of small values (each
     /// value and operand at most 256 elements, at least two computing ops,
@@ -35,7 +35,7 @@ pub struct Options {
     /// way, each one step of the general plan reading its inputs from the
     /// plan's buffers and writing its outputs into them; large values keep
     /// their kernels and fused loops. See
-    /// [`PlanStats::small_regions`](super::PlanStats::small_regions).
+    /// [`PlanStats::small_regions`](crate::compile::PlanStats::small_regions).
     /// Off, every value goes through the general planner.
     pub scalarize: bool,
     /// Fuse movement ops and reductions into the element-wise loops next
@@ -44,9 +44,9 @@ pub struct Options {
     /// straight into it, and reductions of a loop's values are folded
     /// into that loop (same combine order, so the same bits). Off, each of
     /// these ops is a step of its own with its own buffer (see
-    /// [`PlanStats::views`](super::PlanStats::views),
-    /// [`placed`](super::PlanStats::placed) and
-    /// [`fused_reductions`](super::PlanStats::fused_reductions)).
+    /// [`PlanStats::views`](crate::compile::PlanStats::views),
+    /// [`placed`](crate::compile::PlanStats::placed) and
+    /// [`fused_reductions`](crate::compile::PlanStats::fused_reductions)).
     pub fuse_movement: bool,
     /// Run the element-wise loop reading a matrix product (a bias add and
     /// an activation; in a backward pass, the activation's derivative
@@ -55,7 +55,7 @@ pub struct Options {
     /// the loop's result, which the loop then overwrites block by block.
     /// The same operations in the same order, so the same bits. Off, the
     /// product is a step of its own with its own buffer. See
-    /// [`PlanStats::epilogues`](super::PlanStats::epilogues).
+    /// [`PlanStats::epilogues`](crate::compile::PlanStats::epilogues).
     pub epilogues: bool,
 }
 

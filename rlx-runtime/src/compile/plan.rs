@@ -3,15 +3,17 @@
 
 use rlx_core::{DType, Op, Shape, TensorType};
 
-use super::env::{Dst, Loc, Val};
-use super::fused::FusedStep;
-use super::matmul::MatMulStep;
-use super::movement::CopyStep;
-use super::reduce::ReduceStep;
-use super::scalar::ScalarStep;
-use super::scatter::ScatterStep;
-use super::small_region::RegionStep;
-use super::solve::SolveStep;
+use crate::compile::base::env::{Dst, Loc, Val};
+use crate::compile::base::stats::PlanStats;
+use crate::compile::fusion::fused::FusedStep;
+use crate::compile::products::matmul::MatMulStep;
+use crate::compile::scalar::program::ScalarProgram;
+use crate::compile::scalar::step::ScalarStep;
+use crate::compile::steps::movement::CopyStep;
+use crate::compile::steps::reduce::ReduceStep;
+use crate::compile::steps::region::RegionStep;
+use crate::compile::steps::scatter::ScatterStep;
+use crate::compile::steps::solve::SolveStep;
 use crate::storage::Storage;
 
 /// One written value: destination and element count.
@@ -48,14 +50,14 @@ pub(crate) enum StepKind {
     Kernel(KernelStep),
     /// A scatter-add with constant indices, checked when the plan was built.
     Scatter(ScatterStep),
-    Loop(super::looping::LoopStep),
+    Loop(crate::compile::steps::looping::LoopStep),
     /// A root node: Newton's method over its compiled graphs.
-    Root(super::root::RootStep),
+    Root(crate::compile::steps::root::RootStep),
     /// A scalar region of small values in a mixed graph.
     Region(RegionStep),
     /// A matrix product and the element-wise loop over its result, run
     /// in place in one step (see `epilogue`).
-    Epilogue(super::epilogue::EpilogueStep),
+    Epilogue(crate::compile::products::epilogue::EpilogueStep),
 }
 
 /// One step of the schedule.
@@ -104,7 +106,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// A plan with the types of `g` and no steps: the plan of an executable
-    /// that runs a scalarised program instead (`compile::small`), which
+    /// that runs a scalarised program instead (`compile::small::program`), which
     /// needs only the declared types for its checks, and what the planner
     /// starts from (its sizes and counts, grown as steps are added).
     pub(crate) fn types_only(g: &rlx_core::Graph) -> Plan {
@@ -127,119 +129,4 @@ impl Plan {
             scalar_program: None,
         }
     }
-}
-
-/// A plan that is a single scalar region whose leaves are all 0-d
-/// `F32`/`F64` inputs and whose stores write every output, each 0-d
-/// `F32`/`F64` (a small physics energy and its gradient, say). Such a plan
-/// runs straight from [`Arg`](crate::Arg) numbers into numbers, without a
-/// per-call state: see `Executable::run_arg_lists`.
-#[derive(Clone, Debug)]
-pub(crate) struct ScalarProgram {
-    /// The output each target of the region writes.
-    pub(crate) output_of_target: Vec<u32>,
-    /// The target writing each output (the inverse map).
-    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
-    pub(crate) target_of_output: Vec<u32>,
-    /// The input each `Load` of the region reads, in code order.
-    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
-    pub(crate) input_of_load: Vec<u32>,
-    /// Whether the loads read every input, in order.
-    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
-    pub(crate) loads_are_inputs: bool,
-    /// Whether target `j` writes output `j`, for every output, and every
-    /// output is `F64`: native code can then write the results in place.
-    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
-    pub(crate) stores_are_outputs: bool,
-}
-
-/// Counts describing a plan.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PlanStats {
-    /// Steps in the schedule.
-    pub steps: usize,
-    /// Fused element-wise loops.
-    pub fused_loops: usize,
-    /// Element-wise nodes inside fused loops.
-    pub fused_nodes: usize,
-    /// Of those, nodes evaluated in register chains (runs of cheap float
-    /// ops applied in vector registers).
-    pub chained_nodes: usize,
-    /// Reductions folded into the fused loop computing their operand
-    /// (the operand is never stored).
-    pub fused_reductions: usize,
-    /// Of those reductions' operands, negations and squares read by
-    /// nothing else, applied by the reduction as it combines each element
-    /// (no pass of their own over the block).
-    pub absorbed: usize,
-    /// Slices and transposes read in place by fused loops (never copied).
-    pub views: usize,
-    /// Values written in place into the concat or transpose using them
-    /// (never stored on their own).
-    pub placed: usize,
-    /// Of those, values a fused loop writes together with others of the
-    /// same loop placed in the same value through the same walk (the
-    /// entries of per-item Jacobians): a few items at a time, every
-    /// piece's entries of an item together, instead of one sweep of the
-    /// block per piece.
-    pub interleaved: usize,
-    /// Scalar regions (runs of 0-d element-wise nodes).
-    pub scalar_regions: usize,
-    /// 0-d nodes inside scalar regions.
-    pub scalar_nodes: usize,
-    /// Regions of small values (at most 256 elements each) inside a plan
-    /// that also has large ones, each lowered element by element into one
-    /// scalar program run as one step (see
-    /// [`Options::scalarize`](super::Options::scalarize)). Large values
-    /// never enter them: they keep their kernels and fused loops.
-    pub small_regions: usize,
-    /// Graph nodes inside those regions.
-    pub small_region_nodes: usize,
-    /// Values the regions read from the rest of the plan (over all
-    /// regions): the boundary into them.
-    pub small_region_inputs: usize,
-    /// Values the regions write for the rest of the plan or return: the
-    /// boundary out of them.
-    pub small_region_outputs: usize,
-    /// Scalar regions compiled to native code (feature `jit`).
-    pub native_regions: usize,
-    /// Matrix products whose element-wise consumers (a bias add, an
-    /// activation, an activation's derivative times a cotangent, with the
-    /// reductions folded into them) run in the same step, over the
-    /// product's result in place: the product writes straight into the
-    /// buffer of the loop's result and is never stored on its own (see
-    /// [`Options::epilogues`](super::Options::epilogues)).
-    pub epilogues: usize,
-    /// Transposes read in place by matrix products.
-    pub virtual_transposes: usize,
-    /// Gathers with constant indices read through their indices by fused
-    /// loops (no step of their own; a sparse derivative's decompression).
-    pub indexed_gathers: usize,
-    /// Slices read in place by matrix products.
-    pub virtual_slices: usize,
-    /// Scatter-adds with constant indices, checked when the plan was built
-    /// instead of on every call.
-    pub checked_scatters: usize,
-    /// Buffer slots of the per-call state.
-    pub buffers: usize,
-    /// Outputs that one fused loop writes whole, element by element,
-    /// through its stores alone (the pieces of per-item Jacobians written
-    /// item by item, say): a call returning such an output in fresh
-    /// storage allocates it without setting it to zero first.
-    pub unzeroed_outputs: usize,
-    /// Other step targets written whole without being read, so resized
-    /// without zeros: buffers a fused loop writes whole through its
-    /// stores, targets a folded reduction finishes into whole, the
-    /// float results of reduction steps, and the packed results of loops.
-    pub unzeroed_targets: usize,
-    /// Nodes of the graph lowered element by element into one scalar
-    /// program (0 unless the whole plan is scalarised: see
-    /// [`Options::scalarize`](super::Options::scalarize)). The other
-    /// counts then describe the element program.
-    pub scalarized_nodes: usize,
-    /// Items an item plan runs its program over: a batched graph whose
-    /// items are independent, run as the scalarised program of one item
-    /// once per item (0 for any other plan). The other counts then
-    /// describe that program.
-    pub item_runs: usize,
 }

@@ -6,7 +6,11 @@
 
 use rlx_core::{Error, Result, Shape, TensorType};
 
-use super::{env, exec, plan, scalar, Executable, POOL};
+use crate::compile::base::env;
+use crate::compile::executable::{Executable, POOL};
+use crate::compile::scalar::program::ScalarProgram;
+use crate::compile::scalar::step;
+use crate::compile::{exec, plan};
 use crate::debug_nans::{all_finite, debug_nans, localise};
 use crate::storage::Storage;
 use crate::tensor::Tensor;
@@ -17,7 +21,7 @@ impl Executable {
     ///
     /// A data error met while running (a singular matrix, an index out of
     /// range) is an [`Error::AtNode`] naming the node by its id in the graph
-    /// given to [`compile`](super::compile); [`Error::root`] is the cause. The same holds
+    /// given to [`compile`](crate::compile::driver::compile); [`Error::root`] is the cause. The same holds
     /// for the other ways of running.
     ///
     /// With the check of non-finite values on ([`crate::set_debug_nans`]),
@@ -274,7 +278,7 @@ impl Executable {
         let (n_in, n_out) = (head.len() + tail.len(), types.len());
         let mut run = |ins: &mut [f64], out: &mut [f64]| {
             for (slot, a) in ins.iter_mut().zip(head.iter().chain(tail)) {
-                *slot = scalar::arg_f64(a);
+                *slot = step::arg_f64(a);
             }
             if !self.run_scalar_into(ins, &[], out) {
                 return false;
@@ -333,8 +337,8 @@ impl Executable {
     #[inline]
     fn run_scalar_on(
         &self,
-        prog: &plan::ScalarProgram,
-        region: &scalar::ScalarStep,
+        prog: &ScalarProgram,
+        region: &step::ScalarStep,
         inputs: &[f64],
         out: &mut [f64],
     ) -> bool {
@@ -364,12 +368,12 @@ impl Executable {
                 };
                 n.call(ins, results);
                 for ((o, &t), ty) in out.iter_mut().zip(&prog.target_of_output).zip(types) {
-                    *o = scalar::round_to(ty.dtype, results[t as usize]);
+                    *o = step::round_to(ty.dtype, results[t as usize]);
                 }
                 return true;
             }
         }
-        let mut io = scalar::NumberIo {
+        let mut io = step::NumberIo {
             locs: &self.plan.locs,
             inputs,
             output_of_target: &prog.output_of_target,
@@ -481,6 +485,6 @@ fn traced_input(name: &str) -> Error {
 /// separate function, so that only calls needing a large file pay for its
 /// stack frame).
 #[inline(never)]
-fn on_stack<const N: usize>(region: &scalar::ScalarStep, io: &mut scalar::NumberIo<'_>) {
+fn on_stack<const N: usize>(region: &step::ScalarStep, io: &mut step::NumberIo<'_>) {
     region.exec_with_consts(&mut [0.0; N], io);
 }

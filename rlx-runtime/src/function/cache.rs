@@ -13,12 +13,11 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use rlx_core::{Error, Graph, Result, TensorType};
 
-use super::nth::NthPlan;
-use super::numbers::f32_mask;
-use super::panics;
-use super::plan::Plan;
-use super::transform::{Transform, TRANSFORMS};
 use crate::debug_nans::{all_finite, debug_nans};
+use crate::function::panics;
+use crate::function::pins::{f32_mask, NumberPin, SmallPin};
+use crate::function::plan::{NthPlan, Plan};
+use crate::function::transform::{Transform, TRANSFORMS};
 use crate::tensor::Tensor;
 use crate::trace;
 use crate::value::{Arg, Value, Values};
@@ -83,11 +82,11 @@ pub struct Function {
     /// `tensors`) go straight to its plan.
     pub(super) pinned: [OnceLock<Arc<Entry>>; TRANSFORMS],
     /// Per transform, the pinned entry's native code when it serves the
-    /// number path whole (see `numbers::Direct`).
-    pub(super) direct: [OnceLock<super::numbers::Direct>; TRANSFORMS],
+    /// number path whole (see [`NumberPin`]).
+    pub(super) direct: [OnceLock<NumberPin>; TRANSFORMS],
     /// Per transform, the pinned entry's native code when it serves the
-    /// small-tensor path (see `tensors::Direct`).
-    pub(super) small: [OnceLock<super::tensors::Direct>; TRANSFORMS],
+    /// small-tensor path (see [`SmallPin`]).
+    pub(super) small: [OnceLock<SmallPin>; TRANSFORMS],
 }
 
 #[derive(Default)]

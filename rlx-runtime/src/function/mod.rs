@@ -65,14 +65,32 @@
 //! recorded in the caller's trace ([`companion`], [`plain`]) and come back
 //! as the outermost companion's `Err`.
 //!
-//! Modules: `cache` (the plan cache and its runs), `transform` (the
-//! transforms a companion asks for), `plan` (a signature's per-transform
-//! plans), `numbers` (the number path), `tensors` (the small-tensor path), `nans` (the opt-in check of
-//! non-finite results), `nth` (the traced graph and `n`-th
-//! derivatives of a signature), `glue` (what generated code calls around a
-//! trace), `control` (rewritten comparisons, `&&`, `||` and `if`),
-//! `panics` (a panic while tracing, caught without the hook's report); this
-//! module only re-exports them.
+//! # Paths of a companion call
+//!
+//! The code `#[differentiable]` generates tries these in order, each
+//! declining (running nothing) for a call it does not serve; every path
+//! returns the general path's results.
+//!
+//! | path | when it serves a call | file |
+//! |---|---|---|
+//! | [`Function::run_pinned_numbers`] | every argument a number, the transform's pinned plan one native function (a companion that runs the rest out of line) | `numbers.rs` |
+//! | [`Function::run_numbers`] | every runtime argument an `f32`/`f64`, every result a number, the plan one scalar region | `numbers.rs` |
+//! | [`Function::small_direct`], then [`SmallRun::run`] | no static arguments; the pinned entry's shapes and dtypes; its scalarised plan one native function | `tensors.rs` |
+//! | [`Function::run_small`] | no static arguments; the pinned entry's shapes and dtypes, outside any trace, the check of non-finite values off, a scalarised plan | `tensors.rs` |
+//! | [`Function::run_to`] (and [`Function::run`]) | every call: the plan cache, the transform's plan, and inside a trace the graph inlined into the caller's | `cache.rs` (plans made in `planning.rs`, the check of non-finite results in `nans.rs`) |
+//! | [`Function::run_nth`] | the `n`-th derivative companions | `nth.rs` |
+//!
+//! Modules, bottom to top (each imports only the ones before it):
+//! `transform` (the transforms a companion asks for), `control`
+//! (rewritten comparisons, `&&`, `||` and `if`), `glue` (what generated
+//! code calls around a trace), `panics` (a panic while tracing, caught
+//! without the hook's report), `pins` (what a transform pins for its warm
+//! calls), `plan` (a signature's per-transform plans and `n`-th derivative
+//! plans, as data), `cache` (the plan cache, [`Function`], and its general
+//! runs), then the files that only add methods to `Function`: `nans` (the
+//! opt-in check of non-finite results), `planning` (making and compiling
+//! the plans), `numbers`, `tensors`, `nth` (the traced graph and `n`-th
+//! derivatives of a signature). This module only re-exports them.
 
 mod cache;
 mod control;
@@ -81,7 +99,9 @@ mod nans;
 mod nth;
 mod numbers;
 mod panics;
+mod pins;
 mod plan;
+mod planning;
 mod tensors;
 mod transform;
 

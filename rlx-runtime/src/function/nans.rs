@@ -6,10 +6,10 @@
 
 use rlx_core::{Error, Graph, Result};
 
-use super::cache::{Entry, Function};
-use super::plan::Plan;
-use super::transform::Transform;
 use crate::debug_nans::{all_finite, debug_nans, first_non_finite, localise};
+use crate::function::cache::{Entry, Function};
+use crate::function::plan::Plan;
+use crate::function::transform::Transform;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::{Arg, Value};

@@ -7,20 +7,13 @@ use std::sync::{Arc, PoisonError};
 
 use rlx_core::{autodiff, Error, Graph, Result};
 
-use super::cache::{Entry, Function, StaticArg, Tracer};
-use super::nans::check_values;
-use crate::compile::{compile_owned, Executable, Options};
+use crate::compile::{compile_owned, Options};
+use crate::function::cache::{Entry, Function, StaticArg, Tracer};
+use crate::function::nans::check_values;
+use crate::function::plan::NthPlan;
 use crate::tensor::Tensor;
 use crate::trace;
 use crate::value::{Arg, Value, Values};
-
-/// The graph and executable of an `n`-th derivative (see [`Function::run_nth`]).
-pub(super) struct NthPlan {
-    /// (position in `wrt`, order).
-    key: (usize, usize),
-    graph: Graph,
-    exe: Executable,
-}
 
 impl Function {
     /// The graph traced for `args` and `statics` (from the cache; traced on

@@ -6,26 +6,13 @@ use std::any::TypeId;
 use std::sync::Arc;
 
 use rlx_core::Result;
-use rlx_core::{DType, TensorType};
 
-use super::cache::{Entry, Function, StaticArg, Tracer};
-use super::transform::Transform;
-use crate::compile::{on_copy, DirectCall};
+use crate::compile::on_copy;
 use crate::debug_nans::{debug_nans, known_off};
-use crate::value::{is_number, Arg};
-
-/// For types that are all 0-d `f32`/`f64` (at most 64), the mask with bit
-/// `i` set where type `i` is `f32`.
-pub(super) fn f32_mask<'a>(types: impl IntoIterator<Item = &'a TensorType>) -> Option<u64> {
-    let mut mask = 0u64;
-    for (i, t) in types.into_iter().enumerate() {
-        if i >= 64 || !is_number(t) {
-            return None;
-        }
-        mask |= u64::from(t.dtype == DType::F32) << i;
-    }
-    Some(mask)
-}
+use crate::function::cache::{Entry, Function, StaticArg, Tracer};
+use crate::function::pins::NumberPin;
+use crate::function::transform::Transform;
+use crate::value::Arg;
 
 /// Numbers as arguments of their types (`f32` where bit `i` of `f32s` is
 /// set, see [`Function::run_numbers`]).
@@ -36,20 +23,6 @@ fn numbers_as_args(values: &[f64], f32s: u64) -> Vec<Arg<'static>> {
         _ => Arg::F64(v),
     };
     values.iter().enumerate().map(arg).collect()
-}
-
-/// The warm number path of one transform ([`Function::direct`]): the
-/// pinned entry's types and the native code of its plan when that plan is
-/// one function over the numbers in order (with no extras), so that a warm
-/// call compares one mask and calls it: no entry, plan or executable to
-/// reach and check on every call. Only an entry whose static arguments are
-/// `()` has one (a function without static parameters, as
-/// `#[differentiable]` calls it): a caller's `()` is then checked when it
-/// is compiled, not on every call.
-pub(super) struct Direct {
-    /// The pinned entry's `f32` mask.
-    f32s: u64,
-    call: DirectCall,
 }
 
 /// Whether `S` is `()`, the static arguments of a function without static
@@ -267,7 +240,7 @@ impl Function {
     /// pinned entry, other types, static arguments, a plan that is not one
     /// native function over the numbers in order, the check of non-finite
     /// values on); the general path then does, with the same results.
-    /// The pinned entry's plan is reached through its [`Direct`] record,
+    /// The pinned entry's plan is reached through its [`NumberPin`] record,
     /// made when it was pinned: one mask and the code's lengths are
     /// compared (the entry's, plan's and executable's checks were about a
     /// third of a warm `grad_` of six numbers outside the native code).
@@ -313,7 +286,7 @@ impl Function {
             Some(call)
                 if plan.extras_f32s == Some((0, 0)) && entry.statics_type == TypeId::of::<()>() =>
             {
-                let _ = slot.set(Direct { f32s, call });
+                let _ = slot.set(NumberPin { f32s, call });
             }
             _ => {}
         }
@@ -325,6 +298,7 @@ mod tests {
     use super::*;
     use crate::trace::Trace;
     use crate::value::Value;
+    use rlx_core::TensorType;
     use rlx_core::{Error, Graph};
 
     /// `sin(x · y) + x`, for inputs of any types.
@@ -375,7 +349,7 @@ mod tests {
             &[Arg::F64(1.0), Arg::F64(0.5)],
         );
         assert_eq!(out.to_vec(), want.unwrap());
-        // A plan with extras has no `Direct` record (the pinned path
+        // A plan with extras has no `NumberPin` record (the pinned path
         // declines calls with extras).
         assert!(F.direct[Transform::Jvp.index()].get().is_none());
     }
@@ -405,7 +379,7 @@ mod tests {
             let exe = plan.exe.get().unwrap();
             assert!(exe.run_direct(&[0.5, -2.0], &mut [0.0; 3]));
             assert!(!exe.run_direct(&[0.5], &mut [0.0; 3]));
-            // Its `Direct` record calls the same code, with the same checks.
+            // Its `NumberPin` record calls the same code, with the same checks.
             let d = G.direct[Transform::Grad.index()].get().expect("recorded");
             assert_eq!(d.f32s, 0);
             let (mut a, mut b) = ([0.0; 3], [0.0; 3]);
@@ -595,7 +569,7 @@ mod tests {
         let (x, y) = (0.75, 1.5);
         let want = general(Transform::Grad, &[Arg::F64(x), Arg::F64(y)], &[]).unwrap();
         // Zero-sized statics other than `()` pin their entry but make no
-        // `Direct` record: every call takes the general path, with its results.
+        // `NumberPin` record: every call takes the general path, with its results.
         for _ in 0..2 {
             let mut out = [0.0; 3];
             let ran = H.run_numbers(Transform::Grad, &[x, y], 0, &[], 0, &Tag, tagged, &mut out);

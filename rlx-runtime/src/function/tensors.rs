@@ -6,89 +6,15 @@
 use std::any::TypeId;
 use std::sync::Arc;
 
-use rlx_core::{DType, TensorType};
+use rlx_core::DType;
 
-use super::cache::{Entry, Function, StaticArg};
-use super::transform::Transform;
-use crate::compile::{Flat, SmallCall, SmallRun};
+use crate::compile::{Flat, SmallRun};
 use crate::debug_nans::debug_nans;
-use crate::storage::Storage;
-use crate::tensor::Repr;
+use crate::function::cache::{Entry, Function, StaticArg};
+use crate::function::pins::{fits, SmallPin};
+use crate::function::transform::Transform;
 use crate::trace;
 use crate::value::Arg;
-
-/// Whether `a` is a concrete argument of type `ty` (one match on the
-/// tensor's representation, then its dtype and dimensions).
-#[inline]
-fn fits(a: &Arg<'_>, ty: &TensorType) -> bool {
-    match a {
-        Arg::Tensor(t) => match &t.repr {
-            Repr::Concrete(c) => c.storage.dtype() == ty.dtype && c.shape == ty.shape,
-            Repr::Traced(_) => false,
-        },
-        Arg::F64(_) | Arg::F32(_) => a.matches(ty),
-    }
-}
-
-/// The warm small-tensor path of one transform ([`Function::run_small`]):
-/// the pinned entry's argument types and the native code of its plan
-/// ([`SmallCall`]), so that a warm call compares its arguments' types and
-/// calls the code: no entry, plan or executable to reach and check.
-pub(super) struct Direct {
-    args: Box<[TensorType]>,
-    extras: Box<[TensorType]>,
-    /// The type of the entry's static arguments (a zero-sized type).
-    statics: TypeId,
-    call: SmallCall,
-    /// Whether the pinned signature is one `f64` tensor argument and no
-    /// extras: then a warm call checks it and reads its values in one
-    /// step ([`Direct::in_place`]).
-    single_f64: bool,
-}
-
-impl Direct {
-    /// Whether `args` and `extras` are concrete and of the pinned types.
-    #[inline]
-    fn fits(&self, args: &[Arg<'_>], extras: &[Arg<'_>]) -> bool {
-        if args.len() != self.args.len() || extras.len() != self.extras.len() {
-            return false;
-        }
-        // Plain loops (see `Function::run_small`).
-        for (a, ty) in args.iter().zip(&self.args[..]) {
-            if !fits(a, ty) {
-                return false;
-            }
-        }
-        for (a, ty) in extras.iter().zip(&self.extras[..]) {
-            if !fits(a, ty) {
-                return false;
-            }
-        }
-        true
-    }
-
-    /// The values of the single `f64` tensor argument of a signature that
-    /// has one (`single_f64`), when `args` and `extras` are concrete and of
-    /// the pinned types: the check of [`Direct::fits`] and the read of
-    /// `SmallCall`'s in-place path in one match. `None` for everything
-    /// else (the caller then checks with [`Direct::fits`]).
-    #[inline(always)]
-    fn in_place<'a>(&self, args: &'a [Arg<'_>], extras: &[Arg<'_>]) -> Option<&'a [f64]> {
-        if !self.single_f64 {
-            return None;
-        }
-        if let ([Arg::Tensor(t)], [], [ty]) = (args, extras, &self.args[..]) {
-            if let Repr::Concrete(c) = &t.repr {
-                if let Storage::F64(v) = &*c.storage {
-                    if c.shape == ty.shape {
-                        return Some(v);
-                    }
-                }
-            }
-        }
-        None
-    }
-}
 
 impl Function {
     /// The warm call of a companion (or the plain call) over small tensors
@@ -272,7 +198,7 @@ impl Function {
         }
     }
 
-    /// Records the [`Direct`] call of transform `t`'s pinned entry, once,
+    /// Records the [`SmallPin`] call of transform `t`'s pinned entry, once,
     /// if its static arguments are `()` (a function without any: the only
     /// ones [`Function::small_direct`] serves) and its plan is scalarised
     /// with native code a [`SmallCall`] can hold
@@ -296,7 +222,7 @@ impl Function {
         if let Some(call) = plan.exe.get().and_then(|e| e.small_call()) {
             let single_f64 = matches!(&entry.types[..], [ty] if ty.dtype == DType::F64)
                 && plan.extras.is_empty();
-            let _ = slot.set(Direct {
+            let _ = slot.set(SmallPin {
                 single_f64,
                 args: entry.types.clone().into(),
                 extras: plan.extras.iter().map(|(_, ty)| ty.clone()).collect(),
@@ -313,6 +239,7 @@ mod tests {
     use crate::tensor::Tensor;
     use crate::trace::Trace;
     use crate::value::Value;
+    use rlx_core::TensorType;
     use rlx_core::{DType, Graph, Result};
 
     /// `Σ sin(x · y) + x₀ · y` over a vector `x` and a number `y`.
@@ -497,9 +424,9 @@ mod tests {
 
     #[test]
     fn a_single_f64_tensor_is_checked_and_read_in_place_with_the_general_bits() {
-        // One `f64` tensor and no extras: `Direct::in_place` checks and
+        // One `f64` tensor and no extras: `SmallPin::in_place` checks and
         // reads it in one step (`SmallCall::run_in_place`), instead of
-        // `Direct::fits` then `SmallCall::run`.
+        // `SmallPin::fits` then `SmallCall::run`.
         static S1: Function = Function::new("s1", &["x"], &[0]);
         let x = Tensor::from_slice(&[0.5, -1.25, 2.0], [3]);
         let args = [Arg::from(&x)];

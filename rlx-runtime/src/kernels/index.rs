@@ -374,7 +374,7 @@ pub(super) fn scatter_add(
 /// (and known to come in `order`), `updates`
 /// holding `split.0 · ix.len() · split.2` elements: the step of a
 /// scatter-add whose indices are constants, checked when the plan was
-/// built (`compile::scatter`). The same additions in the same order as
+/// built (`compile::steps::scatter`). The same additions in the same order as
 /// [`scatter_add`], so the same bits.
 pub(crate) fn scatter_add_checked<I: Position>(
     split: (usize, usize, usize),

@@ -1,7 +1,7 @@
 //! The kernel of a root node ([`rlx_core::solvers`]): Newton's method on
 //! the residual graph, with its Jacobian graph for the steps, over any
 //! runner of graphs ([`RunGraph`]: the reference interpreter here, compiled
-//! plans in `compile::root`).
+//! plans in `compile::steps::root`).
 //!
 //! The iteration is in `f64` whatever the unknown's dtype (the residual
 //! and its Jacobian run in that dtype). Each iteration evaluates `F(x)`

@@ -7,26 +7,17 @@ use std::collections::HashMap;
 
 use rlx_core::{DType, Graph, Shape};
 
-use crate::compile::env::{Dst, Loc, Val};
+use crate::compile::base::env::{Dst, Loc, Val};
+use crate::compile::base::stats::PlanStats;
+use crate::compile::plan::{Step, StepKind, Target};
 #[cfg(feature = "jit")]
-use crate::compile::jit;
-use crate::compile::plan::{PlanStats, Step, StepKind, Target};
+use crate::compile::scalar::native;
 use crate::storage::Storage;
 
 /// Scalar regions with fewer instructions stay interpreted: compiling them
 /// would cost more than it saves.
 #[cfg(feature = "jit")]
 const JIT_MIN_INSTRS: usize = 8;
-
-pub(super) struct Group {
-    pub(super) shape: Shape,
-    pub(super) members: Vec<u32>,
-    pub(super) sealed: bool,
-}
-
-pub(super) fn contiguous(s: &Shape) -> Vec<usize> {
-    s.strides()
-}
 
 pub(super) struct Builder<'a> {
     pub(super) g: &'a Graph,
@@ -37,13 +28,13 @@ pub(super) struct Builder<'a> {
     /// Slices read in place by matrix products: operand node and offset.
     pub(super) windows: &'a [Option<(usize, usize)>],
     /// Slices and transposes read in place by fused loops.
-    pub(super) views: &'a [Option<super::views::View>],
+    pub(super) views: &'a [Option<crate::compile::planner::views::View>],
     /// Values written in place into a concat or transpose.
-    pub(super) places: &'a [Option<super::places::Place>],
+    pub(super) places: &'a [Option<crate::compile::planner::places::Place>],
     pub(super) group: &'a [Option<u32>],
     pub(super) stored: &'a [bool],
     /// Products run by the fused loop reading them.
-    pub(super) epilogues: &'a super::epilogue::Epilogues,
+    pub(super) epilogues: &'a crate::compile::planner::epilogue::Epilogues,
     pub(super) consts: Vec<Storage>,
     pub(super) locs: Vec<Loc>,
     pub(super) steps: Vec<Step>,
@@ -59,12 +50,14 @@ pub(super) struct Builder<'a> {
     pub(super) jit: bool,
     /// The step graphs of the loop nodes, by node, compiled before
     /// planning (see `looping::compile_all`); each is taken by its step.
-    pub(super) loops:
-        std::collections::HashMap<usize, rlx_core::Result<crate::compile::looping::Compiled>>,
+    pub(super) loops: std::collections::HashMap<
+        usize,
+        rlx_core::Result<crate::compile::steps::looping::Compiled>,
+    >,
     /// The residual and Jacobian graphs of the root nodes, by node,
     /// compiled before planning; each is taken by its step.
     pub(super) roots:
-        std::collections::HashMap<usize, rlx_core::Result<crate::compile::root::Compiled>>,
+        std::collections::HashMap<usize, rlx_core::Result<crate::compile::steps::root::Compiled>>,
 }
 
 /// Compiles every scalar region of `steps` of at least [`JIT_MIN_INSTRS`]
@@ -77,7 +70,7 @@ pub(super) fn compile_native(steps: &mut [Step], stats: &mut PlanStats) {
         if let StepKind::Scalar(region) = &mut step.kind {
             if worth_compiling(&region.code) {
                 region.native =
-                    jit::compile(&region.code, region.len, &region.consts, step.targets.len())
+                    native::compile(&region.code, region.len, &region.consts, step.targets.len())
                         .map(std::sync::Arc::new);
                 stats.native_regions += region.native.is_some() as usize;
             }
@@ -88,7 +81,7 @@ pub(super) fn compile_native(steps: &mut [Step], stats: &mut PlanStats) {
 /// Whether a scalar region of `code` is long enough to be compiled to
 /// native code ([`compile_native`]).
 #[cfg(feature = "jit")]
-pub(crate) fn worth_compiling(code: &[crate::compile::scalar_code::SInstr]) -> bool {
+pub(crate) fn worth_compiling(code: &[crate::compile::scalar::code::SInstr]) -> bool {
     code.len() >= JIT_MIN_INSTRS
 }
 
@@ -140,8 +133,8 @@ impl Builder<'_> {
     }
 
     /// Where node `i` is written: its place, or its own buffer.
-    pub(super) fn dest(&self, i: usize) -> super::places::Place {
-        super::places::dest(self.places, self.g, i)
+    pub(super) fn dest(&self, i: usize) -> crate::compile::planner::places::Place {
+        crate::compile::planner::places::dest(self.places, self.g, i)
     }
 
     pub(super) fn rank(&mut self, r: usize) {

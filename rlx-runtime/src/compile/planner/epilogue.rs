@@ -16,8 +16,8 @@
 
 use rlx_core::{DType, Graph, Op};
 
-use super::builder::Group;
-use super::places::Place;
+use crate::compile::planner::facts::Group;
+use crate::compile::planner::places::Place;
 
 /// The epilogues of a plan.
 pub(super) struct Epilogues {
@@ -28,7 +28,7 @@ pub(super) struct Epilogues {
 }
 
 impl Epilogues {
-    /// No epilogues (see [`Options::epilogues`](crate::compile::Options)).
+    /// No epilogues (see [`Options::epilogues`](crate::compile::options::Options)).
     pub(super) fn none(nodes: usize, groups: usize) -> Epilogues {
         Epilogues {
             product: vec![false; nodes],

@@ -7,11 +7,11 @@
 //! fills it: per-item Jacobians of 10 000 devices are 720 KB that were
 //! otherwise zeroed on every call, then overwritten.
 
-use super::super::env::{Dst, Loc};
-use super::super::fused::{FusedStep, Instr};
-use super::super::fused_io::{for_runs, Scatter};
-use super::super::plan::{Step, StepKind};
-use super::super::regs::Out;
+use crate::compile::base::env::{Dst, Loc};
+use crate::compile::base::regs::Out;
+use crate::compile::fusion::fused::{FusedStep, Instr};
+use crate::compile::fusion::io::{for_runs, Scatter};
+use crate::compile::plan::{Step, StepKind};
 
 /// Sets `Target::fills` on the targets a step writes whole without
 /// reading them: the outputs and buffers a fused loop writes whole through

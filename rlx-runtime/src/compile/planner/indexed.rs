@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use rlx_core::{DType, Graph, Literal, Op};
 
-use crate::compile::fused::Access;
-use crate::compile::scatter::checked_indices;
+use crate::compile::fusion::io::Access;
+use crate::compile::steps::scatter::checked_indices;
 
 /// Per node: the checked indices when it is an indexed gather.
 pub(super) fn indexed_gathers(
@@ -46,7 +46,7 @@ pub(super) fn indexed_gathers(
             && !users[i].is_empty()
             && users[i].iter().all(|&u| {
                 let un = &nodes[u as usize];
-                super::is_fusable(&un.op) && un.shape == n.shape
+                crate::compile::planner::facts::is_fusable(&un.op) && un.shape == n.shape
             });
         if !candidate {
             continue;

@@ -47,12 +47,12 @@ use std::sync::Arc;
 
 use rlx_core::{DType, Graph, Node, NodeId, Op};
 
-use super::builder::Builder;
-use super::scalarize::SMALL_VALUE;
 use crate::compile::options::Options;
 use crate::compile::plan::{Step, StepKind};
-use crate::compile::small::Small;
-use crate::compile::small_region::RegionStep;
+use crate::compile::planner::builder::Builder;
+use crate::compile::planner::scalarize::SMALL_VALUE;
+use crate::compile::small::program::Small;
+use crate::compile::steps::region::RegionStep;
 
 /// A region of small values run as one scalar program.
 pub(super) struct Region {
@@ -170,7 +170,7 @@ fn pays(g: &Graph, members: &[u32]) -> bool {
         .count();
     let scalar_elementwise = members.iter().all(|&m| {
         let n = &nodes[m as usize];
-        n.shape.rank() == 0 && super::is_fusable(&n.op)
+        n.shape.rank() == 0 && crate::compile::planner::facts::is_fusable(&n.op)
     });
     computing >= 2 && !scalar_elementwise
 }

@@ -60,6 +60,7 @@
 
 mod builder;
 mod epilogue;
+mod facts;
 mod fills;
 mod indexed;
 mod mixed;
@@ -71,14 +72,16 @@ mod views;
 
 use rlx_core::{DType, Graph, Literal, NodeId, Op, Result, Shape, TensorType};
 
-use super::env::{Dst, Loc};
-use super::movement::{CopyStep, Strided};
-use super::options::Options;
-use super::plan::{Plan, ScalarProgram, Step, StepKind, Target};
-use super::scalar_code::SInstr;
+use crate::compile::base::env::{Dst, Loc};
+use crate::compile::options::Options;
+use crate::compile::plan::{Plan, Step, StepKind, Target};
+use crate::compile::planner::builder::Builder;
+use crate::compile::planner::facts::Group;
+use crate::compile::scalar::code::SInstr;
+use crate::compile::scalar::program::ScalarProgram;
+use crate::compile::steps::movement::{CopyStep, Strided};
 use crate::storage::Storage;
 use crate::value::is_number;
-use builder::{Builder, Group};
 
 /// Whether `steps` form a [`ScalarProgram`], and its output map.
 fn scalar_program(
@@ -145,18 +148,6 @@ fn scalar_program(
     })
 }
 
-fn is_fusable(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare(_)
-            | Op::Select
-            | Op::Cast(_)
-            | Op::Broadcast { .. }
-    )
-}
-
 /// The open group a node folds into as a sink: a float reduction of a
 /// member of that group, over a loop small enough never to be split
 /// across threads (a sink runs on one thread; the bits stay those of one
@@ -183,7 +174,7 @@ fn folds_into(
         && xn.dtype == n.dtype
         && xn.shape.rank() > 0
         && gr.shape == xn.shape
-        && gr.shape.numel() < 2 * super::parallel::MIN_PER_PART)
+        && gr.shape.numel() < 2 * crate::compile::base::parallel::MIN_PER_PART)
         .then_some(gid)
 }
 
@@ -221,7 +212,7 @@ pub(crate) fn compile_native(plan: &mut Plan) {
 }
 
 #[cfg(feature = "jit")]
-pub(crate) use builder::worth_compiling;
+pub(crate) use crate::compile::planner::builder::worth_compiling;
 
 /// Builds the plan of a verified graph without `Custom` ops.
 ///
@@ -342,7 +333,8 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
         }
         // Region members are computed by their region's step: they read
         // operand groups from outside (sealing them) and join none.
-        let fusable = is_fusable(&n.op) && region[i].is_none() && !plain;
+        let fusable =
+            crate::compile::planner::facts::is_fusable(&n.op) && region[i].is_none() && !plain;
         let mut joined = None;
         let mut merge: Vec<u32> = Vec::new();
         let folded: Vec<u32> = n
@@ -449,13 +441,15 @@ pub(crate) fn build_verified(g: &Graph, origins: &[NodeId], options: &Options) -
     let loops = loop_nodes
         .iter()
         .map(|&(i, _)| i)
-        .zip(crate::compile::looping::compile_all(&ops, options))
+        .zip(crate::compile::steps::looping::compile_all(&ops, options))
         .collect();
     let roots = nodes
         .iter()
         .enumerate()
         .filter_map(|(i, n)| match &n.op {
-            Op::Root(r) if live[i] => Some((i, crate::compile::root::Compiled::new(r, options))),
+            Op::Root(r) if live[i] => {
+                Some((i, crate::compile::steps::root::Compiled::new(r, options)))
+            }
             _ => None,
         })
         .collect();

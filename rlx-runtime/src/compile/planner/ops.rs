@@ -5,15 +5,16 @@
 
 use rlx_core::{DType, Error, Op, Result, Shape};
 
-use super::builder::{contiguous, Builder};
-use crate::compile::env::Val;
-use crate::compile::fused::Access;
-use crate::compile::matmul::{MatMulStep, MatView};
-use crate::compile::movement::{merge_axes, CopyStep, Strided};
+use crate::compile::base::env::Val;
+use crate::compile::fusion::io::Access;
 use crate::compile::plan::{KernelStep, StepKind};
-use crate::compile::reduce::ReduceStep;
-use crate::compile::scatter::ScatterStep;
-use crate::compile::solve::SolveStep;
+use crate::compile::planner::builder::Builder;
+use crate::compile::planner::facts::contiguous;
+use crate::compile::products::matmul::{MatMulStep, MatView};
+use crate::compile::steps::movement::{merge_axes, CopyStep, Strided};
+use crate::compile::steps::reduce::ReduceStep;
+use crate::compile::steps::scatter::ScatterStep;
+use crate::compile::steps::solve::SolveStep;
 use crate::kernels::iter::split_at_axis;
 
 /// The output stride of each axis of a reduction's operand `xs` (0 on
@@ -178,7 +179,7 @@ impl Builder<'_> {
                     .loops
                     .remove(&i)
                     .expect("`build_verified` compiles every live loop node's graphs")?;
-                let step = crate::compile::looping::LoopStep::new(l.clone(), args.clone(), compiled);
+                let step = crate::compile::steps::looping::LoopStep::new(l.clone(), args.clone(), compiled);
                 self.push(i, StepKind::Loop(step), args);
             }
             Op::Root(r) => {
@@ -187,7 +188,7 @@ impl Builder<'_> {
                     .roots
                     .remove(&i)
                     .expect("`build_verified` compiles every live root node's graphs")?;
-                let step = crate::compile::root::RootStep::new(r.clone(), args.clone(), compiled);
+                let step = crate::compile::steps::root::RootStep::new(r.clone(), args.clone(), compiled);
                 self.push(i, StepKind::Root(step), args);
             }
             Op::Custom(c) => {
@@ -322,7 +323,11 @@ impl Builder<'_> {
         if let Some(ix) = &self.indexed[p] {
             // Read through its indices: the gather's operand is never a
             // view (a view's users are all loop members).
-            return (self.leaf_val(p), 0, super::indexed::access(ix));
+            return (
+                self.leaf_val(p),
+                0,
+                crate::compile::planner::indexed::access(ix),
+            );
         }
         let ps = self.shape(p).clone();
         let (val, off, pst) = match &self.views[p] {

@@ -11,10 +11,11 @@
 //! that are not placed (inputs, results of other steps) are copied into
 //! their window by the concat's step, as before.
 
+use crate::compile::planner::facts::unit_axes_only;
 use rlx_core::{Graph, Op};
 
-use super::builder::contiguous;
-use super::views::View;
+use crate::compile::planner::facts::contiguous;
+use crate::compile::planner::views::View;
 
 /// Where a value lives inside another one's storage: element `i` (a
 /// multi-index over the value's dims) is element `off + Σ i_d·strides[d]`
@@ -94,21 +95,6 @@ pub(super) fn places(
         places[v] = Some(placed_in(&places, g, v, u));
     }
     places
-}
-
-/// For `from` and `to` equal once their unit axes are dropped: for each
-/// axis of `from`, the axis of `to` of the same extent (`None` for unit
-/// axes); else `None`.
-pub(super) fn unit_axes_only(from: &[usize], to: &[usize]) -> Option<Vec<Option<usize>>> {
-    let mut big = (0..to.len()).filter(|&k| to[k] != 1);
-    let map: Vec<Option<usize>> = from
-        .iter()
-        .map(|&d| match d {
-            1 => Some(None),
-            _ => big.next().filter(|&k| to[k] == d).map(Some),
-        })
-        .collect::<Option<_>>()?;
-    big.next().is_none().then_some(map)
 }
 
 /// Where value `v` lives inside its user `u` (a concat or transpose).

@@ -6,22 +6,25 @@ use std::collections::{HashMap, HashSet};
 
 use rlx_core::{BinaryOp, CmpOp, DType, Op, Result, UnaryOp};
 
-use super::builder::{Builder, Group};
-use super::ops::reduce_strides;
-use super::places::Place;
-use crate::compile::absorb::absorb_into_sinks;
-use crate::compile::chain_form::form_chains;
-use crate::compile::env::{Dst, Loc};
-use crate::compile::epilogue::EpilogueStep;
-use crate::compile::fold::{Pre, Sink};
-use crate::compile::fused::{Access, FusedStep, Instr, Leaf};
-use crate::compile::fused_io::Scatter;
-use crate::compile::interleave::{Interleave, MAX_INTERLEAVED};
-use crate::compile::movement::merge_axes;
+use crate::compile::base::env::{Dst, Loc};
+use crate::compile::base::math::Pre;
+use crate::compile::base::regs::{Bank, Out, Reg, Src};
+use crate::compile::fusion::absorb::absorb_into_sinks;
+use crate::compile::fusion::chain_form::form_chains;
+use crate::compile::fusion::fold::Sink;
+use crate::compile::fusion::fused::{FusedStep, Instr};
+use crate::compile::fusion::interleave::{Interleave, MAX_INTERLEAVED};
+use crate::compile::fusion::io::Scatter;
+use crate::compile::fusion::io::{Access, Leaf};
 use crate::compile::plan::{Step, StepKind};
-use crate::compile::regs::{Bank, Out, Reg, Src};
-use crate::compile::scalar::ScalarStep;
-use crate::compile::scalar_code::{binary_instr, unary_instr, SInstr, SType};
+use crate::compile::planner::builder::Builder;
+use crate::compile::planner::facts::Group;
+use crate::compile::planner::ops::reduce_strides;
+use crate::compile::planner::places::Place;
+use crate::compile::products::epilogue::EpilogueStep;
+use crate::compile::scalar::code::{binary_instr, unary_instr, SInstr, SType};
+use crate::compile::scalar::step::ScalarStep;
+use crate::compile::steps::movement::merge_axes;
 
 /// Per-bank register allocator with free lists.
 #[derive(Default)]

@@ -21,8 +21,8 @@
 
 use rlx_core::{Graph, Op};
 
-use super::builder::contiguous;
-use super::places::unit_axes_only;
+use crate::compile::planner::facts::contiguous;
+use crate::compile::planner::facts::unit_axes_only;
 
 /// Where the elements of a view live: element `i` (a multi-index over the
 /// view's dims) is element `off + Σ i_d·strides[d]` of `base`.
@@ -63,7 +63,7 @@ pub(super) fn views(
             && users[i].iter().all(|&u| {
                 let un = &nodes[u as usize];
                 is_view[u as usize]
-                    || (super::is_fusable(&un.op) && un.shape.rank() > 0)
+                    || (crate::compile::planner::facts::is_fusable(&un.op) && un.shape.rank() > 0)
                     || matches!(un.op, Op::Concat { .. })
             });
         is_view[i] = movement && !is_output[i] && !virt[i] && read_in_place && n.shape.numel() > 0;

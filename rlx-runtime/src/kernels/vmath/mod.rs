@@ -8,7 +8,7 @@
 //! multiplications, divisions, bit operations and selects (`if c { a } else
 //! { b }` on two computed values, which LLVM turns into a blend). Inlined
 //! into a loop, LLVM vectorises it; the fused loops run that loop compiled
-//! for AVX2 (see `compile::math`, which checks the CPU at run time), 8 `f32`
+//! for AVX2 (see `compile::base::math`, which checks the CPU at run time), 8 `f32`
 //! or 4 `f64` lanes per instruction, and the interpreter, the scalar regions
 //! and their native code call the very same function on one value. Every
 //! operation in it is correctly rounded by IEEE 754 whatever the width, so
