@@ -95,7 +95,9 @@ fn transient_by_hand(v0: &Tensor, src: &Tensor, is: f64, nvt: f64, c: f64) -> f6
         let v = rlx::root(|y| kcl(y, &prev, &s, &is, &nvt, &c), &prev, newton())?;
         Ok((v.clone(), v))
     })?;
-    let rows: Vec<Tensor> = (0..T).map(|t| path.slice_range(t..t + 1, 0).reshape([N])).collect();
+    let rows: Vec<Tensor> = (0..T)
+        .map(|t| path.slice_range(t..t + 1, 0).reshape([N]))
+        .collect();
     loss(&rows)
 }
 
