@@ -486,7 +486,6 @@ mod tests {
             "{ break; }",
             "{ if c { continue; } }",
             "{ return x; }",
-            "{ x = f(x)?; }",
             "{ ys.push(x.clone()); x = x + ys.len(); }",
             "{ ys.push(x.clone()); ys = vec![]; }",
             "{ x = x + &xs[t]; xs = xs * 2.0; }",
@@ -495,6 +494,14 @@ mod tests {
             let (b, _) = walk(body, false);
             assert_eq!(b.errors.len(), 1, "{body}");
         }
+    }
+
+    #[test]
+    fn a_question_mark_makes_the_body_fallible() {
+        let (b, _) = walk("{ x = f(x)?; }", false);
+        assert!(b.errors.is_empty() && b.fallible);
+        let (b, _) = walk("{ x = f(x); }", false);
+        assert!(!b.fallible);
     }
 
     #[test]
