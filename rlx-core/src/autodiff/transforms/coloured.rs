@@ -5,7 +5,7 @@
 //! tridiagonal residual of 200 unknowns takes 200 products though three
 //! colours cover its columns. When the graph's structural pattern (as for
 //! the sparse companions) admits far fewer colours than the dense basis
-//! has vectors, [`jacobian`] and [`hessian`] build the compressed program
+//! has vectors, `jacobian` and `hessian` build the compressed program
 //! of [`sparse`](super::sparse) and add its values into dense blocks of
 //! zeros by one `scatter_add` with constant indices (as CasADi computes
 //! every Jacobian).
@@ -19,8 +19,8 @@
 //! give zero).
 //!
 //! The pattern is looked for only when the dense basis has at least
-//! [`MIN_PASSES`] vectors, and given up when its dependency sets grow past
-//! a few times the element count of the dense product (see [`limit`]), so
+//! `MIN_PASSES` vectors, and given up when its dependency sets grow past
+//! a few times the element count of the dense product (see `limit`), so
 //! a dense problem pays a bounded search and keeps its basis products.
 
 use super::finish;
@@ -34,7 +34,7 @@ pub(crate) const MIN_PASSES: usize = 8;
 
 /// Dependency entries (and Hessian pairs) the pattern search may hold: four
 /// times the element count of the dense product over `passes` vectors,
-/// between 2¹⁶ and [`MAX_ENTRIES`].
+/// between 2¹⁶ and `MAX_ENTRIES`.
 fn limit(g: &Graph, passes: usize) -> usize {
     let elements = g
         .nodes()
@@ -60,7 +60,7 @@ struct Block {
     col0: usize,
 }
 
-/// The Jacobian of output 0 as [`jacobian`](super::jacobian) lays it out,
+/// The Jacobian of output 0 as `jacobian`(super::jacobian) lays it out,
 /// by coloured products, when they number at most half of `passes` (the
 /// dense basis products); else `None`.
 pub(crate) fn jacobian(
@@ -96,7 +96,7 @@ pub(crate) fn jacobian(
     spread(program.graph, g, &pattern, g.dtype(o), &blocks).map(Some)
 }
 
-/// The Hessian of the scalar output 0 as [`hessian`](super::hessian) lays
+/// The Hessian of the scalar output 0 as `hessian`(super::hessian) lays
 /// it out (one block per pair of `wrt`, row-major), from `gg` (the
 /// gradient graph) by a star colouring, when it needs at most half of
 /// `passes` products; else `None`.
@@ -205,7 +205,7 @@ fn spread(
 }
 
 /// Whether a `rows × cols` pattern's arrays alone would pass
-/// [`MAX_ENTRIES`].
+/// `MAX_ENTRIES`.
 fn too_large(rows: usize, cols: usize) -> bool {
     rows.saturating_add(cols) > MAX_ENTRIES
 }
