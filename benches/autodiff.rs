@@ -176,26 +176,16 @@ fn jacobian(c: &mut Criterion) {
         let exe = compile(&jg).unwrap();
         println!("jacobian_{n}: differentiate + compile {:?}", t0.elapsed());
         let (xt, st) = (Tensor::from_slice(&x, [n]), Tensor::from_slice(&s, [n]));
-        let inputs = [&xt, &st];
-        let mut outs: Vec<Tensor> = exe
-            .output_types()
-            .iter()
-            .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
-            .collect();
-        exe.run_into(&inputs, &mut outs).unwrap();
-        assert_eq!(outs[1].shape().dims(), &[n, n]);
-        let mut hand = vec![0.0; n * n];
-        analytic_jacobian(&x, &mut hand);
-        assert_close_f64("J", outs[1].as_slice::<f64>().unwrap(), &hand, n);
-
-        let mut group = c.benchmark_group(format!("jacobian_{n}"));
-        group.bench_function("rlx jacobian", |b| {
-            b.iter(|| exe.run_into(black_box(&inputs), &mut outs).unwrap())
-        });
-        group.bench_function("hand-written analytic", |b| {
-            b.iter(|| analytic_jacobian(black_box(&x), &mut hand))
-        });
-        group.finish();
+        let hand = |jac: &mut [f64]| analytic_jacobian(black_box(&x), jac);
+        dense_pair(
+            c,
+            &format!("jacobian_{n}"),
+            "rlx jacobian",
+            &exe,
+            &[&xt, &st],
+            n,
+            hand,
+        );
     }
 }
 
@@ -245,26 +235,47 @@ fn rosenbrock_hessian(c: &mut Criterion) {
             t0.elapsed()
         );
         let xt = Tensor::from_slice(&x, [n]);
-        let inputs = [&xt];
-        let mut outs: Vec<Tensor> = exe
-            .output_types()
-            .iter()
-            .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
-            .collect();
-        exe.run_into(&inputs, &mut outs).unwrap();
-        let mut hand = vec![0.0; n * n];
-        analytic_rosenbrock_hessian(&x, &mut hand);
-        assert_close_f64("H", outs[1].as_slice::<f64>().unwrap(), &hand, n);
-
-        let mut group = c.benchmark_group(format!("hessian_rosenbrock_{n}"));
-        group.bench_function("rlx hessian", |b| {
-            b.iter(|| exe.run_into(black_box(&inputs), &mut outs).unwrap())
-        });
-        group.bench_function("hand-written analytic", |b| {
-            b.iter(|| analytic_rosenbrock_hessian(black_box(&x), &mut hand))
-        });
-        group.finish();
+        let hand = |h: &mut [f64]| analytic_rosenbrock_hessian(black_box(&x), h);
+        dense_pair(
+            c,
+            &format!("hessian_rosenbrock_{n}"),
+            "rlx hessian",
+            &exe,
+            &[&xt],
+            n,
+            hand,
+        );
     }
+}
+
+/// Times `exe` (whose output 1 is an `n × n` matrix) against `hand`, which
+/// fills the same matrix, in one group, after checking that they agree.
+fn dense_pair(
+    c: &mut Criterion,
+    group: &str,
+    rlx: &str,
+    exe: &rlx_runtime::Executable,
+    inputs: &[&Tensor],
+    n: usize,
+    mut hand: impl FnMut(&mut [f64]),
+) {
+    let mut outs: Vec<Tensor> = exe
+        .output_types()
+        .iter()
+        .map(|t| Tensor::zeros(t.shape.clone(), t.dtype))
+        .collect();
+    exe.run_into(inputs, &mut outs).unwrap();
+    assert_eq!(outs[1].shape().dims(), &[n, n]);
+    let mut want = vec![0.0; n * n];
+    hand(&mut want);
+    assert_close_f64(group, outs[1].as_slice::<f64>().unwrap(), &want, n);
+
+    let mut group = c.benchmark_group(group);
+    group.bench_function(rlx, |b| {
+        b.iter(|| exe.run_into(black_box(inputs), &mut outs).unwrap())
+    });
+    group.bench_function("hand-written analytic", |b| b.iter(|| hand(&mut want)));
+    group.finish();
 }
 
 criterion_group!(benches, mlp, jacobian, rosenbrock_hessian);

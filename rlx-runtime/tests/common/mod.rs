@@ -94,6 +94,11 @@ impl Rng {
         lo + (hi - lo) * u
     }
 
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.uniform(0.0, n as f64) as usize).min(n - 1)
+    }
+
     /// `n` values uniform in `[lo, hi)`.
     pub fn vec(&mut self, n: usize, lo: f64, hi: f64) -> Vec<f64> {
         (0..n).map(|_| self.uniform(lo, hi)).collect()
