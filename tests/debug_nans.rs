@@ -387,3 +387,46 @@ fn warm_small_tensor_calls_are_checked_when_the_check_is_on() {
     let p = p.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(p.contains("(`ln`) produced -inf"), "{p}");
 }
+
+/// Row-wise and long (its per-row Jacobian is a program of a few hundred
+/// scalar operations, the kind `batch_jacobian_` runs as an item plan),
+/// with a logarithm that is NaN for entries below 2.
+#[differentiable]
+fn long_rows(x: &Tensor) -> Tensor {
+    let mut y = x.clone();
+    for _ in 0..6 {
+        y = (y.sin() + &y * x).tanh() + x;
+    }
+    (x - 2.0).ln() * y // LONG_ROWS_LN
+}
+
+#[test]
+fn a_batch_jacobian_run_per_row_checks_too() {
+    let xs: Vec<f64> = (0..64 * 4).map(|i| 2.5 + (i % 7) as f64 * 0.1).collect();
+    let mut bad = xs.clone();
+    bad[4 * 37 + 2] = 1.5;
+    let (good, bad) = (
+        Tensor::from_vec(xs, [64, 4]),
+        Tensor::from_vec(bad, [64, 4]),
+    );
+    {
+        let _off = check(false);
+        let j = batch_jacobian_long_rows(&bad)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap();
+        assert!(j.iter().any(|v| v.is_nan()));
+        assert!(batch_jacobian_long_rows(&good).is_ok());
+    }
+    let _on = check(true);
+    let j = batch_jacobian_long_rows(&good)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
+    assert!(j.iter().all(|v| v.is_finite()));
+    let e = batch_jacobian_long_rows(&bad).unwrap_err();
+    let (_, _, op, v) = non_finite(&e);
+    assert!(op.contains("ln"), "{e}");
+    assert!(v.is_nan(), "{e}");
+    assert!(e.to_string().contains(&line_of("// LONG_ROWS_LN")), "{e}");
+}

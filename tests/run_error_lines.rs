@@ -133,3 +133,37 @@ fn a_graph_traced_and_compiled_by_hand_names_the_line_too() {
     assert!(!e.to_string().contains("-->"), "{e}");
     assert!(e.to_string().contains("while running node"), "{e}");
 }
+
+/// Row-wise: each row of `x` gathered by `idx` (shared by every row).
+#[differentiable(wrt(x))]
+fn rows_picked(x: &Tensor, idx: &Tensor) -> Tensor {
+    let y = x.sin() * x;
+    y.gather(idx, 1) // ROW_GATHER
+}
+
+/// Row-wise and all-`F64`: the form whose `batch_jacobian_` may run as an
+/// item plan (one scalarised row per item).
+#[differentiable(wrt(x))]
+fn rows_smooth(x: &Tensor) -> Tensor {
+    let y = x.sin() * x; // ROW_SMOOTH
+    y.exp()
+}
+
+#[test]
+fn a_batch_jacobian_error_names_the_users_line() {
+    let xs = Tensor::from_slice(&[0.1f64, 0.2, 0.3, 0.4, 0.5, 0.6], [2, 3]);
+    let bad = Tensor::from_slice(&[0i64, 5], [2]);
+    let e = batch_jacobian_rows_picked(&xs, &bad).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("index 5 is out of range"), "{msg}");
+    assert!(msg.contains(&format!("--> {}", at("ROW_GATHER"))), "{msg}");
+    // A wrong-shaped batch to the item-plan form names the caller's line
+    // (this call) and the shapes.
+    let j = batch_jacobian_rows_smooth(&xs).unwrap();
+    assert_eq!(j.shape().dims(), &[2, 3, 3]);
+    let v = j.to_vec::<f64>().unwrap();
+    let x0 = 0.1f64;
+    let d = (x0.cos() * x0 + x0.sin()) * (x0.sin() * x0).exp();
+    assert!((v[0] - d).abs() < 1e-12, "{} vs {d}", v[0]);
+    assert_eq!(v[1], 0.0);
+}

@@ -1,7 +1,7 @@
 //! Loops traced once: [`scan`] (JAX's `lax.scan`) and [`iterate`].
 //!
 //! Inside `#[differentiable]` code the closure is traced once, into the body
-//! graph of one loop node ([`rlx_core::loops`]), whatever the number of
+//! graph of one loop node ([`rlx::core::loops`](rlx_core::loops)), whatever the number of
 //! steps: the first call costs the same for 10 steps or 10⁵, and the
 //! companions differentiate the loop as a loop (reverse mode runs it
 //! backwards with a bounded number of stored carries, see [`Scan::checkpoints`]).

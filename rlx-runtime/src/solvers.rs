@@ -5,7 +5,7 @@
 //! with `residual(x*, p) = 0`, found by Newton's method
 //! ([`Newton`] settings). In `#[differentiable]` code the closure is traced
 //! once into the residual graph of one root node
-//! ([`rlx_core::solvers`]); tensors of the enclosing function it uses
+//! ([`rlx::core::solvers`](rlx_core::solvers)); tensors of the enclosing function it uses
 //! (`p`) become the node's parameters, and the companions differentiate
 //! `x*` with respect to them by the implicit function theorem,
 //! `dx*/dp = −J_x⁻¹ J_p` (the iterations are never differentiated; `x0`

@@ -79,7 +79,7 @@ pub(crate) fn prepare(g: &Graph) -> Result<(Graph, Vec<NodeId>)> {
 }
 
 /// The optimisation pipeline: `stop_gradient` only matters to autodiff, then
-/// the fixed-point pipeline of `rlx_core::passes` (CSE, constant folding,
+/// the fixed-point pipeline of `rlx::core::passes` (CSE, constant folding,
 /// algebraic simplification, DCE). Returns origins as `prepare` does.
 pub(crate) fn optimize(g: Graph) -> Result<(Graph, Vec<NodeId>)> {
     // A graph with no `stop_gradient` (every element graph of a scalarised

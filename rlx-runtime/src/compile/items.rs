@@ -1,5 +1,5 @@
 //! Item plans: a graph batched over axis 0 whose items are independent
-//! (see [`rlx_core::vmap::unbatch`]) runs the scalarised program of one
+//! (see [`rlx::core::vmap::unbatch`](rlx_core::vmap::unbatch)) runs the scalarised program of one
 //! item (`small`) once per item, reading each item's rows in place and
 //! writing its results straight into each output's rows.
 //!
@@ -10,6 +10,12 @@
 //! a long residual: the batched plan streams dozens of `[N, ..]` buffers),
 //! and compiling one item instead of `N` keeps the first call independent
 //! of the batch size.
+//!
+//! An item's program cannot fail while it runs: it is `F64` arithmetic
+//! only (a graph with an index, a solve or an integer input declines the
+//! item plan and runs batched, whose errors name the user's line). The
+//! check of non-finite values runs on the batched graph, so its error
+//! names the line too (`tests/debug_nans.rs`).
 //!
 //! Items are split over threads in contiguous ranges; each item's values
 //! come from the same program on the same inputs, so every thread count
@@ -274,7 +280,7 @@ fn raw(s: &mut Storage) -> Rows {
 }
 
 /// Compiles `item` (the item graph of `batched`, see
-/// [`rlx_core::vmap::unbatch`]) into an executable of `batched` that runs
+/// [`rlx::core::vmap::unbatch`](rlx_core::vmap::unbatch)) into an executable of `batched` that runs
 /// one item's scalarised program once per item: the results of
 /// [`compile_with`](crate::compile::driver::compile_with) on `batched`, item by item.
 /// `Ok(None)` when there is no such plan: an input or output is not `F64`,

@@ -84,7 +84,7 @@ impl Transform {
     /// The transformed graph and, for the sparse transforms, the pattern
     /// of the values it computes. Repeated copies of one computation in the
     /// traced graph (a trace-time loop) are rerolled first
-    /// ([`rlx_core::passes::reroll`]), so the transform and every later
+    /// ([`rlx::core::passes::reroll`](rlx_core::passes::reroll)), so the transform and every later
     /// pass see them once, batched.
     pub(super) fn apply(self, g: &Graph, wrt: &[usize]) -> Result<(Graph, Option<Arc<Pattern>>)> {
         self.apply_with(g, wrt, false)

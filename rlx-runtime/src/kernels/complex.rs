@@ -2,7 +2,7 @@
 //! `num_complex::Complex<f32>` and `Complex<f64>` (the arithmetic and
 //! elementary functions of `num_complex`, principal branches).
 //!
-//! Only the ops [`rlx_core::infer()`] accepts on complex operands reach
+//! Only the ops [`rlx::core::infer()`](rlx_core::infer) accepts on complex operands reach
 //! these functions; the others (orderings, real special functions) are
 //! rejected at trace time, so their arms here are never taken and return
 //! NaN.

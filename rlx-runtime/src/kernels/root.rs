@@ -1,4 +1,4 @@
-//! The kernel of a root node ([`rlx_core::solvers`]): Newton's method on
+//! The kernel of a root node ([`rlx::core::solvers`](rlx_core::solvers)): Newton's method on
 //! the residual graph, with its Jacobian graph for the steps, over any
 //! runner of graphs ([`RunGraph`]: the reference interpreter here, compiled
 //! plans in `compile::steps::root`).

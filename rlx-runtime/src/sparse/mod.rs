@@ -10,7 +10,7 @@
 //!   [`Function::run_sparse_into`](crate::function::Function::run_sparse_into)).
 //!
 //! Symbolic and numeric are separate: the pattern, its colouring and the
-//! compressed program (see `rlx_core::autodiff::transforms::sparse`) are
+//! compressed program (see `rlx::core::autodiff::transforms::sparse`) are
 //! built once per signature and cached with the function's plans; a call
 //! only runs the program and copies the values.
 

@@ -41,7 +41,7 @@ fn check(g: &Graph, nodes: &[NodeId], o: NodeId, op: &'static str) -> Result<()>
 /// like its input.
 ///
 /// ```
-/// use rlx_core::{autodiff::grad_holomorphic, DType, Graph};
+/// use rlx::core::{autodiff::grad_holomorphic, DType, Graph};
 /// let mut g = Graph::new();
 /// let z = g.input("z", [], DType::C64);
 /// let y = g.square(z).unwrap();

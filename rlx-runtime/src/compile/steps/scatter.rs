@@ -29,7 +29,7 @@ pub(crate) struct ScatterStep {
     pub(crate) split: (usize, usize, usize),
     /// The operand is a float constant holding `+0.0` everywhere but `-0.0`
     /// exactly at the indices, which are distinct (a dense derivative
-    /// block, see `rlx_core::autodiff::transforms::coloured`): the result
+    /// block, see `rlx::core::autodiff::transforms::coloured`): the result
     /// is zeros with each update stored at its index, since `-0.0 + u` is
     /// `u` in IEEE arithmetic (NaN payloads aside). A fill and the stores,
     /// not a copy of the operand and the additions.

@@ -1,4 +1,4 @@
-//! Running loop nodes ([`rlx_core::loops`]): the step loop of a scan and
+//! Running loop nodes ([`rlx::core::loops`](rlx_core::loops)): the step loop of a scan and
 //! the checkpointed reverse sweep of an adjoint, over any way of running one
 //! body step (a compiled [`Executable`](crate::Executable) in plans, the
 //! reference interpreter in [`crate::kernels`]).
@@ -51,7 +51,7 @@ pub(crate) struct LoopBuffers {
     /// One step's residuals (an adjoint with residuals).
     rbuf: Vec<Storage>,
     /// The factors of hoisted products, a group of steps' stacked (see
-    /// [`rlx_core::loops::hoist`]), and what the finishing graph makes of
+    /// [`rlx::core::loops::hoist`](rlx_core::loops::hoist)), and what the finishing graph makes of
     /// them.
     stacks: Vec<Storage>,
     finished: Vec<Storage>,
