@@ -24,7 +24,7 @@ use std::panic::Location;
 
 use rlx_core::{Error, Graph, Op, Result, RootRef};
 
-pub use rlx_core::Newton;
+pub use rlx_core::{JacobianKind, Newton};
 
 use crate::compile::compile;
 use crate::tensor::Tensor;
@@ -32,8 +32,11 @@ use crate::trace::{self, Trace};
 
 /// The root `x*` of `f` near `x0` by Newton's method: `f(x*) = 0` to the
 /// tolerance `max|f(x*)| <= newton.tol`. `f` must return a tensor of the
-/// shape and dtype of `x0`; its Jacobian is taken by rlx (dense). See the
-/// module docs for tracing, derivatives and errors.
+/// shape and dtype of `x0`; its Jacobian is taken by rlx, dense or sparse
+/// from the residual's traced pattern ([`JacobianKind`]: a sparse one is
+/// solved by faer's sparse LU, symbolic analysis once per plan, and the
+/// derivatives then solve with it too). See the module docs for tracing,
+/// derivatives and errors.
 ///
 /// ```
 /// use rlx::{root, Newton};
