@@ -76,7 +76,7 @@ impl Linear<'_> {
             }
             Linear::Sparse(_, s) => {
                 s.matrix.values_mut().copy_from_slice(&jv);
-                s.lu.factor(&s.matrix)?;
+                s.factor()?;
                 let Storage::F64(d) = step else {
                     unreachable!("the step is f64")
                 };

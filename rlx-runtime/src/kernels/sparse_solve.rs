@@ -18,7 +18,10 @@ use crate::storage::Storage;
 #[derive(Debug)]
 pub(crate) struct SparseSolver {
     pub(crate) lu: SparseLu,
+    /// The values of the last factorisation (when `factored`).
     pub(crate) matrix: SparseMatrix,
+    /// Whether `lu` holds the factors of `matrix`.
+    pub(crate) factored: bool,
     rhs: Vec<f64>,
 }
 
@@ -28,16 +31,43 @@ impl SparseSolver {
         Ok(SparseSolver {
             lu: SparseLu::new(pattern)?,
             matrix: SparseMatrix::zeros(pattern.clone()),
+            factored: false,
             rhs: vec![0.0; pattern.nrows()],
         })
     }
 
-    /// Factors the matrix whose values are `src[off..off + nnz]`.
+    /// Whether the solver holds the factors of the matrix whose values are
+    /// `src[off..off + nnz]` (bit for bit): a root's solver at its solution,
+    /// met again by the sparse solve of the root's derivative.
+    pub(crate) fn holds(&self, src: &Storage, off: usize) -> bool {
+        let mine = self.matrix.values();
+        self.factored
+            && match src {
+                Storage::F64(v) => v
+                    .get(off..off + mine.len())
+                    .is_some_and(|v| v.iter().zip(mine).all(|(a, b)| a.to_bits() == b.to_bits())),
+                _ => (0..mine.len()).all(|i| src.get_f64(off + i).to_bits() == mine[i].to_bits()),
+            }
+    }
+
+    /// Factors `matrix` with its values as they are now.
+    pub(crate) fn factor(&mut self) -> Result<()> {
+        self.factored = false;
+        self.lu.factor(&self.matrix)?;
+        self.factored = true;
+        Ok(())
+    }
+
+    /// Factors the matrix whose values are `src[off..off + nnz]`, unless
+    /// the solver [`holds`](SparseSolver::holds) its factors already.
     pub(crate) fn factor_from(&mut self, src: &Storage, off: usize) -> Result<()> {
+        if self.holds(src, off) {
+            return Ok(());
+        }
         for (i, v) in self.matrix.values_mut().iter_mut().enumerate() {
             *v = src.get_f64(off + i);
         }
-        self.lu.factor(&self.matrix)
+        self.factor()
     }
 }
 

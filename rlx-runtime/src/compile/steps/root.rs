@@ -2,9 +2,11 @@
 //! once into [`Executable`]s when the plan is built, then run by Newton's
 //! method ([`crate::kernels::root`]) with one warm per-call state each,
 //! taken for the whole solve. A sparse Jacobian's solver (faer's symbolic
-//! analysis of the pattern, the numeric storage) is kept in a small pool by
-//! the step, so it is built on the first call and reused by every later
-//! iteration and call.
+//! analysis of the pattern, the numeric storage) is kept in the pattern's
+//! pool (`compile::steps::sparse_solve`), so it is built on the first call
+//! and reused by every later iteration and call; put back holding the
+//! factors at the solution, it serves the sparse solve of the root's
+//! implicit derivative without a second factorisation.
 
 use std::sync::Arc;
 
@@ -63,9 +65,7 @@ impl RootStep {
         let Compiled { residual, jacobian } = compiled;
         let solvers = match &r.jacobian {
             RootJacobian::Dense(_) => None,
-            RootJacobian::Sparse { pattern, .. } => {
-                Some(Arc::new(SolverPool::new(pattern.0.clone())))
-            }
+            RootJacobian::Sparse { pattern, .. } => Some(SolverPool::of(&pattern.0)),
         };
         RootStep {
             r,
