@@ -206,3 +206,97 @@ fn sparse_path_errors_name_the_solver() {
     let e = grad_slow_root(&p).unwrap_err().to_string();
     assert!(e.contains("rlx::root") && e.contains("converge"), "{e}");
 }
+
+// ------------------------------------------------ the sparse linear solve
+
+/// The tridiagonal `A(θ)` of `N` unknowns: `A_ii = 4 + θ_i²`,
+/// `A_{i,i±1} = −1 + 0.1 θ_i` (row i), in the CSC order of the pattern.
+fn tridiagonal() -> std::sync::Arc<rlx::sparse::Pattern> {
+    let mut e = Vec::new();
+    for j in 0..N {
+        for i in j.saturating_sub(1)..(j + 2).min(N) {
+            e.push((i, j));
+        }
+    }
+    std::sync::Arc::new(rlx::sparse::Pattern::from_entries(N, N, &e).unwrap())
+}
+
+thread_local! {
+    static PATTERN: std::sync::Arc<rlx::sparse::Pattern> = tridiagonal();
+}
+
+/// `Σ w x` with `A(θ) x = b` (or `A(θ)ᵀ x = b`).
+#[differentiable]
+fn linear(theta: &Tensor, b: &Tensor, transpose: bool) -> f64 {
+    let p = PATTERN.with(|p| p.clone());
+    let rows: Vec<i64> = p.entries().map(|(r, _)| r as i64).collect();
+    let diag: Vec<f64> = p
+        .entries()
+        .map(|(r, c)| if r == c { 1.0 } else { 0.0 })
+        .collect();
+    let rows = Tensor::from_slice(&rows, [p.nnz()]);
+    let diag = Tensor::from_slice(&diag, [p.nnz()]);
+    let th = theta.gather(&rows, 0);
+    let values = &diag * (th.square() + 4.0) + (1.0 - &diag) * (th * 0.1 - 1.0);
+    let x = rlx::sparse_solve(&p, &values, b, transpose)?;
+    let w = Tensor::arange(N, DType::F64) / N as f64 + 1.0;
+    (x * w).sum_all()
+}
+
+fn theta(seed: u64) -> Tensor {
+    Tensor::from_slice(&rand(seed, N), [N])
+}
+
+#[test]
+fn sparse_solve_value_matches_a_dense_solve() {
+    for transpose in [false, true] {
+        let (th, b) = (theta(30), theta(31));
+        let f = linear(&th, &b, transpose);
+        let t = v(&th);
+        let mut a = vec![0.0; N * N];
+        for i in 0..N {
+            for j in i.saturating_sub(1)..(i + 2).min(N) {
+                a[i * N + j] = if i == j {
+                    4.0 + t[i] * t[i]
+                } else {
+                    0.1 * t[i] - 1.0
+                };
+            }
+        }
+        let mut a = Tensor::from_slice(&a, [N, N]);
+        if transpose {
+            a = a.transpose(&[1, 0]);
+        }
+        let x = a.try_solve(&b.reshape([N, 1])).unwrap();
+        let w: Vec<f64> = (0..N).map(|i| i as f64 / N as f64 + 1.0).collect();
+        let want: f64 = v(&x).iter().zip(&w).map(|(x, w)| x * w).sum();
+        close("Σ w x", &[f], &[want], 1e-13);
+    }
+}
+
+#[test]
+fn sparse_solve_derivatives_match_central_differences_forward_and_second_order() {
+    for transpose in [false, true] {
+        let (th, b) = (theta(40), theta(41));
+        let (dth, db) = (theta(42), theta(43));
+        let (gt, gb) = grad_linear(&th, &b, transpose).unwrap();
+        let h = 1e-6;
+        let f = |e: f64| linear(&(&th + &dth * e), &(&b + &db * e), transpose);
+        let fd = (f(h) - f(-h)) / (2.0 * h);
+        let dot =
+            |a: &Tensor, b: &Tensor| -> f64 { v(a).iter().zip(v(b)).map(|(x, y)| x * y).sum() };
+        let ad = dot(&gt, &dth) + dot(&gb, &db);
+        close("reverse vs central differences", &[ad], &[fd], 1e-7);
+        let (_, fwd) = jvp_linear(&th, &b, transpose, &dth, &db).unwrap();
+        close("forward vs reverse", &[fwd], &[ad], 1e-12);
+        let (ht, _) = hvp_linear(&th, &b, transpose, &dth, &(&db * 0.0)).unwrap();
+        let (gp, _) = grad_linear(&(&th + &dth * 1e-5), &b, transpose).unwrap();
+        let (gm, _) = grad_linear(&(&th - &dth * 1e-5), &b, transpose).unwrap();
+        let fd2: Vec<f64> = v(&gp)
+            .iter()
+            .zip(v(&gm))
+            .map(|(a, b)| (a - b) / 2e-5)
+            .collect();
+        close("hvp vs differences of the gradient", &v(&ht), &fd2, 1e-6);
+    }
+}
