@@ -81,7 +81,7 @@ pub(crate) fn run_sparse_solve(
     out_orig: &mut Storage,
 ) -> Result<()> {
     let (n, nnz) = (op.pattern.nrows(), op.pattern.nnz());
-    let items = if n == 0 { 0 } else { b.1.numel() / n };
+    let items = b.1.numel().checked_div(n).unwrap_or(0);
     let shared = values.1.rank() <= 1;
     let dtype = b.0.dtype();
     let direct =
