@@ -24,7 +24,11 @@
 //! where the checkpoint budget bounds what a step may keep), and second
 //! order differentiates `J_x` itself, which a factorisation value would
 //! need a rule for. The cost is one Jacobian and one LU per root and
-//! derivative pass, the cost of one more Newton iteration.
+//! derivative pass, the cost of one more Newton iteration. On the sparse
+//! path the runtime saves the factorisation: the Jacobian's values are
+//! evaluated again in the graph, but a sparse solve whose values equal
+//! (bit for bit) those Newton factored last takes that factorisation from
+//! the pattern's solver pool instead of factoring again.
 
 use super::{backward, forward, proxy};
 use crate::solvers::RootJacobian;
