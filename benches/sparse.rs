@@ -20,6 +20,11 @@
 //!     and the bicolouring 3 (forward and reverse passes in one
 //!     execution), vs the hand fill.
 //!
+//! (f) `dc_sensitivities_196` .. `_20164`: the power's gradient with
+//!     respect to every source current and diode `Is` through `rlx::root`
+//!     (`value_and_grad_dc_power` of `examples/circuit.rs`) vs the same
+//!     Newton iteration and adjoint written by hand over faer.
+//!
 //! The colour counts (by columns, by rows, bidirectional) and the lower
 //! bounds (the most nonzeros in a row / column) are printed before timing.
 //!
@@ -225,7 +230,8 @@ impl HandLu {
         let symbolic = factorize_symbolic_lu(a.as_faer().symbolic(), Default::default()).unwrap();
         let req = symbolic
             .factorize_numeric_lu_scratch::<f64>(faer::Par::Seq, Default::default())
-            .or(symbolic.solve_in_place_scratch::<f64>(1, faer::Par::Seq));
+            .or(symbolic.solve_in_place_scratch::<f64>(1, faer::Par::Seq))
+            .or(symbolic.solve_transpose_in_place_scratch::<f64>(1, faer::Par::Seq));
         HandLu {
             symbolic,
             numeric: NumericLu::new(),
@@ -253,6 +259,153 @@ impl HandLu {
             MemStack::new(&mut self.scratch),
         );
     }
+}
+
+impl HandLu {
+    /// Factors `a` (numeric only).
+    fn factor(&mut self, a: &SparseMatrix) {
+        use faer::dyn_stack::MemStack;
+        self.symbolic
+            .factorize_numeric_lu(
+                &mut self.numeric,
+                a.as_faer(),
+                faer::Par::Seq,
+                MemStack::new(&mut self.scratch),
+                Default::default(),
+            )
+            .unwrap();
+    }
+
+    /// Solves `A x = b` (or `Aᵀ x = b`) in place with the last factors.
+    fn solve(&mut self, b: &mut [f64], transpose: bool) {
+        use faer::dyn_stack::MemStack;
+        use faer::sparse::linalg::lu::LuRef;
+        // SAFETY-free: the numeric factors come from `factor` of this symbolic.
+        let lu = LuRef::new_unchecked(&self.symbolic, &self.numeric);
+        let n = b.len();
+        let rhs = faer::MatMut::from_column_major_slice_mut(b, n, 1);
+        let stack = MemStack::new(&mut self.scratch);
+        if transpose {
+            lu.solve_transpose_in_place_with_conj(faer::Conj::No, rhs, faer::Par::Seq, stack);
+        } else {
+            lu.solve_in_place_with_conj(faer::Conj::No, rhs, faer::Par::Seq, stack);
+        }
+    }
+}
+
+/// The grid residual alone, by hand (the line search's evaluations).
+fn grid_residual(v: &[f64], vs: f64, i_src: &[f64], k: usize, f: &mut [f64]) {
+    for (c, fc) in f.iter_mut().enumerate() {
+        let mut out = I_SAT * ((v[c] / V_T).exp() - 1.0) + v[c] / R_LEAK - i_src[c];
+        if c < k {
+            out += (v[c] - vs) / R_SOURCE;
+        }
+        stencil_rows(k, c, |r| {
+            if r != c {
+                out += (v[c] - v[r]) / R;
+            }
+        });
+        *fc = out;
+    }
+}
+
+/// The hand-written DC sensitivities of `circuit::dc_power`: the Newton
+/// iteration of `rlx::root` (full steps, Armijo backtracking on `‖F‖₂`,
+/// stop at `max|F| <= 1e-12`, the Jacobian factored at the solution) with
+/// the analytic Jacobian and [`HandLu`], then the adjoint with the same
+/// factors: `λ = J⁻ᵀ ∂P/∂v` (one transposed solve) and `p̄ = −J_pᵀ λ` (`J_p`
+/// is diagonal here: `−1` for a source current, `e^{v/V_T} − 1` for an
+/// `Is`). Returns `(P, dP/d i_src, dP/d Is)`.
+fn hand_dc(
+    k: usize,
+    vs: f64,
+    src: &[f64],
+    lu: &mut HandLu,
+    jac: &mut SparseMatrix,
+) -> (f64, Vec<f64>, Vec<f64>) {
+    let n = k * k;
+    let mut v = vec![0.6; n];
+    let (mut f, mut ft, mut d, mut vt) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    grid_residual(&v, vs, src, k, &mut f);
+    let two = |x: &[f64]| x.iter().map(|a| a * a).sum::<f64>().sqrt();
+    for _ in 0..50 {
+        grid_hand(&v, vs, src, k, &mut ft, jac.values_mut());
+        lu.factor(jac);
+        if f.iter().all(|x| x.abs() <= 1e-12) {
+            break;
+        }
+        d.copy_from_slice(&f);
+        lu.solve(&mut d, false);
+        let norm = two(&f);
+        let mut t = 1.0;
+        for _ in 0..=30 {
+            for ((x, a), b) in vt.iter_mut().zip(&v).zip(&d) {
+                *x = a - t * b;
+            }
+            grid_residual(&vt, vs, src, k, &mut ft);
+            if ft.iter().all(|x| x.is_finite()) && two(&ft) <= (1.0 - 1e-4 * t) * norm {
+                break;
+            }
+            t *= 0.5;
+        }
+        std::mem::swap(&mut v, &mut vt);
+        std::mem::swap(&mut f, &mut ft);
+    }
+    let p = vs * v[..k].iter().map(|x| (vs - x) / R_SOURCE).sum::<f64>();
+    let mut lambda = vec![0.0; n];
+    lambda[..k].fill(-vs / R_SOURCE);
+    lu.solve(&mut lambda, true);
+    let d_sat = lambda
+        .iter()
+        .zip(&v)
+        .map(|(l, x)| -l * ((x / V_T).exp() - 1.0))
+        .collect();
+    (p, lambda, d_sat)
+}
+
+/// DC sensitivities on the `k × k` grid (k = 14, 45, 142): `rlx`'s
+/// `value_and_grad_dc_power` (Newton by `rlx::root` on the sparse path,
+/// then the implicit reverse pass) vs [`hand_dc`], the same Newton and
+/// adjoint by hand with faer; the gradients checked equal first.
+fn bench_dc_sensitivities(c: &mut Criterion) {
+    for k in [14, 45, 142] {
+        let n = k * k;
+        let vs = 5.0;
+        let src: Vec<f64> = (0..n)
+            .map(|m| 2e-4 * (1.0 + (m % 7) as f64 / 7.0))
+            .collect();
+        let (src_t, sat_t) = (
+            Tensor::from_slice(&src, [k, k]),
+            Tensor::full([k, k], I_SAT, DType::F64),
+        );
+        let v0 = Tensor::full([k, k], 0.6, DType::F64);
+        let (p, (g_src, g_sat)) = dc_power(&v0, vs, &src_t, &sat_t, k);
+        let mut jac = sparse_jacobian_grid(&v0, vs, &src_t, k, 0).unwrap();
+        let mut lu = HandLu::new(&jac);
+        let (hp, h_src, h_sat) = hand_dc(k, vs, &src, &mut lu, &mut jac);
+        assert!((p - hp).abs() <= 1e-10 * p.abs(), "power {p} vs {hp}");
+        for (a, b) in [(g_src, h_src), (g_sat, h_sat)] {
+            let a = a.to_vec::<f64>().unwrap();
+            let scale = b.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() <= 1e-8 * scale, "gradient {x} vs {y}");
+            }
+        }
+        let mut group = c.benchmark_group(format!("dc_sensitivities_{n}"));
+        group.sample_size(if n > 10_000 { 10 } else { 30 });
+        group.bench_function("rlx value_and_grad through rlx::root", |b| {
+            b.iter(|| dc_power(black_box(&v0), vs, &src_t, &sat_t, k))
+        });
+        group.bench_function("hand Newton + faer LU + transposed solve", |b| {
+            b.iter(|| hand_dc(k, vs, black_box(&src), &mut lu, &mut jac))
+        });
+        group.finish();
+    }
+}
+
+/// `circuit::dc_power`'s value and gradient.
+fn dc_power(v0: &Tensor, vs: f64, src: &Tensor, sat: &Tensor, k: usize) -> (f64, (Tensor, Tensor)) {
+    circuit::value_and_grad_dc_power(v0, vs, src, sat, k).unwrap()
 }
 
 /// One Newton step on the `k × k` resistor–diode grid of
@@ -364,6 +517,7 @@ criterion_group!(
     bench_stencil,
     bench_newton,
     bench_first_call,
-    bench_arrow
+    bench_arrow,
+    bench_dc_sensitivities
 );
 criterion_main!(benches);

@@ -11,7 +11,13 @@
 //!    five nonzeros per row, found from the traced graph and compressed to a
 //!    handful of colours) and a sparse LU from faer whose symbolic
 //!    factorisation is computed once and reused at every step.
-//! 2. A 200-section diode ladder with the dense `value_and_jacobian_ladder`
+//! 2. The DC sensitivities on the same grid: the derivative of the power
+//!    the source delivers with respect to every source current and every
+//!    diode's `Is`, by one `value_and_grad_dc_power` (`rlx::root` on the
+//!    sparse path, then one reverse pass: a transposed sparse solve and
+//!    one reverse pass of the residual), checked against central
+//!    differences of the full Newton solve for a few parameters.
+//! 3. A 200-section diode ladder with the dense `value_and_jacobian_ladder`
 //!    and a dense LU, the way to go for small circuits.
 //!
 //! Both residuals are checked against independent plain-Rust versions, and
@@ -47,6 +53,30 @@ pub const V_T: f64 = 0.025_85;
 /// operating point. `v` and `i_src` are `[k, k]`; `vs` is the source voltage.
 #[differentiable(wrt(v))]
 pub fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize) -> Tensor {
+    grid_currents(v, &vs, i_src, &Tensor::full([k, k], I_SAT, DType::F64), k)
+}
+
+/// [`grid`] with one saturation current per diode (`i_sat`, `[k, k]`).
+#[differentiable(wrt(v))]
+pub fn grid_is(v: &Tensor, vs: f64, i_src: &Tensor, i_sat: &Tensor, k: usize) -> Tensor {
+    grid_currents(v, &vs, i_src, i_sat, k)
+}
+
+/// The power the source delivers at the grid's DC operating point (watts),
+/// found by `rlx::root` from the guess `v0`: Newton on [`grid_currents`]
+/// with the sparse Jacobian (chosen from its pattern) and faer's sparse
+/// LU. Its gradient with respect to every source current and every
+/// diode's `Is` is one reverse pass: a transposed sparse solve with the
+/// Jacobian at the solution and one reverse pass of the residual.
+#[differentiable(wrt(i_src, i_sat))]
+pub fn dc_power(v0: &Tensor, vs: f64, i_src: &Tensor, i_sat: &Tensor, k: usize) -> f64 {
+    let newton = rlx::Newton::new().tol(1e-12);
+    let v = rlx::root(|v| grid_currents(v, &vs, i_src, i_sat, k), v0, newton)?;
+    ((&vs - v.slice_range(0..1, 0)) / R_SOURCE).sum_all() * &vs
+}
+
+/// The grid's KCL residual with per-diode saturation currents.
+pub fn grid_currents(v: &Tensor, vs: &Tensor, i_src: &Tensor, i_sat: &Tensor, k: usize) -> Tensor {
     // Current through each horizontal and vertical resistor, then the net
     // current out of each node: an edge's current leaves one end and
     // enters the other, and the borders have no edge beyond them.
@@ -64,7 +94,7 @@ pub fn grid(v: &Tensor, vs: f64, i_src: &Tensor, k: usize) -> Tensor {
         ],
         0,
     );
-    let diode = ((v / V_T).exp() - 1.0) * I_SAT;
+    let diode = ((v / V_T).exp() - 1.0) * i_sat;
     out_h + out_v + fed + diode + v / R_LEAK - i_src
 }
 
@@ -156,12 +186,17 @@ fn damped_update(v: &mut [f64], dv: &[f64]) {
 /// `|F(v)|` before each Newton update, one entry per iteration.
 type History = Vec<f64>;
 
+/// The grid's source currents (amperes).
+fn grid_sources(n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|m| 2e-4 * (1.0 + (m % 7) as f64 / 7.0))
+        .collect()
+}
+
 fn sparse_grid(k: usize) -> rlx::Result<History> {
     let n = k * k;
     let vs = 5.0;
-    let i_src: Vec<f64> = (0..n)
-        .map(|m| 2e-4 * (1.0 + (m % 7) as f64 / 7.0))
-        .collect();
+    let i_src = grid_sources(n);
     let i_src_t = Tensor::from_slice(&i_src, [k, k]);
     let mut v = vec![0.6; n];
     println!("DC operating point of a {k} × {k} resistor–diode grid ({n} nodes), sparse Newton");
@@ -260,6 +295,138 @@ fn dense_ladder(n: usize) -> rlx::Result<History> {
     Ok(history)
 }
 
+// ------------------------------------------------------ DC sensitivities
+
+/// The power delivered by the source at node voltages `v` (watts).
+fn power(v: &[f64], vs: f64, k: usize) -> f64 {
+    vs * v[..k].iter().map(|vj| (vs - vj) / R_SOURCE).sum::<f64>()
+}
+
+/// The operating point with per-diode `i_sat`, by this file's own sparse
+/// Newton (the rlx sparse Jacobian of [`grid_is`], `SparseLu`, damped
+/// steps) from `v`, to `max|F| <= 1e-13` A: the full solve that the central
+/// differences of the sensitivities run.
+fn newton_is(
+    k: usize,
+    vs: f64,
+    i_src: &[f64],
+    i_sat: &[f64],
+    mut v: Vec<f64>,
+) -> Result<Vec<f64>, Box<dyn Error>> {
+    let n = k * k;
+    let (src, sat) = (
+        Tensor::from_slice(i_src, [k, k]),
+        Tensor::from_slice(i_sat, [k, k]),
+    );
+    let mut jac = sparse_jacobian_grid_is(&Tensor::from_slice(&v, [k, k]), vs, &src, &sat, k)?;
+    let mut lu = SparseLu::new(jac.pattern())?;
+    let (mut f, mut dv) = (vec![0.0; n], vec![0.0; n]);
+    for _ in 0..60 {
+        let vt = Tensor::from_slice(&v, [k, k]);
+        value_and_sparse_jacobian_into_grid_is(&vt, vs, &src, &sat, k, &mut f, &mut jac)?;
+        if f.iter().all(|x| x.abs() <= 1e-13) {
+            return Ok(v);
+        }
+        lu.factor(&jac)?;
+        for (d, fi) in dv.iter_mut().zip(&f) {
+            *d = -fi;
+        }
+        lu.solve_in_place(&mut dv)?;
+        damped_update(&mut v, &dv);
+    }
+    Err("the sparse Newton of the central differences did not converge".into())
+}
+
+/// `dP/d i_src` and `dP/d Is` for every node by one `value_and_grad` of
+/// [`dc_power`] (Newton by `rlx::root`, then one reverse pass), checked
+/// against central differences of the full Newton solve ([`newton_is`]) for
+/// a few parameters; an error if any is off.
+fn sensitivities(k: usize, i_src: &[f64]) -> Result<(), Box<dyn Error>> {
+    let n = k * k;
+    let vs = 5.0;
+    let i_sat = vec![I_SAT; n];
+    let (src, sat) = (
+        Tensor::from_slice(i_src, [k, k]),
+        Tensor::from_slice(&i_sat, [k, k]),
+    );
+    let v0 = Tensor::full([k, k], 0.6, DType::F64);
+    println!("DC sensitivities of the delivered power on the {k} × {k} grid: rlx::root + one reverse pass");
+    let t = Instant::now();
+    let (p, (d_src, d_sat)) = value_and_grad_dc_power(&v0, vs, &src, &sat, k)?;
+    let first = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let again = value_and_grad_dc_power(&v0, vs, &src, &sat, k)?;
+    let warm = t.elapsed().as_secs_f64() * 1e3;
+    assert_eq!(again.0, p, "a warm call gives the same power");
+    println!(
+        "P = {p:.9} W; value_and_grad_dc_power: first call {first:.0} ms (trace, pattern, colouring, compile, symbolic LU, Newton, adjoint), warm {warm:.1} ms"
+    );
+    let (d_src, d_sat) = (d_src.to_vec::<f64>()?, d_sat.to_vec::<f64>()?);
+    let range = |d: &[f64]| {
+        d.iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)))
+    };
+    let ((s0, s1), (i0, i1)) = (range(&d_src), range(&d_sat));
+    println!("dP/d i_src over {n} sources: {s0:.6} .. {s1:.6} V; dP/d Is over {n} diodes: {i0:.4e} .. {i1:.4e} W/A");
+
+    let v_op = newton_is(k, vs, i_src, &i_sat, vec![0.6; n])?;
+    let p_hand = power(&v_op, vs, k);
+    println!("P by the hand-written Newton: {p_hand:.9} W");
+    if (p - p_hand).abs() > 1e-9 * p.abs() {
+        return Err(
+            format!("rlx::root's power {p} differs from the hand Newton's {p_hand}").into(),
+        );
+    }
+    // Far from the source the sensitivities fall below what differences of
+    // a 60 W power can resolve (10⁻¹⁵ relative), so the checked parameters
+    // are those of the largest derivative and two next to the source.
+    let argmax = |d: &[f64]| {
+        (0..d.len())
+            .max_by(|&a, &b| d[a].abs().total_cmp(&d[b].abs()))
+            .unwrap_or(0)
+    };
+    let mut worst = 0.0f64;
+    println!(
+        "{:>10} {:>6}  {:>16}  {:>16}  {:>9}",
+        "parameter", "node", "reverse pass", "central diff.", "rel. err"
+    );
+    let checks = [
+        ("i_src", argmax(&d_src)),
+        ("i_src", 1),
+        ("i_src", k),
+        ("Is", argmax(&d_sat)),
+        ("Is", 1),
+        ("Is", k),
+    ];
+    for (what, m) in checks {
+        let (base, ad) = match what {
+            "i_src" => (i_src, d_src[m]),
+            _ => (&i_sat[..], d_sat[m]),
+        };
+        let h = 1e-3 * base[m];
+        let solve_at = |e: f64| -> Result<f64, Box<dyn Error>> {
+            let mut q = base.to_vec();
+            q[m] += e;
+            let v = match what {
+                "i_src" => newton_is(k, vs, &q, &i_sat, v_op.clone())?,
+                _ => newton_is(k, vs, i_src, &q, v_op.clone())?,
+            };
+            Ok(power(&v, vs, k))
+        };
+        let fd = (solve_at(h)? - solve_at(-h)?) / (2.0 * h);
+        let rel = (fd - ad).abs() / ad.abs().max(f64::MIN_POSITIVE);
+        worst = worst.max(rel);
+        println!("{what:>10} {m:>6}  {ad:>16.9e}  {fd:>16.9e}  {rel:>9.1e}");
+    }
+    if worst > 1e-4 {
+        return Err(format!("the sensitivities disagree with central differences (worst relative error {worst:.1e})").into());
+    }
+    println!(
+        "sensitivities agree with central differences of the full Newton solve (worst {worst:.1e})"
+    );
+    Ok(())
+}
+
 // -------------------------------------------------------------------- plot
 
 /// Plots `|F(v)|` per Newton iteration of both circuits on a log scale.
@@ -335,6 +502,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     let ci = std::env::args().any(|a| a == "--ci");
     let (k, n) = if ci { (30, 40) } else { (142, 200) };
     let grid = sparse_grid(k)?;
+    println!();
+    sensitivities(k, &grid_sources(k * k))?;
     println!();
     let ladder = dense_ladder(n)?;
     let path = plot(

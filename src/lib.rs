@@ -94,7 +94,7 @@ pub use rlx_core::{
 pub use rlx_macros::differentiable;
 pub use rlx_runtime::function::{plan_cache_capacity, set_plan_cache_capacity};
 pub use rlx_runtime::scan::{iterate, scan, Scan};
-pub use rlx_runtime::solvers::{fixed_point, root, Newton};
+pub use rlx_runtime::solvers::{fixed_point, root, sparse_solve, JacobianKind, Newton};
 pub use rlx_runtime::{
     compile, num_threads, set_num_threads, sparse, trace, Executable, SparseLu, SparseMatrix,
     Tensor,

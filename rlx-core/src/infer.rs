@@ -483,6 +483,7 @@ fn infer_unchecked(op: &Op, inputs: &[&TensorType]) -> Result<TensorType> {
             l.infer(inputs)
         }
         Op::Root(r) => r.infer(inputs),
+        Op::SparseSolve(s) => s.infer(inputs),
     }
 }
 

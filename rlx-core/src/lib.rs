@@ -56,5 +56,5 @@ pub use loops::{LoopKind, LoopOp, LoopRef};
 pub use op::{BinaryOp, CmpOp, CustomOp, CustomRef, Literal, Op, ReduceOp, UnaryOp};
 pub use passes::optimize;
 pub use shape::Shape;
-pub use solvers::{Newton, RootOp, RootRef};
+pub use solvers::{JacobianKind, Newton, RootOp, RootRef, SparseSolveOp};
 pub use vmap::vmap;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use crate::{DType, Graph, Shape};
 
 pub use crate::loops::{LoopKind, LoopOp, LoopRef};
-pub use crate::solvers::{RootOp, RootRef};
+pub use crate::solvers::{RootOp, RootRef, SparseSolveOp};
 
 /// One primitive operation. See the module docs for operand conventions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -119,6 +119,9 @@ pub enum Op {
     /// derivatives by the implicit function theorem; see [`RootOp`].
     /// Operands: `[x0, p_1..p_m]` (the guess, then the parameters).
     Root(RootRef),
+    /// A sparse linear solve over a fixed pattern; see [`SparseSolveOp`].
+    /// Operands: `[values, b]`.
+    SparseSolve(SparseSolveOp),
 }
 
 /// A sub-function whose derivatives come from user-supplied graphs instead
@@ -418,6 +421,7 @@ impl Op {
             Op::Custom(_) => "custom",
             Op::Loop(_) => "loop",
             Op::Root(_) => "root",
+            Op::SparseSolve(_) => "sparse_solve",
         }
     }
 
@@ -435,7 +439,12 @@ impl Op {
             | Op::Softmax { .. }
             | Op::LogSoftmax { .. }
             | Op::StopGradient => Some(1),
-            Op::Binary(_) | Op::Compare(_) | Op::MatMul | Op::Gather { .. } | Op::Solve => Some(2),
+            Op::Binary(_)
+            | Op::Compare(_)
+            | Op::MatMul
+            | Op::Gather { .. }
+            | Op::Solve
+            | Op::SparseSolve(_) => Some(2),
             Op::Select | Op::ScatterAdd { .. } => Some(3),
             Op::Concat { .. } => None,
             Op::Custom(c) => Some(c.forward.inputs().len()),
@@ -695,6 +704,7 @@ impl fmt::Display for Op {
             Op::Custom(c) => write!(f, "custom {}", c.name),
             Op::Loop(l) => write!(f, "{l}"),
             Op::Root(r) => write!(f, "{r}"),
+            Op::SparseSolve(s) => write!(f, "{s}"),
             other => f.write_str(other.name()),
         }
     }

@@ -8,8 +8,11 @@
 //! `x*` with `F(x*, p) = 0`, of the type of `x0`.
 //!
 //! The forward value is found at run time by Newton's method on `F`
-//! (settings in [`Newton`]) with the dense Jacobian `J_x = ∂F/∂x` of the
-//! [`RootOp::jacobian`] graph. The derivatives never differentiate the
+//! (settings in [`Newton`]) with the Jacobian `J_x = ∂F/∂x` of the
+//! [`RootOp::jacobian`] graph: dense (`[n, n]`, LU with partial pivoting),
+//! or sparse when the residual's traced pattern is (see [`JacobianKind`]:
+//! the compressed program of coloured products of the sparse companions,
+//! solved by faer's sparse LU whose symbolic analysis the plan keeps). The derivatives never differentiate the
 //! iterations: with `J_x` and `J_p` taken at `(x*, p)`,
 //!
 //! ```text
@@ -19,7 +22,8 @@
 //! and `x0` has no derivative (`x*` does not move with the guess). The
 //! rules ([`autodiff::root_rules`](crate::autodiff::root_rules)) emit
 //! ordinary nodes (the residual and its Jacobian inlined at `(x*, p)`, a
-//! dense `solve`), so derivatives of any order compose.
+//! dense `solve`, or for a sparse Jacobian its values and a
+//! [`SparseSolveOp`]), so derivatives of any order compose.
 //!
 //! Invariants (checked by [`RootRef::new`], re-checked by `Graph::verify`
 //! through [`infer`](crate::infer())): the residual verifies, has at least
@@ -30,7 +34,34 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::autodiff::transforms::jacfwd;
+use crate::autodiff::transforms::sparse::{choose, compressed_jacobian};
+use crate::sparsity::{jacobian_pattern_within, Pattern};
 use crate::{Error, Graph, Result, TensorType};
+
+/// Which Jacobian (and linear solver) Newton's method of a root uses.
+///
+/// `Auto` (the default) takes the sparse path when the residual's traced
+/// pattern of `∂F/∂x` has `n >= SPARSE_MIN_N` (64) unknowns and at most
+/// `n² / 10` structural nonzeros (found by the pattern search of the
+/// sparse companions, given up past `2²⁵` dependency entries), else the
+/// dense one: below that size a dense LU costs microseconds, and above 10 %
+/// density a sparse LU fills in towards dense anyway.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum JacobianKind {
+    /// Sparse when the pattern is sparse enough (see above).
+    #[default]
+    Auto,
+    /// The dense `[n, n]` Jacobian and a dense LU, whatever the pattern.
+    Dense,
+    /// The coloured sparse Jacobian and faer's sparse LU, whatever the pattern.
+    Sparse,
+}
+
+/// The fewest unknowns for which [`JacobianKind::Auto`] goes sparse.
+pub const SPARSE_MIN_N: usize = 64;
+
+/// Dependency entries the pattern search of [`JacobianKind::Auto`] may hold.
+const PATTERN_LIMIT: usize = 1 << 25;
 
 /// Settings of Newton's method for [`RootOp`] (and `rlx::root`).
 ///
@@ -57,6 +88,8 @@ pub struct Newton {
     pub line_search: bool,
     /// The first step length tried, in `(0, 1]` (default 1: full Newton steps).
     pub damping: f64,
+    /// Dense or sparse Jacobian (default [`JacobianKind::Auto`]).
+    pub jacobian: JacobianKind,
 }
 
 impl Default for Newton {
@@ -66,6 +99,7 @@ impl Default for Newton {
             max_iter: 50,
             line_search: true,
             damping: 1.0,
+            jacobian: JacobianKind::Auto,
         }
     }
 }
@@ -97,6 +131,12 @@ impl Newton {
     /// The first step length of every iteration, in `(0, 1]`.
     pub fn damping(mut self, t: f64) -> Newton {
         self.damping = t;
+        self
+    }
+
+    /// Dense, sparse, or chosen from the residual's pattern (the default).
+    pub fn jacobian(mut self, kind: JacobianKind) -> Newton {
+        self.jacobian = kind;
         self
     }
 
@@ -137,9 +177,8 @@ pub struct RootOp {
     pub name: String,
     /// `F`: inputs `[x, p_1..p_m]`, one output shaped like `x`.
     pub residual: Graph,
-    /// `J_x = ∂F/∂x`, flattened: inputs those of `residual`, one output of
-    /// shape `[n, n]` (`n` the number of elements of `x`).
-    pub jacobian: Graph,
+    /// `J_x = ∂F/∂x`, dense or sparse.
+    pub jacobian: RootJacobian,
     /// How Newton's method runs.
     pub newton: Newton,
 }
@@ -175,6 +214,72 @@ impl RootOp {
         }
         Ok(self.unknown())
     }
+}
+
+/// The Jacobian `J_x = ∂F/∂x` of a root's residual.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RootJacobian {
+    /// Flattened: inputs those of `residual`, one output of shape `[n, n]`
+    /// (`n` the number of elements of `x`).
+    Dense(Graph),
+    /// The compressed program of coloured products: inputs those of
+    /// `residual`, one output `[nnz]`, the values of `pattern` (`[n, n]`,
+    /// compressed sparse column) in its storage order.
+    Sparse {
+        /// The values' graph.
+        values: Graph,
+        /// The structural pattern of `J_x`.
+        pattern: PatternRef,
+    },
+}
+
+/// A shared [`Pattern`], compared and hashed by identity (as [`RootRef`]).
+#[derive(Clone, Debug)]
+pub struct PatternRef(pub Arc<Pattern>);
+
+impl PartialEq for PatternRef {
+    fn eq(&self, other: &PatternRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PatternRef {}
+
+impl std::hash::Hash for PatternRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.0) as usize).hash(state);
+    }
+}
+
+impl std::ops::Deref for PatternRef {
+    type Target = Pattern;
+    fn deref(&self) -> &Pattern {
+        &self.0
+    }
+}
+
+/// The Jacobian of `residual` w.r.t. its unknown (`n` elements) of the
+/// kind `kind` asks for (see [`JacobianKind`]).
+fn root_jacobian(residual: &Graph, n: usize, kind: JacobianKind) -> Result<RootJacobian> {
+    let pattern = match kind {
+        JacobianKind::Dense => None,
+        JacobianKind::Sparse => jacobian_pattern_within(residual, &[0], usize::MAX)?,
+        JacobianKind::Auto if n < SPARSE_MIN_N => None,
+        JacobianKind::Auto => jacobian_pattern_within(residual, &[0], PATTERN_LIMIT)?
+            .filter(|p| p.nnz().saturating_mul(10) <= n.saturating_mul(n)),
+    };
+    let Some(pattern) = pattern else {
+        return Ok(RootJacobian::Dense(flat_jacobian(residual, n)?));
+    };
+    let (mode, colouring) = choose(&pattern, None)?;
+    let program = compressed_jacobian(residual, &[0], pattern, mode, &colouring)?;
+    let mut values = program.graph;
+    let v = *values.outputs().last().expect("the values output");
+    values.set_outputs(vec![v]);
+    Ok(RootJacobian::Sparse {
+        values,
+        pattern: PatternRef(Arc::new(program.pattern)),
+    })
 }
 
 /// The graph of `∂F/∂x` reshaped to `[n, n]`, over the residual's inputs.
@@ -260,7 +365,7 @@ impl RootRef {
         if n == 0 {
             return Err(bad(format!("the unknown {} has no elements", ty(&x))));
         }
-        let jacobian = flat_jacobian(&residual, n)?;
+        let jacobian = root_jacobian(&residual, n, newton.jacobian)?;
         Ok(RootRef(Arc::new(RootOp {
             name,
             residual,
@@ -279,6 +384,80 @@ impl std::ops::Deref for RootRef {
 
 impl fmt::Display for RootRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "root {} tol={:e}", self.name, self.newton.tol)
+        let kind = match &self.jacobian {
+            RootJacobian::Dense(_) => "dense",
+            RootJacobian::Sparse { .. } => "sparse",
+        };
+        write!(f, "root {} tol={:e} {kind}", self.name, self.newton.tol)
+    }
+}
+
+/// A sparse linear solve `x = A⁻¹ b` (or `A⁻ᵀ b`) over a fixed pattern, one
+/// node whose operands are `[values, b]`: `values: [.., nnz]`, the entries
+/// of `A` (`pattern`, square `n × n`, in its compressed-sparse-column
+/// storage order), `b: [.., n]`. Values of rank 1 are one matrix for every
+/// right-hand side (`b`'s leading dimensions are a batch of them); else
+/// their leading dimensions are `b`'s, one matrix per item. The result has
+/// `b`'s type.
+///
+/// Run by faer's sparse LU (symbolic analysis once per plan step); its
+/// rules are solves with the same matrix: reverse `b̄ = A⁻ᵀ x̄`,
+/// `Ā_k = −b̄[row_k] x[col_k]`; forward `ẋ = A⁻¹ (ḃ − Ȧ x)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SparseSolveOp {
+    /// The structure of `A`.
+    pub pattern: PatternRef,
+    /// Solve with `Aᵀ` instead of `A` (same factors).
+    pub transpose: bool,
+}
+
+impl SparseSolveOp {
+    /// The `infer` arm: checks `[values, b]` and returns `b`'s type.
+    pub fn infer(&self, operands: &[&TensorType]) -> Result<TensorType> {
+        const OP: &str = "sparse_solve";
+        let [v, b] = operands else {
+            return Err(Error::Arity {
+                op: OP,
+                expected: 2,
+                got: operands.len(),
+            });
+        };
+        let (n, nnz) = (self.pattern.nrows(), self.pattern.nnz());
+        let bad = |message: String| Err(Error::InvalidArgument { op: OP, message });
+        if self.pattern.ncols() != n {
+            return bad(format!(
+                "the pattern is {n} × {}, not square",
+                self.pattern.ncols()
+            ));
+        }
+        if v.dtype != b.dtype || !v.dtype.is_float() {
+            return bad(format!(
+                "values {} and right-hand side {} must share one real float dtype",
+                ty(v),
+                ty(b)
+            ));
+        }
+        let (vd, bd) = (v.shape.dims(), b.shape.dims());
+        if vd.last() != Some(&nnz) || bd.last() != Some(&n) {
+            return bad(format!(
+                "expected values [.., {nnz}] and a right-hand side [.., {n}] for a {n} × {n} matrix with {nnz} nonzeros, got {} and {}",
+                v.shape, b.shape
+            ));
+        }
+        if vd.len() > 1 && vd[..vd.len() - 1] != bd[..bd.len() - 1] {
+            return bad(format!(
+                "batched values {} need the right-hand side's batch dimensions, got {}",
+                v.shape, b.shape
+            ));
+        }
+        Ok((*b).clone())
+    }
+}
+
+impl fmt::Display for SparseSolveOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (n, nnz) = (self.pattern.nrows(), self.pattern.nnz());
+        let t = if self.transpose { "ᵀ" } else { "" };
+        write!(f, "sparse_solve{t} {n}×{n} nnz={nnz}")
     }
 }

@@ -312,6 +312,18 @@ fn batch_node(
             Ok(out.inline(&inner, &ids)?[0])
         }
         Op::Loop(l) => loops::batch_loop(out, l, args, size),
+        Op::SparseSolve(s) => {
+            // One matrix for the whole batch when the values are not
+            // batched (the items are more right-hand sides), else one per item.
+            let (v, b) = (args[0], args[1]);
+            let values = if v.1 || out.shape(v.0).rank() > 1 {
+                materialize(out, v, size)?
+            } else {
+                v.0
+            };
+            let b = materialize(out, b, size)?;
+            out.sparse_solve(s.clone(), values, b)
+        }
         Op::Root(r) => {
             // The batched root is the root of the batched residual: its
             // unknown holds every item's (the guess broadcast to all).

@@ -22,9 +22,13 @@
 
 use std::panic::Location;
 
-use rlx_core::{Error, Graph, Op, Result, RootRef};
+use std::sync::Arc;
 
-pub use rlx_core::Newton;
+use rlx_core::solvers::PatternRef;
+use rlx_core::sparsity::Pattern;
+use rlx_core::{Error, Graph, Op, Result, RootRef, SparseSolveOp};
+
+pub use rlx_core::{JacobianKind, Newton};
 
 use crate::compile::compile;
 use crate::tensor::Tensor;
@@ -32,8 +36,11 @@ use crate::trace::{self, Trace};
 
 /// The root `x*` of `f` near `x0` by Newton's method: `f(x*) = 0` to the
 /// tolerance `max|f(x*)| <= newton.tol`. `f` must return a tensor of the
-/// shape and dtype of `x0`; its Jacobian is taken by rlx (dense). See the
-/// module docs for tracing, derivatives and errors.
+/// shape and dtype of `x0`; its Jacobian is taken by rlx, dense or sparse
+/// from the residual's traced pattern ([`JacobianKind`]: a sparse one is
+/// solved by faer's sparse LU, symbolic analysis once per plan, and the
+/// derivatives then solve with it too). See the module docs for tracing,
+/// derivatives and errors.
 ///
 /// ```
 /// use rlx::{root, Newton};
@@ -117,4 +124,57 @@ fn residual(
     let x = body.input("x", x0.shape().clone(), x0.dtype());
     let fx = f(&x);
     body.finish_body(&[&fx])
+}
+
+/// `x = A⁻¹ b` for the sparse `A` whose structure is `pattern` (square,
+/// `n × n`) and whose entries are `values` (`[nnz]`, in the pattern's
+/// compressed-sparse-column storage order, as
+/// [`SparseMatrix::values`](crate::sparse::SparseMatrix::values)), with
+/// `b: [n]` (or `[.., n]`: a batch of right-hand sides; values `[.., nnz]`
+/// with `b`'s batch dimensions are one matrix per item). With `transpose`,
+/// `x = A⁻ᵀ b` from the same factors.
+///
+/// Differentiable in `#[differentiable]` code in both `values` and `b`:
+/// reverse mode is one transposed solve with the same factors (`b̄ =
+/// A⁻ᵀ x̄`, `Ā_k = −b̄[row_k] x[col_k]`), forward mode one solve; no dense
+/// matrix is formed. Solved by faer's sparse LU, its symbolic analysis done
+/// once per pattern (keep one `Arc<Pattern>` across calls) and the factors
+/// of one matrix reused by the solves of its derivatives. Errors: shapes
+/// or dtypes that do not fit the pattern (named), a singular matrix.
+///
+/// ```
+/// use std::sync::Arc;
+/// use rlx::sparse::Pattern;
+/// use rlx::Tensor;
+/// // [[2, 1], [0, 3]] x = [3, 3] gives x = [1, 1].
+/// let p = Arc::new(Pattern::from_entries(2, 2, &[(0, 0), (0, 1), (1, 1)])?);
+/// let a = Tensor::from_slice(&[2.0, 1.0, 3.0], [3]);
+/// let x = rlx::sparse_solve(&p, &a, &Tensor::from_slice(&[3.0, 3.0], [2]), false)?;
+/// assert_eq!(x.to_vec::<f64>()?, vec![1.0, 1.0]);
+/// # Ok::<(), rlx::Error>(())
+/// ```
+#[track_caller]
+pub fn sparse_solve(
+    pattern: &Arc<Pattern>,
+    values: &Tensor,
+    b: &Tensor,
+    transpose: bool,
+) -> Result<Tensor> {
+    let loc = Location::caller();
+    let at = |e: Error| e.at(loc.file(), loc.line(), loc.column());
+    let op = Op::SparseSolve(SparseSolveOp {
+        pattern: PatternRef(pattern.clone()),
+        transpose,
+    });
+    if trace::is_tracing() {
+        return trace::record(op, &[values, b], loc);
+    }
+    let mut g = Graph::new();
+    let v = g.input("values", values.shape().clone(), values.dtype());
+    let r = g.input("b", b.shape().clone(), b.dtype());
+    let y = g.push(op, &[v, r]).map_err(at)?;
+    g.set_outputs(vec![y]);
+    let exe = compile(&g).map_err(at)?;
+    let mut out = exe.run(&[values, b]).map_err(at)?;
+    Ok(out.swap_remove(0))
 }

@@ -205,6 +205,7 @@ pub fn jvp_rule(
             let tans: Vec<Option<NodeId>> = (0..x.len()).map(t).collect();
             super::root_rules::jvp(g, r, node, x, &tans)?
         }
+        Op::SparseSolve(s) => super::sparse_solve_rules::jvp(g, s, node, x, t(0), t(1))?,
     };
     match out {
         Some(v) => Ok(Some(fit(g, v, &n.shape)?)),

@@ -42,6 +42,7 @@ pub mod custom;
 pub mod jvp_rules;
 pub mod loop_rules;
 pub mod root_rules;
+pub mod sparse_solve_rules;
 pub mod transforms;
 pub mod vjp_rules;
 

@@ -11,7 +11,9 @@
 //! `J_p ṗ` is the forward mode of the residual inlined at `(y, p)`, `J_pᵀ μ`
 //! its reverse mode, `J_x` the residual's Jacobian graph
 //! ([`RootOp::jacobian`]) inlined at `(y, p)`, and the solves are the dense
-//! `solve` op (its transpose for reverse mode). Every node is an ordinary
+//! `solve` op (its transpose for reverse mode), or for a sparse Jacobian
+//! its `[nnz]` values and a [`SparseSolveOp`] (transposed in reverse mode):
+//! no dense `J_x` or `J_p` is ever formed on the sparse path. Every node is an ordinary
 //! op with rules of its own, and `y` is the root node itself, so the rules
 //! compose: the derivative of a rule differentiates the root again (second
 //! order: `hvp`, `hessian`).
@@ -22,16 +24,47 @@
 //! where the checkpoint budget bounds what a step may keep), and second
 //! order differentiates `J_x` itself, which a factorisation value would
 //! need a rule for. The cost is one Jacobian and one LU per root and
-//! derivative pass, the cost of one more Newton iteration.
+//! derivative pass, the cost of one more Newton iteration. On the sparse
+//! path the runtime saves the factorisation: the Jacobian's values are
+//! evaluated again in the graph, but a sparse solve whose values equal
+//! (bit for bit) those Newton factored last takes that factorisation from
+//! the pattern's solver pool instead of factoring again.
 
 use super::{backward, forward, proxy};
-use crate::{Graph, NodeId, Result, RootOp};
+use crate::solvers::RootJacobian;
+use crate::{Graph, NodeId, Result, RootOp, SparseSolveOp};
 
-/// `J_x` at the root `node` (operands `x`: `[x0, p..]`), as an `[n, n]` node.
+/// `J_x` at the root `node` (operands `x`: `[x0, p..]`): an `[n, n]` node
+/// (dense), or the `[nnz]` values of its pattern (sparse).
 fn jacobian_at(g: &mut Graph, r: &RootOp, node: NodeId, x: &[NodeId]) -> Result<NodeId> {
     let mut args = vec![node];
     args.extend_from_slice(&x[1..]);
-    Ok(g.inline(&r.jacobian, &args)?[0])
+    let graph = match &r.jacobian {
+        RootJacobian::Dense(j) => j,
+        RootJacobian::Sparse { values, .. } => values,
+    };
+    Ok(g.inline(graph, &args)?[0])
+}
+
+/// `J_x⁻¹ b` (or `J_x⁻ᵀ b` when `transpose`) for a flat `[n]` node `b`,
+/// with `j` from [`jacobian_at`]: a dense `solve` or a sparse one.
+fn solve_with(g: &mut Graph, r: &RootOp, j: NodeId, b: NodeId, transpose: bool) -> Result<NodeId> {
+    let n = g.shape(b).numel();
+    match &r.jacobian {
+        RootJacobian::Dense(_) => {
+            let a = if transpose { g.transpose_last2(j)? } else { j };
+            let rhs = g.reshape(b, [n, 1])?;
+            let s = g.solve(a, rhs)?;
+            g.reshape(s, [n])
+        }
+        RootJacobian::Sparse { pattern, .. } => {
+            let op = SparseSolveOp {
+                pattern: pattern.clone(),
+                transpose,
+            };
+            g.sparse_solve(op, j, b)
+        }
+    }
 }
 
 /// The residual inlined at `(node, p)` over distinct proxies of its
@@ -69,8 +102,8 @@ pub(crate) fn jvp(
     let shape = g.shape(node).clone();
     let n = shape.numel();
     let j = jacobian_at(g, r, node, x)?;
-    let rhs = g.reshape(fp, [n, 1])?;
-    let s = g.solve(j, rhs)?;
+    let rhs = g.reshape(fp, [n])?;
+    let s = solve_with(g, r, j, rhs, false)?;
     let s = g.neg(s)?;
     Ok(Some(g.reshape(s, shape)?))
 }
@@ -93,9 +126,8 @@ pub(crate) fn vjp(
     let shape = g.shape(node).clone();
     let n = shape.numel();
     let j = jacobian_at(g, r, node, x)?;
-    let jt = g.transpose_last2(j)?;
-    let c = g.reshape(ct, [n, 1])?;
-    let lambda = g.solve(jt, c)?;
+    let c = g.reshape(ct, [n])?;
+    let lambda = solve_with(g, r, j, c, true)?;
     let mu = g.neg(lambda)?;
     let mu = g.reshape(mu, shape)?;
     let lo = g.len();

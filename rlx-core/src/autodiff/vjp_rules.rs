@@ -237,6 +237,7 @@ pub fn vjp_rule(
             }
         },
         Op::Root(r) => super::root_rules::vjp(g, r, node, x, ct, needs)?,
+        Op::SparseSolve(s) => super::sparse_solve_rules::vjp(g, s, node, x, ct, need(0), need(1))?,
         Op::Loop(l) => super::loop_rules::vjp(g, l, x, ct)?
             .into_iter()
             .enumerate()

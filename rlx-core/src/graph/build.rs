@@ -241,6 +241,17 @@ impl Graph {
         self.push(Op::LogSoftmax { axis }, &[x])
     }
 
+    /// The sparse solve `op` of `b` with the matrix of `values` (see
+    /// [`SparseSolveOp`](crate::SparseSolveOp)).
+    pub fn sparse_solve(
+        &mut self,
+        op: crate::SparseSolveOp,
+        values: NodeId,
+        b: NodeId,
+    ) -> Result<NodeId> {
+        self.push(Op::SparseSolve(op), &[values, b])
+    }
+
     /// Solves `a x = b` (LU with partial pivoting).
     pub fn solve(&mut self, a: NodeId, b: NodeId) -> Result<NodeId> {
         self.push(Op::Solve, &[a, b])

@@ -186,7 +186,8 @@ fn fold_node(out: &Graph, node: &Node, args: &[NodeId], limit: usize) -> Option<
         | Op::Solve
         | Op::Custom(_)
         | Op::Loop(_)
-        | Op::Root(_) => None,
+        | Op::Root(_)
+        | Op::SparseSolve(_) => None,
     }
 }
 

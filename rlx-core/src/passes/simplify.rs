@@ -313,7 +313,8 @@ fn rule(out: &mut Graph, node: &Node, args: &[NodeId]) -> Result<Option<NodeId>>
         | Op::StopGradient
         | Op::Custom(_)
         | Op::Loop(_)
-        | Op::Root(_) => Ok(None),
+        | Op::Root(_)
+        | Op::SparseSolve(_) => Ok(None),
     }
 }
 

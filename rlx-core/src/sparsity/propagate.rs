@@ -395,7 +395,7 @@ fn node_deps(
             let map: Vec<usize> = (0..numel).map(|k| k / per.max(1)).collect();
             Some(whole.gather(&map))
         }
-        Op::Custom(_) | Op::Loop(_) | Op::Root(_) => {
+        Op::Custom(_) | Op::Loop(_) | Op::Root(_) | Op::SparseSolve(_) => {
             // Conservative: every output element depends on every operand
             // element (a loop's packed result mixes its carries over steps;
             // a root's `dx*/dp` is dense in general).

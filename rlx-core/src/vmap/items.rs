@@ -199,7 +199,12 @@ fn batch_op(
         Op::MatMul if rank == 2 => args[0].1 && !args[1].1,
         Op::MatMul => all_aligned,
         Op::Solve => rank >= 3 && all_batched && all_aligned,
-        Op::Input { .. } | Op::Constant(_) | Op::Custom(_) | Op::Loop(_) | Op::Root(_) => false,
+        Op::Input { .. }
+        | Op::Constant(_)
+        | Op::Custom(_)
+        | Op::Loop(_)
+        | Op::Root(_)
+        | Op::SparseSolve(_) => false,
     };
     if !ok || !leads_with(&node.shape, n) {
         return None;

@@ -334,6 +334,9 @@ pub(crate) fn run(
             StepKind::Root(r) => r
                 .run(&env, &mut targets[0])
                 .map_err(|e| at_node(step.node, "root", e)),
+            StepKind::SparseSolve(s) => s
+                .run(&env, &mut targets[0])
+                .map_err(|e| at_node(step.node, "sparse_solve", e)),
         });
         for t in step.targets.iter().rev() {
             let taken = st.taken.pop().unwrap_or(EMPTY);

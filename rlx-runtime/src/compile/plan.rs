@@ -53,6 +53,8 @@ pub(crate) enum StepKind {
     Loop(crate::compile::steps::looping::LoopStep),
     /// A root node: Newton's method over its compiled graphs.
     Root(crate::compile::steps::root::RootStep),
+    /// A sparse solve over a fixed pattern.
+    SparseSolve(crate::compile::steps::sparse_solve::SparseSolveStep),
     /// A scalar region of small values in a mixed graph.
     Region(RegionStep),
     /// A matrix product and the element-wise loop over its result, run

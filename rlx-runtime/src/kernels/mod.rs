@@ -31,6 +31,7 @@ pub mod scalar;
 mod softmax;
 pub(crate) mod solve;
 pub(crate) mod solve_complex;
+pub(crate) mod sparse_solve;
 pub mod vmath;
 
 use rlx_core::{Error, Graph, Op, Result, Shape};
@@ -127,8 +128,30 @@ pub fn eval_into(
         Op::Root(r) => {
             let storages: Vec<&Storage> = inputs.iter().map(|o| o.storage).collect();
             let mut residual = looping::Interpreted(&r.residual);
-            let mut jacobian = looping::Interpreted(&r.jacobian);
-            root::run_root(r, &mut residual, &mut jacobian, &storages, out)
+            match &r.jacobian {
+                rlx_core::solvers::RootJacobian::Dense(j) => {
+                    let mut jacobian = looping::Interpreted(j);
+                    let mut linear = root::Linear::Dense(&mut jacobian);
+                    root::run_root(r, &mut residual, &mut linear, &storages, out)
+                }
+                rlx_core::solvers::RootJacobian::Sparse { values, pattern } => {
+                    let mut jacobian = looping::Interpreted(values);
+                    let mut solver = sparse_solve::SparseSolver::new(&pattern.0)?;
+                    let mut linear = root::Linear::Sparse(&mut jacobian, &mut solver);
+                    root::run_root(r, &mut residual, &mut linear, &storages, out)
+                }
+            }
+        }
+        Op::SparseSolve(s) => {
+            let mut solver = sparse_solve::SparseSolver::new(&s.pattern.0)?;
+            let (v, b) = (inputs[0], inputs[1]);
+            sparse_solve::run_sparse_solve(
+                s,
+                &mut solver,
+                (v.storage, v.shape),
+                (b.storage, b.shape),
+                out,
+            )
         }
         Op::Custom(c) => {
             let flat = c.forward.inline_custom()?;
@@ -216,7 +239,12 @@ fn check(op: &Op, inputs: &[Operand<'_>], out_shape: &Shape, out: &Storage) -> R
 pub(crate) fn writes_only(op: &Op) -> bool {
     !matches!(
         op,
-        Op::Input { .. } | Op::Custom(_) | Op::Root(_) | Op::Gather { .. } | Op::ScatterAdd { .. }
+        Op::Input { .. }
+            | Op::Custom(_)
+            | Op::Root(_)
+            | Op::SparseSolve(_)
+            | Op::Gather { .. }
+            | Op::ScatterAdd { .. }
     )
 }
 
@@ -239,7 +267,8 @@ fn shapes_fit(op: &Op, inputs: &[Operand<'_>], so: &[usize]) -> bool {
         | Op::Custom(_)
         | Op::Solve
         | Op::Loop(_)
-        | Op::Root(_) => true,
+        | Op::Root(_)
+        | Op::SparseSolve(_) => true,
         Op::Unary(_) | Op::Cast(_) => d(0) == so,
         Op::Softmax { axis } | Op::LogSoftmax { axis } => d(0) == so && *axis < so.len(),
         Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Broadcast { .. } => {

@@ -1,5 +1,6 @@
 //! The kernel of a root node ([`rlx::core::solvers`](rlx_core::solvers)): Newton's method on
-//! the residual graph, with its Jacobian graph for the steps, over any
+//! the residual graph, with its Jacobian graph (dense, or the values of a
+//! sparse pattern solved by faer's sparse LU: [`Linear`]) for the steps, over any
 //! runner of graphs ([`RunGraph`]: the reference interpreter here, compiled
 //! plans in `compile::steps::root`).
 //!
@@ -18,6 +19,7 @@ use rlx_core::{Error, Result, RootOp, Shape};
 
 use super::looping::RunGraph;
 use super::solve::solve_into;
+use super::sparse_solve::SparseSolver;
 use super::Operand;
 use crate::storage::Storage;
 
@@ -27,13 +29,71 @@ const HALVINGS: usize = 30;
 /// Armijo's constant: a step of length `t` must shrink `‖F‖₂` by `c·t` at least.
 const ARMIJO: f64 = 1e-4;
 
+/// How a root's Newton step solves `J Δ = F`: the dense Jacobian graph
+/// (`[n, n]`) and a dense LU, or the sparse values graph (`[nnz]` of the
+/// op's pattern) and faer's sparse LU (its symbolic analysis done once,
+/// kept by the caller across iterations and calls).
+pub(crate) enum Linear<'a> {
+    /// The dense Jacobian graph.
+    Dense(&'a mut dyn RunGraph),
+    /// The sparse values graph and a solver of the pattern.
+    Sparse(&'a mut dyn RunGraph, &'a mut SparseSolver),
+}
+
+impl Linear<'_> {
+    fn graph(&mut self) -> &mut dyn RunGraph {
+        match self {
+            Linear::Dense(g) => &mut **g,
+            Linear::Sparse(g, _) => &mut **g,
+        }
+    }
+
+    /// `(row, column)` of the `i`-th Jacobian value (`n` unknowns).
+    fn entry(&self, i: usize, n: usize) -> (usize, usize) {
+        match self {
+            Linear::Dense(_) => (i / n, i % n),
+            Linear::Sparse(_, s) => {
+                let p = s.matrix.pattern();
+                (p.row_idx()[i], p.col_ptr().partition_point(|&c| c <= i) - 1)
+            }
+        }
+    }
+
+    /// Solves `J Δ = f` with the Jacobian values `jv` into `step`.
+    fn solve(
+        &mut self,
+        jv: Vec<f64>,
+        f: &[f64],
+        step: &mut Storage,
+        scratch: &mut Vec<f64>,
+    ) -> Result<()> {
+        let n = f.len();
+        match self {
+            Linear::Dense(_) => {
+                let (sa, sb) = (Shape::from([n, n]), Shape::from([n, 1]));
+                let (a, b) = (Storage::F64(jv), Storage::F64(f.to_vec()));
+                solve_into(Operand::new(&a, &sa), Operand::new(&b, &sb), step, scratch)
+            }
+            Linear::Sparse(_, s) => {
+                s.matrix.values_mut().copy_from_slice(&jv);
+                s.factor()?;
+                let Storage::F64(d) = step else {
+                    unreachable!("the step is f64")
+                };
+                d.copy_from_slice(f);
+                s.lu.solve_in_place(d)
+            }
+        }
+    }
+}
+
 /// Runs root `r` on `operands` (`[x0, p..]`) into `out` (the root, of the
-/// unknown's type), evaluating `residual` and `jacobian` (the op's two
-/// graphs, inputs `[x, p..]`).
+/// unknown's type), evaluating `residual` and the Jacobian of `linear`
+/// (the op's graphs, inputs `[x, p..]`).
 pub(crate) fn run_root(
     r: &RootOp,
     residual: &mut dyn RunGraph,
-    jacobian: &mut dyn RunGraph,
+    linear: &mut Linear<'_>,
     operands: &[&Storage],
     out: &mut Storage,
 ) -> Result<()> {
@@ -62,27 +122,19 @@ pub(crate) fn run_root(
             f[i]
         )));
     }
-    let (sa, sb) = (Shape::from([n, n]), Shape::from([n, 1]));
     let mut scratch = Vec::new();
     let mut step = Storage::F64(vec![0.0; n]);
     for k in 0.. {
         let norm = max_norm(&f);
-        let jv = eval(&x, jacobian)?;
+        let jv = eval(&x, linear.graph())?;
         if let Some(i) = jv.iter().position(|v| !v.is_finite()) {
+            let (row, col) = linear.entry(i, n);
             return Err(fail(format!(
-                "the Jacobian of the residual is {} at iterate {k} (row {}, column {})",
+                "the Jacobian of the residual is {} at iterate {k} (row {row}, column {col})",
                 jv[i],
-                i / n,
-                i % n
             )));
         }
-        let (a, b) = (Storage::F64(jv), Storage::F64(f.clone()));
-        let solved = solve_into(
-            Operand::new(&a, &sa),
-            Operand::new(&b, &sb),
-            &mut step,
-            &mut scratch,
-        );
+        let solved = linear.solve(jv, &f, &mut step, &mut scratch);
         let singular = |e: Error, at: &str| {
             match e {
             Error::SingularMatrix { column, .. } => fail(format!(

@@ -468,7 +468,28 @@ pub fn op(op: &Op, args: &[&Val], out: &[usize]) -> Vec<f64> {
         Op::Softmax { axis } => softmax(args[0], *axis, false),
         Op::LogSoftmax { axis } => softmax(args[0], *axis, true),
         Op::Solve => solve(args[0], args[1]),
+        Op::SparseSolve(s) => sparse_solve(s, args[0], args[1]),
     }
+}
+
+/// A sparse solve by the dense [`solve`]: each matrix made dense from its
+/// values (transposed for `Aᵀ`), each right-hand side a column.
+fn sparse_solve(s: &rlx_core::SparseSolveOp, v: &Val, b: &Val) -> Vec<f64> {
+    let (n, nnz) = (s.pattern.nrows(), s.pattern.nnz());
+    let items = b.data.len() / n.max(1);
+    let mut out = Vec::with_capacity(b.data.len());
+    for item in 0..items {
+        let off = if v.dims.len() > 1 { item * nnz } else { 0 };
+        let mut a = vec![0.0; n * n];
+        for (k, (r, c)) in s.pattern.entries().enumerate() {
+            let (r, c) = if s.transpose { (c, r) } else { (r, c) };
+            a[r * n + c] = v.data[off + k];
+        }
+        let a = Val::new(a, &[n, n]);
+        let rhs = Val::new(b.data[item * n..(item + 1) * n].to_vec(), &[n, 1]);
+        out.extend(solve(&a, &rhs));
+    }
+    out
 }
 
 /// Evaluates the live nodes of `g` on `inputs` (one flat row-major vector
@@ -533,7 +554,17 @@ fn newton(r: &rlx_core::RootOp, ins: &[Vec<f64>]) -> Vec<f64> {
         if f.iter().all(|v| v.abs() <= r.newton.tol) {
             return args[0].clone();
         }
-        let mut a = eval(&r.jacobian, &args).remove(0).data;
+        let mut a = match &r.jacobian {
+            rlx_core::solvers::RootJacobian::Dense(j) => eval(j, &args).remove(0).data,
+            rlx_core::solvers::RootJacobian::Sparse { values, pattern } => {
+                let v = eval(values, &args).remove(0).data;
+                let mut a = vec![0.0; n * n];
+                for (k, (row, col)) in pattern.entries().enumerate() {
+                    a[row * n + col] = v[k];
+                }
+                a
+            }
+        };
         let mut b = f;
         for c in 0..n {
             let p = (c..n)

@@ -164,7 +164,7 @@ fn analyze(g: &Graph, inputs: &[State], n: usize) -> Vec<State> {
                 None => State::Mixed(id),
             },
             // A root couples all of its unknown's elements.
-            Op::Root(_) => State::Mixed(id),
+            Op::Root(_) | Op::SparseSolve(_) => State::Mixed(id),
             Op::Custom(c) => {
                 let inner = analyze(&c.forward, &ops, n);
                 match c.forward.outputs().first().map(|o| inner[o.index()]) {

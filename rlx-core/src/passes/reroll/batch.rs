@@ -39,7 +39,8 @@ pub(super) fn rerollable(op: &Op) -> bool {
         | Op::Solve
         | Op::Custom(_)
         | Op::Loop(_)
-        | Op::Root(_) => false,
+        | Op::Root(_)
+        | Op::SparseSolve(_) => false,
     }
 }
 
@@ -289,6 +290,7 @@ fn batched_op(out: &mut Graph, node: &Node, args: &[Operand], lanes: usize) -> R
         | Op::Solve
         | Op::Custom(_)
         | Op::Loop(_)
-        | Op::Root(_) => unreachable!("only rerollable ops are batched"),
+        | Op::Root(_)
+        | Op::SparseSolve(_) => unreachable!("only rerollable ops are batched"),
     }
 }

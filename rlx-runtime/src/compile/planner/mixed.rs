@@ -140,7 +140,8 @@ fn small(g: &Graph, i: usize) -> bool {
         | Op::Solve
         | Op::Custom(_)
         | Op::Loop(_)
-        | Op::Root(_) => false,
+        | Op::Root(_)
+        | Op::SparseSolve(_) => false,
     };
     op && value(n.dtype)
         && n.shape.numel() <= SMALL_VALUE

@@ -182,6 +182,14 @@ impl Builder<'_> {
                 let step = crate::compile::steps::looping::LoopStep::new(l.clone(), args.clone(), compiled);
                 self.push(i, StepKind::Loop(step), args);
             }
+            Op::SparseSolve(s) => {
+                let (v, bb) = (arg(0), arg(1));
+                let values = (self.root[v], self.shape(v).clone());
+                let b = (self.root[bb], self.shape(bb).clone());
+                let reads = vec![values.0, b.0];
+                let step = crate::compile::steps::sparse_solve::SparseSolveStep::new(s.clone(), values, b);
+                self.push(i, StepKind::SparseSolve(step), reads);
+            }
             Op::Root(r) => {
                 let args: Vec<Val> = n.inputs.iter().map(|p| self.root[p.index()]).collect();
                 let compiled = self

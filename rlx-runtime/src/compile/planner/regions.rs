@@ -616,7 +616,8 @@ impl ElementWise {
             | Op::StopGradient
             | Op::Custom(_)
             | Op::Loop(_)
-            | Op::Root(_)) => unreachable!("`{}` is not element-wise", other.name()),
+            | Op::Root(_)
+            | Op::SparseSolve(_)) => unreachable!("`{}` is not element-wise", other.name()),
         }
     }
 }

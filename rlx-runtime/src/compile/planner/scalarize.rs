@@ -299,7 +299,8 @@ fn lower_node(
         | Op::Solve
         | Op::Custom(_)
         | Op::Loop(_)
-        | Op::Root(_) => return None,
+        | Op::Root(_)
+        | Op::SparseSolve(_) => return None,
     };
     (es.len() == numel).then_some(es)
 }

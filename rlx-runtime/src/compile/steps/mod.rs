@@ -3,7 +3,8 @@
 //! (scatter-adds with constant indices, checked once), `looping` (a loop
 //! node: its body compiled into an executable, run once per step), `root`
 //! (a root node: its residual and Jacobian compiled the same way, run by
-//! Newton's method), `region` (a region of small values of a mixed graph,
+//! Newton's method), `sparse_solve` (faer's sparse LU over a fixed
+//! pattern, its symbolic analysis kept), `region` (a region of small values of a mixed graph,
 //! run as a scalarised program).
 
 pub(crate) mod looping;
@@ -13,3 +14,4 @@ pub(crate) mod region;
 pub(crate) mod root;
 pub(crate) mod scatter;
 pub(crate) mod solve;
+pub(crate) mod sparse_solve;

@@ -1,10 +1,16 @@
 //! The plan step of a root node: its residual and Jacobian graphs compiled
 //! once into [`Executable`]s when the plan is built, then run by Newton's
 //! method ([`crate::kernels::root`]) with one warm per-call state each,
-//! taken for the whole solve.
+//! taken for the whole solve. A sparse Jacobian's solver (faer's symbolic
+//! analysis of the pattern, the numeric storage) is kept in the pattern's
+//! pool (`compile::steps::sparse_solve`), so it is built on the first call
+//! and reused by every later iteration and call; put back holding the
+//! factors at the solution, it serves the sparse solve of the root's
+//! implicit derivative without a second factorisation.
 
 use std::sync::Arc;
 
+use rlx_core::solvers::RootJacobian;
 use rlx_core::{Result, RootRef};
 
 use crate::compile::base::env::{Env, Val};
@@ -12,7 +18,8 @@ use crate::compile::driver::compile_with;
 use crate::compile::executable::Executable;
 use crate::compile::options::Options;
 use crate::compile::steps::looping::Warm;
-use crate::kernels::root::run_root;
+use crate::compile::steps::sparse_solve::SolverPool;
+use crate::kernels::root::{run_root, Linear};
 use crate::storage::Storage;
 
 /// A root node in a plan.
@@ -21,6 +28,8 @@ pub(crate) struct RootStep {
     r: RootRef,
     residual: Arc<Executable>,
     jacobian: Arc<Executable>,
+    /// The sparse solvers of the Jacobian's pattern (none for a dense one).
+    solvers: Option<Arc<SolverPool>>,
     /// The operands `[x0, p..]`, in order.
     pub(crate) args: Vec<Val>,
 }
@@ -39,9 +48,13 @@ impl Compiled {
             scalarize: false,
             ..options.clone()
         };
+        let jacobian = match &r.jacobian {
+            RootJacobian::Dense(j) => j,
+            RootJacobian::Sparse { values, .. } => values,
+        };
         Ok(Compiled {
             residual: Arc::new(compile_with(&r.residual, &options)?),
-            jacobian: Arc::new(compile_with(&r.jacobian, &options)?),
+            jacobian: Arc::new(compile_with(jacobian, &options)?),
         })
     }
 }
@@ -50,10 +63,15 @@ impl RootStep {
     /// The step of root `r` over `args`, with its graphs `compiled`.
     pub(crate) fn new(r: RootRef, args: Vec<Val>, compiled: Compiled) -> RootStep {
         let Compiled { residual, jacobian } = compiled;
+        let solvers = match &r.jacobian {
+            RootJacobian::Dense(_) => None,
+            RootJacobian::Sparse { pattern, .. } => Some(SolverPool::of(&pattern.0)),
+        };
         RootStep {
             r,
             residual,
             jacobian,
+            solvers,
             args,
         }
     }
@@ -63,7 +81,24 @@ impl RootStep {
         let operands: Vec<&Storage> = self.args.iter().map(|&v| env.get(v)).collect();
         let mut residual = Warm::new(&self.residual)?;
         let mut jacobian = Warm::new(&self.jacobian)?;
-        let res = run_root(&self.r, &mut residual, &mut jacobian, &operands, out);
+        let res = match &self.solvers {
+            None => run_root(
+                &self.r,
+                &mut residual,
+                &mut Linear::Dense(&mut jacobian),
+                &operands,
+                out,
+            ),
+            Some(pool) => pool.with(|solver| {
+                run_root(
+                    &self.r,
+                    &mut residual,
+                    &mut Linear::Sparse(&mut jacobian, solver),
+                    &operands,
+                    out,
+                )
+            }),
+        };
         residual.finish();
         jacobian.finish();
         res
