@@ -5,7 +5,9 @@
 //! must agree. Also: the automatic choice of mode, and patterns against
 //! central finite differences.
 
-use rlx_core::autodiff::transforms::sparse::{sparse_hessian, sparse_jacobian, SparseMode};
+use rlx_core::autodiff::transforms::sparse::{
+    sparse_hessian, sparse_hessian_by, sparse_jacobian, SparseMode,
+};
 use rlx_core::autodiff::{dense_hessian, jacfwd};
 use rlx_core::sparsity::{jacobian_pattern, Pattern};
 use rlx_core::{DType, Graph, Literal, NodeId, Op};
@@ -140,6 +142,7 @@ fn sparse_jacobians_of_random_graphs_equal_dense_ones_in_both_modes() {
 #[test]
 fn sparse_hessians_of_random_graphs_equal_dense_ones_and_are_symmetric() {
     let mut rng = Rng(0xbeef);
+    let mut modes = std::collections::BTreeMap::new();
     for case in 0..40 {
         let n = 3 + rng.below(6);
         let mut g = random_graph(&mut rng, n);
@@ -158,14 +161,27 @@ fn sparse_hessians_of_random_graphs_equal_dense_ones_and_are_symmetric() {
         assert_close(
             &h,
             &dense,
-            &format!("case {case}, {} colours\n{g}", s.colours),
+            &format!("case {case}, {:?}, {} colours\n{g}", s.mode, s.colours),
         );
+        // The element assembly against the star colouring of the same graph.
+        let star = sparse_hessian_by(&g, &[0], SparseMode::Star).unwrap();
+        assert_eq!(star.pattern, s.pattern);
+        let hs = densify(&star.pattern, &run(&star.graph, &x)[1]);
+        assert_close(&h, &hs, &format!("case {case}: {:?} vs star\n{g}", s.mode));
+        *modes.entry(format!("{:?}", s.mode)).or_insert(0) += 1;
         for i in 0..n {
             for j in 0..n {
                 assert!((h[i * n + j] - h[j * n + i]).abs() <= 1e-12 * (1.0 + h[i * n + j].abs()));
             }
         }
     }
+    // Both compressions are exercised.
+    eprintln!("{modes:?}");
+    assert!(
+        modes.get("Elements").copied().unwrap_or(0) >= 5,
+        "{modes:?}"
+    );
+    assert!(modes.get("Star").copied().unwrap_or(0) >= 5, "{modes:?}");
 }
 
 #[test]

@@ -687,7 +687,7 @@ fn add_like_inputs(h: &mut Graph, g: &Graph, like: &[NodeId], prefix: &str) -> V
 }
 
 /// Outputs of `h`: the original outputs of `g`, then `extra`.
-fn set_outputs(h: &mut Graph, g: &Graph, extra: Vec<NodeId>) {
+pub(crate) fn set_outputs(h: &mut Graph, g: &Graph, extra: Vec<NodeId>) {
     let mut outs = g.outputs().to_vec();
     outs.extend(extra);
     h.set_outputs(outs);

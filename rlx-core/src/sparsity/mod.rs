@@ -16,6 +16,7 @@ mod propagate;
 pub(crate) mod sets;
 
 pub use pattern::Pattern;
+pub(crate) use propagate::{constant_indices, split};
 
 use crate::autodiff::transforms::{scalar_out0, wrt_nodes};
 use crate::{Error, Graph, NodeId, Result};

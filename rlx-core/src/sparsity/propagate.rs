@@ -413,7 +413,7 @@ fn node_deps(
 }
 
 /// `(outer, dims[axis], inner)`: the sizes before, at and after `axis`.
-fn split(dims: &[usize], axis: usize) -> (usize, usize, usize) {
+pub(crate) fn split(dims: &[usize], axis: usize) -> (usize, usize, usize) {
     (
         dims[..axis].iter().product(),
         dims[axis],
@@ -424,7 +424,7 @@ fn split(dims: &[usize], axis: usize) -> (usize, usize, usize) {
 /// The values of an index operand known at trace time (a constant), each
 /// in `0..len`; `None` for traced indices or any index out of range (the
 /// run reports those).
-fn constant_indices(g: &Graph, idx: NodeId, len: usize) -> Option<Vec<usize>> {
+pub(crate) fn constant_indices(g: &Graph, idx: NodeId, len: usize) -> Option<Vec<usize>> {
     let Op::Constant(lit) = &g.node(idx).op else {
         return None;
     };

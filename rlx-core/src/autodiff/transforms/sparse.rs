@@ -21,6 +21,7 @@ use crate::sparsity::{hessian_pattern, jacobian_pattern, Pattern};
 use crate::{DType, Error, Graph, Literal, NodeId, Op, Result};
 
 mod constant_entries;
+mod elements;
 
 /// How a sparse derivative is compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -35,6 +36,11 @@ pub enum SparseMode {
     /// reverse products over some rows' colours, in one execution (see
     /// [`colouring::bicolouring`]).
     Bidirectional,
+    /// Element assembly of a sum of element terms: forward over reverse
+    /// products of each element's function, one per unknown it reads,
+    /// scattered into the pattern (see the `elements` module); whatever
+    /// else the objective adds, by a star colouring.
+    Elements,
 }
 
 /// A sparse derivative's compiled form: the graph that computes its values
@@ -152,10 +158,10 @@ pub(crate) fn choose(
     let forward = |c: Colouring| (SparseMode::Forward, Bicolouring::from_columns(pattern, &c));
     let reverse = |c: Colouring| (SparseMode::Reverse, Bicolouring::from_rows(pattern, &c));
     Ok(match mode {
-        Some(SparseMode::Star) => return Err(Error::InvalidArgument {
+        Some(SparseMode::Star | SparseMode::Elements) => return Err(Error::InvalidArgument {
             op: "sparse_jacobian",
             message:
-                "star colouring is for symmetric Hessians; a Jacobian takes `Forward`, `Reverse` or `Bidirectional`"
+                "star colouring and element assembly are for symmetric Hessians; a Jacobian takes `Forward`, `Reverse` or `Bidirectional`"
                     .into(),
         }),
         Some(SparseMode::Forward) => forward(colouring::columns(pattern)),
@@ -195,8 +201,60 @@ pub(crate) fn choose(
 /// let s = sparse_hessian(&g, &[0]).unwrap();
 /// assert_eq!((s.colours, s.mode, s.pattern.nnz()), (1, SparseMode::Star, 50));
 /// ```
+///
+/// When the output adds sums over elements of a function of a few
+/// selected unknowns (triangles, bonds, the terms of an extended
+/// Rosenbrock function), their Hessian is assembled element by element
+/// instead ([`SparseMode::Elements`]; see [`sparse_hessian_by`]).
 pub fn sparse_hessian(g: &Graph, wrt: &[usize]) -> Result<SparseProgram> {
     let pattern = hessian_pattern(g, wrt)?;
+    if let Some(program) = elements::assembled(g, wrt, &pattern)? {
+        return Ok(program);
+    }
+    star_hessian(g, wrt, pattern)
+}
+
+/// [`sparse_hessian`] by the compression `mode`: [`SparseMode::Star`]
+/// colours the whole graph; [`SparseMode::Elements`] assembles the sums of
+/// element terms the output adds (and colours the rest), and is an error
+/// when it adds none. Both give the same values up to the order of sums.
+///
+/// ```
+/// use rlx::autodiff::transforms::sparse::{sparse_hessian_by, SparseMode};
+/// use rlx::{DType, Graph};
+/// // f = Σ (x_{i+1} − x_i)⁴: each term reads two unknowns.
+/// let mut g = Graph::new();
+/// let x = g.input("x", [40], DType::F64);
+/// let a = g.slice_range(x, 1..40, 0).unwrap();
+/// let b = g.slice_range(x, 0..39, 0).unwrap();
+/// let d = g.sub(a, b).unwrap();
+/// let q = g.powi(d, 4).unwrap();
+/// let f = g.sum_all(q).unwrap();
+/// g.set_outputs(vec![f]);
+/// let e = sparse_hessian_by(&g, &[0], SparseMode::Elements).unwrap();
+/// let s = sparse_hessian_by(&g, &[0], SparseMode::Star).unwrap();
+/// assert_eq!((e.colours, s.colours, e.pattern.nnz()), (2, 3, 40 + 2 * 39));
+/// ```
+pub fn sparse_hessian_by(g: &Graph, wrt: &[usize], mode: SparseMode) -> Result<SparseProgram> {
+    let pattern = hessian_pattern(g, wrt)?;
+    match mode {
+        SparseMode::Star => star_hessian(g, wrt, pattern),
+        SparseMode::Elements => elements::assembled(g, wrt, &pattern)?.ok_or_else(|| {
+            Error::InvalidArgument {
+                op: "sparse_hessian",
+                message: "element assembly needs an output that adds sums over elements of a function of selected unknowns (gathers by constant indices, slices, reshapes); this one adds none: use `SparseMode::Star`".into(),
+            }
+        }),
+        SparseMode::Forward | SparseMode::Reverse | SparseMode::Bidirectional => {
+            Err(Error::InvalidArgument {
+                op: "sparse_hessian",
+                message: format!("a Hessian is compressed by `Star` or `Elements`, not `{mode:?}`"),
+            })
+        }
+    }
+}
+
+fn star_hessian(g: &Graph, wrt: &[usize], pattern: Pattern) -> Result<SparseProgram> {
     let gg = grad_graph(g, wrt, "sparse_hessian")?;
     let c = colouring::star(&pattern);
     compressed_hessian(g, &gg, wrt, pattern, &c)
