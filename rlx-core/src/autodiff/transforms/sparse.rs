@@ -192,14 +192,14 @@ pub(crate) fn choose(
 /// ```
 /// use rlx::autodiff::transforms::sparse::{sparse_hessian, SparseMode};
 /// use rlx::{DType, Graph};
-/// // f = Σ x_i³: a diagonal Hessian, one colour.
+/// // f = Σ x_i³: a sum of element terms of one unknown each, one product.
 /// let mut g = Graph::new();
 /// let x = g.input("x", [50], DType::F64);
 /// let c = g.powi(x, 3).unwrap();
 /// let f = g.sum_all(c).unwrap();
 /// g.set_outputs(vec![f]);
 /// let s = sparse_hessian(&g, &[0]).unwrap();
-/// assert_eq!((s.colours, s.mode, s.pattern.nnz()), (1, SparseMode::Star, 50));
+/// assert_eq!((s.colours, s.mode, s.pattern.nnz()), (1, SparseMode::Elements, 50));
 /// ```
 ///
 /// When the output adds sums over elements of a function of a few
