@@ -148,7 +148,9 @@ pub(crate) fn assembled(
 
 /// `[nnz]` values: `updates` (flat, concatenated) added at `slots` into a
 /// base holding `-0.0` where some update lands (so that a single update
-/// keeps its bits, `-0.0` and NaN included) and `+0.0` elsewhere.
+/// keeps its bits, `-0.0` and NaN included) and `+0.0` elsewhere. A slot
+/// `nnz` drops its update (an element's entry with a vertex that is not an
+/// unknown): the scatter runs over one extra slot, sliced off.
 fn scatter(
     r: &mut Graph,
     pattern: &Pattern,
@@ -157,11 +159,13 @@ fn scatter(
     dt: DType,
 ) -> Result<NodeId> {
     let nnz = pattern.nnz();
-    let mut base = vec![0.0; nnz];
+    let dump = slots.contains(&(nnz as i64));
+    let len = nnz + usize::from(dump);
+    let mut base = vec![0.0; len];
     for &s in slots {
         base[s as usize] = -0.0;
     }
-    let base = r.constant(Literal::F64(base.into()), [nnz], dt)?;
+    let base = r.constant(Literal::F64(base.into()), [len], dt)?;
     if updates.is_empty() {
         return Ok(base);
     }
@@ -174,7 +178,12 @@ fn scatter(
         [slots.len()],
         DType::I64,
     )?;
-    r.scatter_add(base, at, all, 0)
+    let values = r.scatter_add(base, at, all, 0)?;
+    if dump {
+        r.slice_range(values, 0..nnz, 0)
+    } else {
+        Ok(values)
+    }
 }
 
 /// The rest's Hessian values in `r` (`None` when structurally zero),
@@ -229,7 +238,8 @@ fn rest_values(
 
 impl Term {
     /// The term's Hessian values as a flat node of `r` (a copy of `g`) and
-    /// the slot of each in `pattern`; `None` when none lands in it.
+    /// the slot of each in `pattern` (`nnz` for those outside it); `None`
+    /// when none lands in it.
     fn values(
         &self,
         r: &mut Graph,
@@ -238,24 +248,22 @@ impl Term {
     ) -> Result<Option<(NodeId, Vec<i64>)>> {
         let k = self.leaves.len();
         let m = self.batch.numel();
-        // Which of the k² · m local values land in the pattern, and where.
-        let mut keep = Vec::new();
-        let mut at = Vec::new();
-        for i in 0..k {
-            for j in 0..k {
-                for p in 0..m {
+        let dump = pattern.nnz() as i64;
+        // Where each of the k² · m local values lands, element by element.
+        let mut at = Vec::with_capacity(k * k * m);
+        for p in 0..m {
+            for i in 0..k {
+                for j in 0..k {
                     let (a, b) = (self.maps[i][p], self.maps[j][p]);
-                    if a == NONE || b == NONE {
-                        continue;
-                    }
-                    if let Some(s) = pattern.position(a as usize, b as usize) {
-                        keep.push(((i * k + j) * m + p) as i64);
-                        at.push(s as i64);
-                    }
+                    let slot = match (a, b) {
+                        (NONE, _) | (_, NONE) => None,
+                        _ => pattern.position(a as usize, b as usize),
+                    };
+                    at.push(slot.map_or(dump, |s| s as i64));
                 }
             }
         }
-        if keep.is_empty() {
+        if at.iter().all(|&s| s == dump) {
             return Ok(None);
         }
         let local = self.local_hessian(g)?;
@@ -268,16 +276,13 @@ impl Term {
         if self.negate {
             flat = r.unary(UnaryOp::Neg, flat)?;
         }
-        if keep.len() < k * k * m {
-            let idx = r.constant(Literal::I64(keep.into()), [at.len()], DType::I64)?;
-            flat = r.gather(flat, idx, 0)?;
-        }
         Ok(Some((flat, at)))
     }
 
     /// The local graph: inputs `u_1..u_k` (shaped like the batch), then one
-    /// per outside node; output the `[k · k · m]`
-    /// values `h[i][j][p]`.
+    /// per outside node; output the `[m · k · k]` values `h[i][j][p]`,
+    /// element by element (so that the scatter adds each element's entries
+    /// together, near each other in the pattern).
     fn local_hessian(&self, g: &Graph) -> Result<Graph> {
         let mut lg = Graph::new();
         let mut map: HashMap<NodeId, NodeId> = HashMap::new();
@@ -306,17 +311,21 @@ impl Term {
         let grads = gg.outputs()[1..].to_vec();
         let mut t = gg;
         let m = self.batch.numel();
+        // Every entry from its own product (entry (i, j) from the product
+        // seeded by u_i): a concat reading one value twice would not be
+        // written by the fused loop in place.
         let mut parts = Vec::with_capacity(k * k);
         for &u in &us {
             let one = t.full(self.batch.clone(), 1.0, t.dtype(u));
             for d in jvp_nodes(&mut t, &[u], &[one], &grads)? {
-                parts.push(t.reshape(d, [m])?);
+                parts.push(t.reshape(d, [m, 1])?);
             }
         }
-        let flat = match parts.as_slice() {
+        let joined = match parts.as_slice() {
             [one] => *one,
-            _ => t.concat(&parts, 0)?,
+            _ => t.concat(&parts, 1)?,
         };
+        let flat = t.reshape(joined, [m * k * k])?;
         t.set_outputs(vec![flat]);
         finish(t)
     }
