@@ -54,3 +54,6 @@ pub mod c04_newton {}
 
 #[doc = include_str!("c05_loops.md")]
 pub mod c05_loops {}
+
+#[doc = include_str!("c06_custom_rules.md")]
+pub mod c06_custom_rules {}
