@@ -57,3 +57,6 @@ pub mod c05_loops {}
 
 #[doc = include_str!("c06_custom_rules.md")]
 pub mod c06_custom_rules {}
+
+#[doc = include_str!("c07_solvers.md")]
+pub mod c07_solvers {}
