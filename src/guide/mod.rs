@@ -60,3 +60,6 @@ pub mod c06_custom_rules {}
 
 #[doc = include_str!("c07_solvers.md")]
 pub mod c07_solvers {}
+
+#[doc = include_str!("c08_complex.md")]
+pub mod c08_complex {}
