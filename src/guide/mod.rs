@@ -63,3 +63,6 @@ pub mod c07_solvers {}
 
 #[doc = include_str!("c08_complex.md")]
 pub mod c08_complex {}
+
+#[doc = include_str!("c09_performance.md")]
+pub mod c09_performance {}
