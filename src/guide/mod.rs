@@ -66,3 +66,6 @@ pub mod c08_complex {}
 
 #[doc = include_str!("c09_performance.md")]
 pub mod c09_performance {}
+
+#[doc = include_str!("c10_pitfalls.md")]
+pub mod c10_pitfalls {}
