@@ -69,3 +69,6 @@ pub mod c09_performance {}
 
 #[doc = include_str!("c10_pitfalls.md")]
 pub mod c10_pitfalls {}
+
+#[doc = include_str!("c11_coming_from.md")]
+pub mod c11_coming_from {}
