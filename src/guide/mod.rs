@@ -39,6 +39,9 @@
 //!
 //! Chapters [4](c04_newton), [5](c05_loops), [7](c07_solvers) and
 //! [8](c08_complex) say which example goes further than their snippets.
+//! Chapter [4](c04_newton) also shows one small picture inline (Newton's
+//! residual per iteration), drawn by its doc test, which fails when the
+//! picture no longer matches what the code computes.
 
 #[doc = include_str!("c01_first_gradient.md")]
 pub mod c01_first_gradient {}
