@@ -42,6 +42,10 @@
 //! and returns: with one differentiated parameter a bare value, with
 //! several a tuple (and for `hessian_f`, a tuple of rows of blocks).
 //!
+//! The [`guide`] is a tested walk through all of it: first gradients, which
+//! mode when, checking derivatives, Newton with sparse Jacobians, loops,
+//! custom rules, solvers, complex numbers, performance, pitfalls.
+//!
 //! Crates, bottom to top: [`rlx_core`] (IR and transforms, graph to graph,
 //! no execution), [`rlx_runtime`] (tensors, tracing, compiler, kernels;
 //! uses `rlx_core`), `rlx_macros` (the attribute; its generated code calls
@@ -105,6 +109,7 @@ pub use rlx_runtime::{debug_nans, set_debug_nans, Arg, Value};
 /// `c32`/`c64`.
 pub use rlx_runtime::{Complex, Complex32, Complex64, C32, C64};
 
+pub mod guide;
 mod marked_loop;
 mod static_params;
 
