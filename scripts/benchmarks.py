@@ -136,6 +136,13 @@ def group_sources():
             regex = "^" + re.sub(r"\\\{[^}]*\\\}", ".*", re.escape(literal)) + "$"
             patterns.append((re.compile(regex), name[:-3]))
         texts.append((name[:-3], text))
+    # Groups named through a variable holding a `format!` (a helper taking
+    # the group's name): each `format!("name_{n}")` whose literal part
+    # starts with a word, after the `benchmark_group` patterns.
+    for bench, text in texts:
+        for m in re.finditer(r'format!\(\s*"([A-Za-z][A-Za-z0-9_]{2,}\{[^"]*)"', text):
+            regex = "^" + re.sub(r"\\\{[^}]*\\\}", ".*", re.escape(m.group(1))) + "$"
+            patterns.append((re.compile(regex), bench))
     return patterns, texts
 
 
