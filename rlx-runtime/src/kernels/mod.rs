@@ -8,7 +8,7 @@
 //! and rounded back), whose transcendental functions live in [`vmath`]
 //! (branch-free, so loops over them vectorise).
 //!
-//! Contract: `inputs` have the types [`rlx::core::infer()`](rlx_core::infer) accepts for `op`,
+//! Contract: `inputs` have the types [`rlx::core::infer()`](rlx_core::infer()) accepts for `op`,
 //! `out_shape` is the inferred shape and `out` already has the output dtype
 //! and `out_shape.numel()` elements. Dtype and length mismatches are
 //! reported as errors; data errors (an index out of range, a singular
