@@ -480,7 +480,7 @@ mod tests {
         // Runs of equal indices of every length, some across the chunks'
         // ends, and scattered ones; against one addition at a time.
         let size = 37;
-        for len in [1, 15, 16, 17, 31, 32, 33, 100, 1000] {
+        for len in [1usize, 15, 16, 17, 31, 32, 33, 100, 1000] {
             let ix: Vec<u32> = (0..len as u32)
                 .map(|k| {
                     if k % 23 < 9 {
