@@ -15,6 +15,8 @@ macro_rules! same {
             (Storage::BF16($x), Storage::BF16($y)) => $body,
             (Storage::I64($x), Storage::I64($y)) => $body,
             (Storage::Bool($x), Storage::Bool($y)) => $body,
+            (Storage::C32($x), Storage::C32($y)) => $body,
+            (Storage::C64($x), Storage::C64($y)) => $body,
             (a, b) => Err(mismatch(a.dtype(), b.dtype())),
         }
     };
