@@ -66,6 +66,16 @@ impl Msa {
         }
     }
 
+    /// Each triangle's vertex values `(a, b, c)` (`[triangles]` each) from
+    /// the unknowns `v` and the boundary, by gathers with constant indices.
+    pub fn vertices(&self, v: &Tensor) -> (Tensor, Tensor, Tensor) {
+        let nb = self.boundary.len();
+        let z = Tensor::concat(&[v.clone(), Tensor::from_slice(&self.boundary, [nb])], 0);
+        let e = self.a.len();
+        let pick = |idx: &[i64]| z.gather(&Tensor::from_slice(idx, [e]), 0);
+        (pick(&self.a), pick(&self.b), pick(&self.c))
+    }
+
     /// A starting surface: the boundary's function inside, perturbed.
     pub fn start(&self) -> Vec<f64> {
         (0..self.nx * self.ny)
@@ -82,11 +92,7 @@ impl Msa {
 #[differentiable(wrt(v))]
 pub fn msa_area(v: &Tensor, nx: usize, ny: usize) -> f64 {
     let m = Msa::new(nx, ny);
-    let nb = m.boundary.len();
-    let z = Tensor::concat(&[v.clone(), Tensor::from_slice(&m.boundary, [nb])], 0);
-    let e = m.a.len();
-    let pick = |idx: &[i64]| z.gather(&Tensor::from_slice(idx, [e]), 0);
-    let (a, b, c) = (pick(&m.a), pick(&m.b), pick(&m.c));
+    let (a, b, c) = m.vertices(v);
     let p = (&b - &a) / m.hx;
     let q = (&c - &a) / m.hy;
     let s = (p.square() + q.square() + 1.0).sqrt();
